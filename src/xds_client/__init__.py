@@ -1,1 +1,114 @@
-"""xds_client."""
+"""xds_client: a typed client for Envoy xDS and Grafana's ResourceStore.
+
+Names are loaded on first use, so ``import xds_client`` stays cheap: no
+Envoy message module is imported until a program touches one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .errors import (
+        BootstrapError,
+        ClientClosedError,
+        ResourceDecodeError,
+        ResourceError,
+        ServerProtocolError,
+        TransportError,
+        TypeUrlMismatchError,
+        UnknownResourceTypeError,
+        UsageError,
+        WaitTimeoutError,
+        XdsClientError,
+    )
+    from .node import Locality, Node
+    from .resources import (
+        ResourceType,
+        UnwrappedResource,
+        decode,
+        is_full_state,
+        message_class_of,
+        register,
+        resource_type,
+        type_url_of,
+        unwrap,
+    )
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "XdsClientError",
+            "UsageError",
+            "UnknownResourceTypeError",
+            "ClientClosedError",
+            "ResourceError",
+            "TypeUrlMismatchError",
+            "ResourceDecodeError",
+            "ServerProtocolError",
+            "BootstrapError",
+            "TransportError",
+            "WaitTimeoutError",
+        ],
+        "xds_client.errors",
+    ),
+    "Node": "xds_client.node",
+    "Locality": "xds_client.node",
+    **dict.fromkeys(
+        [
+            "ResourceType",
+            "UnwrappedResource",
+            "decode",
+            "unwrap",
+            "register",
+            "resource_type",
+            "type_url_of",
+            "message_class_of",
+            "is_full_state",
+        ],
+        "xds_client.resources",
+    ),
+}
+
+__all__ = [
+    "__version__",
+    "XdsClientError",
+    "UsageError",
+    "UnknownResourceTypeError",
+    "ClientClosedError",
+    "ResourceError",
+    "TypeUrlMismatchError",
+    "ResourceDecodeError",
+    "ServerProtocolError",
+    "BootstrapError",
+    "TransportError",
+    "WaitTimeoutError",
+    "Node",
+    "Locality",
+    "ResourceType",
+    "UnwrappedResource",
+    "decode",
+    "unwrap",
+    "register",
+    "resource_type",
+    "type_url_of",
+    "message_class_of",
+    "is_full_state",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xds_client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,119 @@
+"""Every exception xds_client raises on purpose, in one tree.
+
+::
+
+    XdsClientError                      base of everything below
+    ├── UsageError                      the caller misused the API (a local error)
+    │   ├── UnknownResourceTypeError    a type URL, alias or class we do not know
+    │   ├── DuplicateResourceTypeError  register() of a type URL that is taken
+    │   └── ClientClosedError           a call on a client after close()
+    ├── ResourceError                   a resource from the server is unusable (we NACK it)
+    │   ├── TypeUrlMismatchError        an Any holds another type than expected
+    │   ├── ResourceDecodeError         bytes that do not parse as the message
+    │   └── ResourceValidationError     a user validator rejected the resource
+    ├── ServerProtocolError             the server broke the xDS protocol itself
+    ├── BootstrapError                  a bootstrap file or JSON that cannot be used
+    ├── TransportError                  the connection to the server failed
+    └── WaitTimeoutError                a bounded wait ran out (also a TimeoutError)
+
+Errors raised by the ResourceStore client live in :mod:`xds_client.store`
+and derive from :class:`XdsClientError` too.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "XdsClientError",
+    "UsageError",
+    "UnknownResourceTypeError",
+    "DuplicateResourceTypeError",
+    "ClientClosedError",
+    "ResourceError",
+    "TypeUrlMismatchError",
+    "ResourceDecodeError",
+    "ResourceValidationError",
+    "ServerProtocolError",
+    "BootstrapError",
+    "TransportError",
+    "WaitTimeoutError",
+]
+
+
+class XdsClientError(Exception):
+    """Base class of every error xds_client raises on purpose."""
+
+
+class UsageError(XdsClientError):
+    """The caller used the API wrongly; nothing was sent to a server."""
+
+
+class UnknownResourceTypeError(UsageError, LookupError):
+    """A resource type given by type URL, alias or class is not registered."""
+
+    def __init__(self, spec: object) -> None:
+        self.spec = spec
+        super().__init__(
+            f"unknown xDS resource type {spec!r}; use a registered type URL, alias "
+            "(lds rds srds vhds cds eds sds rtds ecds) or message class, or register() it"
+        )
+
+
+class DuplicateResourceTypeError(UsageError):
+    """register() was called for a type URL that already names another message."""
+
+
+class ClientClosedError(UsageError):
+    """The client was closed; create a new one."""
+
+
+class ResourceError(XdsClientError):
+    """A resource received from the server cannot be used.
+
+    The protocol core turns these into a NACK whose message names the resource
+    and this error's text.
+    """
+
+
+class TypeUrlMismatchError(ResourceError):
+    """An ``Any`` carries a different type than the one expected."""
+
+    def __init__(self, expected: str, actual: str) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"expected resource type {expected!r}, got {actual!r}")
+
+
+class ResourceDecodeError(ResourceError):
+    """The bytes of a resource do not parse as its message type."""
+
+    def __init__(self, type_url: str, reason: str) -> None:
+        self.type_url = type_url
+        self.reason = reason
+        super().__init__(f"cannot decode {type_url}: {reason}")
+
+
+class ResourceValidationError(ResourceError):
+    """A user-supplied validator rejected a resource."""
+
+
+class ServerProtocolError(XdsClientError):
+    """The server sent something the xDS protocol does not allow."""
+
+
+class BootstrapError(XdsClientError):
+    """A gRPC xDS bootstrap file or JSON value cannot be used.
+
+    ``field`` names the offending JSON path, such as ``xds_servers[0].server_uri``.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class TransportError(XdsClientError):
+    """The connection to a server failed or was refused."""
+
+
+class WaitTimeoutError(XdsClientError, TimeoutError):
+    """A bounded wait (``wait_for``, ``wait_synced`` ...) ran out of time."""

@@ -1,0 +1,74 @@
+"""Build the ``envoy.config.core.v3.Node`` that identifies this client to a server."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from envoy.config.core.v3.base_pb2 import Node as NodeProto
+
+__all__ = ["CLIENT_FEATURES", "USER_AGENT_NAME", "Locality", "Node", "as_node_proto"]
+
+USER_AGENT_NAME = "xds-client"
+CLIENT_FEATURES: tuple[str, ...] = (
+    # We accept envoy.service.discovery.v3.Resource wrappers in SotW responses.
+    "xds.config.resource-in-sotw",
+    # We honour per-resource TTLs and heartbeats.
+    "xds.config.supports-resource-ttl",
+)
+
+
+@dataclass(frozen=True)
+class Locality:
+    """Where the node runs; control planes use it for locality-aware routing."""
+
+    region: str = ""
+    zone: str = ""
+    sub_zone: str = ""
+
+
+@dataclass(frozen=True)
+class Node:
+    """The identity a client announces in its requests.
+
+    ``metadata`` is a JSON-like dict that becomes a ``google.protobuf.Struct``.
+    ``user_agent_name``, our version and ``client_features`` are filled in for you.
+    """
+
+    id: str
+    cluster: str = ""
+    locality: Locality | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    client_features: Sequence[str] = CLIENT_FEATURES
+
+    def to_proto(self) -> NodeProto:
+        """The v3 ``Node`` message (v2 shares its wire format for these fields)."""
+        from envoy.config.core.v3.base_pb2 import Node as NodeProto
+
+        node = NodeProto(
+            id=self.id,
+            cluster=self.cluster,
+            user_agent_name=USER_AGENT_NAME,
+            user_agent_version=__version__,
+            client_features=list(self.client_features),
+        )
+        if self.locality is not None:
+            node.locality.region = self.locality.region
+            node.locality.zone = self.locality.zone
+            node.locality.sub_zone = self.locality.sub_zone
+        if self.metadata:
+            node.metadata.update(dict(self.metadata))
+        return node
+
+
+def as_node_proto(node: Node | NodeProto | None) -> NodeProto:
+    """Accept our :class:`Node`, a ready ``Node`` message, or None (an anonymous node)."""
+    if node is None:
+        return Node(id="").to_proto()
+    if isinstance(node, Node):
+        return node.to_proto()
+    return node
