@@ -61,6 +61,10 @@ MODULES: tuple[str, ...] = (
     "envoy.api.v2.cluster_pb2",
     "envoy.api.v2.route_pb2",
     "envoy.api.v2.endpoint_pb2",
+    "envoy.api.v2.scoped_route_pb2",
+    "envoy.api.v2.route.route_components_pb2",
+    "envoy.api.v2.auth.secret_pb2",
+    "envoy.service.discovery.v2.rtds_pb2",
 )
 
 # Proto files whose stubs come from another package (types-protobuf).
