@@ -1,0 +1,79 @@
+"""Transports: how xDS requests and responses travel (see ``_base`` for the seam).
+
+:func:`make_transport` is the one place that maps a transport name to a class:
+``"grpc"`` (bidirectional streams, this package's ``_grpc``), ``"grpc-fetch"``
+(unary ``Fetch*`` polling) and ``"rest"`` (REST-JSON polling).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias, overload
+
+from xds_client.errors import UsageError
+
+from ._base import (
+    ADS_DELTA_METHOD,
+    ADS_METHOD,
+    DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+    V2_ADS_DELTA_METHOD,
+    V2_ADS_METHOD,
+    AsyncStream,
+    AsyncTransport,
+    ChannelCredentialsConfig,
+    Keepalive,
+    Request,
+    Response,
+    ServerTarget,
+    Stream,
+    StreamSpec,
+    Transport,
+)
+
+__all__ = [
+    "ADS_DELTA_METHOD",
+    "ADS_METHOD",
+    "DEFAULT_MAX_RECEIVE_MESSAGE_SIZE",
+    "V2_ADS_DELTA_METHOD",
+    "V2_ADS_METHOD",
+    "AsyncStream",
+    "AsyncTransport",
+    "ChannelCredentialsConfig",
+    "Keepalive",
+    "Request",
+    "Response",
+    "ServerTarget",
+    "Stream",
+    "StreamSpec",
+    "Transport",
+    "TransportKind",
+    "TRANSPORT_KINDS",
+    "make_transport",
+]
+
+TransportKind: TypeAlias = Literal["grpc", "grpc-fetch", "rest"]
+TRANSPORT_KINDS: tuple[str, ...] = ("grpc", "grpc-fetch", "rest")
+
+
+@overload
+def make_transport(
+    kind: str, target: ServerTarget, *, poll_interval: float, asynchronous: Literal[False]
+) -> Transport: ...
+@overload
+def make_transport(
+    kind: str, target: ServerTarget, *, poll_interval: float, asynchronous: Literal[True]
+) -> AsyncTransport: ...
+def make_transport(
+    kind: str, target: ServerTarget, *, poll_interval: float, asynchronous: bool
+) -> Transport | AsyncTransport:
+    """Create the transport named ``kind`` for one server.
+
+    ``poll_interval`` only matters to the polling transports. Raises
+    :class:`~xds_client.errors.UsageError` for an unknown or unavailable kind.
+    """
+    if kind == "grpc":
+        from ._grpc import AsyncGrpcTransport, GrpcTransport
+
+        return AsyncGrpcTransport(target) if asynchronous else GrpcTransport(target)
+    if kind in ("grpc-fetch", "rest"):
+        raise UsageError(f"transport {kind!r} is not available in this build yet")
+    raise UsageError(f"unknown transport {kind!r}; use one of {', '.join(TRANSPORT_KINDS)}")

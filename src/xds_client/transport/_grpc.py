@@ -1,0 +1,327 @@
+"""Bidirectional gRPC streams for xDS, on ``grpc`` (threads) and ``grpc.aio`` (asyncio).
+
+Streams use generic method paths with the discovery messages' own
+serializers, so one channel serves ADS, the per-type services, delta and the
+v2 paths alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import grpc
+import grpc.aio
+from envoy.service.discovery.v3.discovery_pb2 import (
+    DeltaDiscoveryResponse,
+    DiscoveryResponse,
+)
+
+from xds_client.errors import TransportError
+
+from ._base import (
+    ChannelCredentialsConfig,
+    Request,
+    Response,
+    ServerTarget,
+    StreamSpec,
+    read_pem,
+)
+
+__all__ = [
+    "GrpcTransport",
+    "GrpcStream",
+    "AsyncGrpcTransport",
+    "AsyncGrpcStream",
+    "channel_options",
+    "channel_credentials",
+]
+
+log = logging.getLogger("xds_client.transport.grpc")
+
+_CLOSE_JOIN_TIMEOUT: Final = 1.0
+
+
+def channel_options(target: ServerTarget) -> list[tuple[str, Any]]:
+    """gRPC channel arguments for a target: message size, keepalive, TLS name, extras."""
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", target.max_receive_message_size),
+        # The client backs off itself; a fresh stream should try to connect at once.
+        ("grpc.enable_retries", 0),
+    ]
+    if target.keepalive is not None:
+        ka = target.keepalive
+        options += [
+            ("grpc.keepalive_time_ms", int(ka.time * 1000)),
+            ("grpc.keepalive_timeout_ms", int(ka.timeout * 1000)),
+            ("grpc.keepalive_permit_without_calls", int(ka.permit_without_calls)),
+            ("grpc.http2.max_pings_without_data", 0),
+        ]
+    creds = target.credentials
+    if creds is not None and creds.server_name_override:
+        options.append(("grpc.ssl_target_name_override", creds.server_name_override))
+    options += list(target.channel_options)
+    return options
+
+
+def channel_credentials(target: ServerTarget) -> grpc.ChannelCredentials | None:
+    """TLS (and call) credentials for a target, or None for a plaintext channel."""
+    creds: ChannelCredentialsConfig | None = target.credentials
+    if creds is None:
+        if target.call_credentials is not None:
+            # gRPC only sends call credentials over a secure channel; local TCP counts.
+            return grpc.composite_channel_credentials(
+                grpc.local_channel_credentials(), target.call_credentials
+            )
+        return None
+    ssl = grpc.ssl_channel_credentials(
+        root_certificates=read_pem(creds.ca_certificate, what="ca_certificate"),
+        private_key=read_pem(creds.private_key, what="private_key"),
+        certificate_chain=read_pem(creds.certificate_chain, what="certificate_chain"),
+    )
+    if target.call_credentials is not None:
+        return grpc.composite_channel_credentials(ssl, target.call_credentials)
+    return ssl
+
+
+def _serialize(message: Request) -> bytes:
+    return message.SerializeToString()
+
+
+def _deserializer(spec: StreamSpec) -> Callable[[bytes], Response]:
+    return DeltaDiscoveryResponse.FromString if spec.delta else DiscoveryResponse.FromString
+
+
+def _rpc_error(spec: StreamSpec, target: ServerTarget, exc: grpc.RpcError) -> TransportError:
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    name = code.name if code is not None else "UNKNOWN"
+    return TransportError(f"{spec.method} on {target.uri}: {name}: {details}")
+
+
+class _End:
+    """Marks the end of the response queue (server closed the stream cleanly)."""
+
+
+_END: Final = _End()
+
+
+class GrpcStream:
+    """A sync bidi stream: gRPC's request thread reads our queue, a reader thread fills ours."""
+
+    def __init__(
+        self,
+        call_factory: grpc.StreamStreamMultiCallable[Request, Response],
+        spec: StreamSpec,
+        target: ServerTarget,
+    ) -> None:
+        self._spec = spec
+        self._target = target
+        self._closed = False
+        self._requests: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self._responses: queue.SimpleQueue[Response | TransportError | _End] = queue.SimpleQueue()
+        metadata = target.call_metadata or None
+        self._call: Any = call_factory(self._request_iter(), metadata=metadata)
+        self._reader = threading.Thread(
+            target=self._read,
+            name=f"xds-grpc-reader {spec.method.rsplit('/', 1)[-1]}",
+            daemon=True,
+        )
+        self._reader.start()
+
+    def _request_iter(self) -> Iterator[Request]:
+        while True:
+            item = self._requests.get()
+            if item is None:
+                return
+            yield item
+
+    def _read(self) -> None:
+        try:
+            for response in self._call:
+                self._responses.put(response)
+        except grpc.RpcError as exc:
+            if not self._closed:
+                error = _rpc_error(self._spec, self._target, exc)
+                error.__cause__ = exc
+                self._responses.put(error)
+            return
+        except Exception as exc:  # a deserialization failure ends the stream, too
+            error = TransportError(f"{self._spec.method} on {self._target.uri}: {exc}")
+            error.__cause__ = exc
+            self._responses.put(error)
+            return
+        self._responses.put(_END)
+
+    def send(self, request: Request) -> None:
+        if self._closed:
+            raise TransportError(f"{self._spec.method}: stream is closed")
+        self._requests.put(request)
+
+    def recv(self, timeout: float | None) -> Response | None:
+        try:
+            item = self._responses.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(item, TransportError):
+            self._responses.put(item)  # stays failed for later calls
+            raise item
+        if isinstance(item, _End):
+            self._responses.put(item)
+            raise TransportError(f"{self._spec.method} on {self._target.uri}: server ended stream")
+        return item
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._requests.put(None)
+        self._call.cancel()
+        if threading.current_thread() is not self._reader:
+            self._reader.join(_CLOSE_JOIN_TIMEOUT)
+
+
+class GrpcTransport:
+    """Sync gRPC transport: one channel to one server, any number of streams."""
+
+    def __init__(self, target: ServerTarget) -> None:
+        self.target = target
+        creds = channel_credentials(target)
+        options = channel_options(target)
+        if creds is None:
+            self._channel = grpc.insecure_channel(target.uri, options=options)
+        else:
+            self._channel = grpc.secure_channel(target.uri, creds, options=options)
+        self._lock = threading.Lock()
+        self._streams: list[GrpcStream] = []
+        self._closed = False
+        log.debug("channel to %s", target.describe())
+
+    def open(self, spec: StreamSpec) -> GrpcStream:
+        factory = self._channel.stream_stream(
+            spec.method, request_serializer=_serialize, response_deserializer=_deserializer(spec)
+        )
+        with self._lock:
+            if self._closed:
+                raise TransportError(f"transport to {self.target.uri} is closed")
+            self._streams = [s for s in self._streams if not s._closed]
+            stream = GrpcStream(factory, spec, self.target)
+            self._streams.append(stream)
+        return stream
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            streams, self._streams = self._streams, []
+        for stream in streams:
+            stream.close()
+        self._channel.close()
+
+
+class AsyncGrpcStream:
+    """An asyncio bidi stream on ``grpc.aio``; a reader task fills a queue."""
+
+    def __init__(self, call: Any, spec: StreamSpec, target: ServerTarget) -> None:
+        self._call = call
+        self._spec = spec
+        self._target = target
+        self._closed = False
+        self._responses: asyncio.Queue[Response | TransportError | _End] = asyncio.Queue()
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                response = await self._call.read()
+                if response is grpc.aio.EOF:
+                    self._responses.put_nowait(_END)
+                    return
+                self._responses.put_nowait(response)
+        except asyncio.CancelledError:
+            return
+        except grpc.RpcError as exc:
+            if not self._closed:
+                error = _rpc_error(self._spec, self._target, exc)
+                error.__cause__ = exc
+                self._responses.put_nowait(error)
+        except Exception as exc:
+            error = TransportError(f"{self._spec.method} on {self._target.uri}: {exc}")
+            error.__cause__ = exc
+            self._responses.put_nowait(error)
+
+    async def send(self, request: Request) -> None:
+        if self._closed:
+            raise TransportError(f"{self._spec.method}: stream is closed")
+        try:
+            await self._call.write(request)
+        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            raise TransportError(f"{self._spec.method} on {self._target.uri}: {exc}") from exc
+
+    async def recv(self, timeout: float | None) -> Response | None:
+        try:
+            item = await asyncio.wait_for(self._responses.get(), timeout)
+        except asyncio.TimeoutError:
+            return None
+        if isinstance(item, TransportError):
+            self._responses.put_nowait(item)
+            raise item
+        if isinstance(item, _End):
+            self._responses.put_nowait(item)
+            raise TransportError(f"{self._spec.method} on {self._target.uri}: server ended stream")
+        return item
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._call.cancel()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
+
+
+class AsyncGrpcTransport:
+    """asyncio gRPC transport: one ``grpc.aio`` channel to one server."""
+
+    def __init__(self, target: ServerTarget) -> None:
+        self.target = target
+        self._channel: grpc.aio.Channel | None = None
+        self._streams: list[AsyncGrpcStream] = []
+        self._closed = False
+
+    def _get_channel(self) -> grpc.aio.Channel:
+        # Created lazily so the channel binds to the running loop.
+        if self._channel is None:
+            creds = channel_credentials(self.target)
+            options = channel_options(self.target)
+            if creds is None:
+                self._channel = grpc.aio.insecure_channel(self.target.uri, options=options)
+            else:
+                self._channel = grpc.aio.secure_channel(self.target.uri, creds, options=options)
+            log.debug("channel to %s", self.target.describe())
+        return self._channel
+
+    async def open(self, spec: StreamSpec) -> AsyncGrpcStream:
+        if self._closed:
+            raise TransportError(f"transport to {self.target.uri} is closed")
+        factory = self._get_channel().stream_stream(
+            spec.method, request_serializer=_serialize, response_deserializer=_deserializer(spec)
+        )
+        call = factory(metadata=self.target.call_metadata or None)
+        stream = AsyncGrpcStream(call, spec, self.target)
+        self._streams = [s for s in self._streams if not s._closed]
+        self._streams.append(stream)
+        return stream
+
+    async def close(self) -> None:
+        self._closed = True
+        streams, self._streams = self._streams, []
+        for stream in streams:
+            await stream.close()
+        if self._channel is not None:
+            await self._channel.close()
