@@ -11,12 +11,33 @@ plugin (``xds_client.testing.pytest_plugin``) offers them as fixtures.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._control_plane import ControlPlane
+    from ._resource_file import LoadedResources, ResourceFileError, load_resources
+    from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo
 
 # public name -> module that defines it (loaded on first use)
-_EXPORTS: dict[str, str] = {}
+_EXPORTS: dict[str, str] = {
+    "ControlPlane": "xds_client.testing._control_plane",
+    "RecordedRequest": "xds_client.testing._xds._log",
+    "RecordedResponse": "xds_client.testing._xds._log",
+    "StreamInfo": "xds_client.testing._xds._log",
+    "load_resources": "xds_client.testing._resource_file",
+    "LoadedResources": "xds_client.testing._resource_file",
+    "ResourceFileError": "xds_client.testing._resource_file",
+}
 
-__all__: list[str] = []
+__all__: list[str] = [
+    "ControlPlane",
+    "RecordedRequest",
+    "RecordedResponse",
+    "StreamInfo",
+    "load_resources",
+    "LoadedResources",
+    "ResourceFileError",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,655 @@
+"""An in-process xDS management server for tests and demos.
+
+``ControlPlane`` serves ADS (SotW and delta), every per-type discovery
+service, the unary ``Fetch*`` calls and REST-JSON, for API v3 and v2, from
+snapshots you set. It records every stream and request so tests can wait for
+ACKs and NACKs, and it can misbehave on purpose (drop streams, refuse
+connections, delay, send raw responses, fail streams with a status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import grpc
+from envoy.service.discovery.v3.discovery_pb2 import (
+    DeltaDiscoveryRequest,
+    DeltaDiscoveryResponse,
+    DiscoveryRequest,
+    DiscoveryResponse,
+)
+from google.protobuf.any_pb2 import Any as AnyProto
+from typing_extensions import Self
+
+from xds_client.errors import TransportError, UnknownResourceTypeError, UsageError
+from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
+
+from ._xds._log import RecordedRequest, RecordedResponse, RequestLog, StreamInfo
+from ._xds._rest import RestServer
+from ._xds._store import Entry, ResourcesInput, Store, TypeSpec, entries_from
+from ._xds._streams import Engine, _Heartbeat
+
+__all__ = ["ControlPlane"]
+
+_ADS_SERVICES = (
+    "envoy.service.discovery.v3.AggregatedDiscoveryService",
+    "envoy.service.discovery.v2.AggregatedDiscoveryService",
+)
+_DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+def _type_url(spec: TypeSpec) -> str:
+    try:
+        return resource_type(spec).type_url
+    except UnknownResourceTypeError:
+        # Unregistered type URLs are served as opaque bytes.
+        if isinstance(spec, str) and spec.startswith(TYPE_URL_PREFIX):
+            return spec
+        raise
+
+
+def _serialize(message: Any) -> bytes:
+    # Raw bytes pass through so tests can send responses that do not parse.
+    if isinstance(message, bytes):
+        return message
+    data: bytes = message.SerializeToString()
+    return data
+
+
+class ControlPlane:
+    """An xDS control plane on 127.0.0.1, for tests.
+
+    Use it as a context manager (``with`` or ``async with``)::
+
+        with ControlPlane() as cp:
+            cp.set_resources("cds", [cluster])
+            ...  # point a client at cp.address
+            cp.wait_for_ack("cds", version="1")
+
+    Args:
+        host: address to bind; keep the default outside special cases.
+        port: gRPC port, 0 for a free one.
+        rest_port: REST-JSON port, 0 for a free one, None for no REST server.
+        heartbeat_interval: seconds between TTL heartbeats, None for none
+            (``send_heartbeats()`` still sends one round on demand).
+        wrap_sotw_resources: wrap every SotW resource in a ``Resource``
+            (otherwise only resources with a TTL are wrapped).
+        max_message_bytes: largest message sent or received.
+        max_workers: gRPC worker threads; each open stream holds one.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        rest_port: int | None = 0,
+        heartbeat_interval: float | None = 1.0,
+        wrap_sotw_resources: bool = False,
+        max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
+        max_workers: int = 32,
+    ) -> None:
+        self._host = host
+        self._requested_port = port
+        self._requested_rest_port = rest_port
+        self._max_message_bytes = max_message_bytes
+        self._max_workers = max_workers
+        self._store = Store()
+        self._log = RequestLog()
+        self._engine = Engine(self._store, self._log)
+        self._engine.sotw_wrap = wrap_sotw_resources
+        self._lock = threading.RLock()
+        self._state = "new"  # new -> running -> closed
+        self._port = 0
+        self._rest_port: int | None = None
+        self._server: grpc.Server | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._rest: RestServer | None = None
+        self._heartbeat_interval = heartbeat_interval
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat_thread: threading.Thread | None = None
+        self._timers: list[threading.Timer] = []
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Bind the ports and start serving; returns ``self``."""
+        with self._lock:
+            if self._state != "new":
+                raise UsageError(f"a ControlPlane can start once; this one is {self._state}")
+            self._start_grpc(self._requested_port)
+            if self._requested_rest_port is not None:
+                self._rest = RestServer(self._engine, self._host, self._requested_rest_port)
+                self._rest_port = self._rest.port
+            self._state = "running"
+            if self._heartbeat_interval is not None:
+                self.start_heartbeats(self._heartbeat_interval)
+        return self
+
+    def close(self) -> None:
+        """Stop serving, end every stream and join every thread. Idempotent."""
+        with self._lock:
+            if self._state == "closed":
+                return
+            self._state = "closed"
+            timers, self._timers = self._timers, []
+        for timer in timers:
+            timer.cancel()
+            timer.join(timeout=5.0)
+        self.stop_heartbeats()
+        self._engine.stopping.set()
+        with self._lock:
+            self._stop_grpc()
+            if self._rest is not None:
+                self._rest.close()
+                self._rest = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)
+
+    def _handlers(self) -> list[grpc.GenericRpcHandler]:
+        sotw_in = DiscoveryRequest.FromString
+        delta_in = DeltaDiscoveryRequest.FromString
+        services: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {}
+        for service in _ADS_SERVICES:
+            services[service] = {
+                "StreamAggregatedResources": grpc.stream_stream_rpc_method_handler(
+                    self._engine.stream_behavior(
+                        "sotw", f"/{service}/StreamAggregatedResources", None
+                    ),
+                    request_deserializer=sotw_in,
+                    response_serializer=_serialize,
+                ),
+                "DeltaAggregatedResources": grpc.stream_stream_rpc_method_handler(
+                    self._engine.stream_behavior(
+                        "delta", f"/{service}/DeltaAggregatedResources", None
+                    ),
+                    request_deserializer=delta_in,
+                    response_serializer=_serialize,
+                ),
+            }
+        for rtype in resource_types():
+            for kind, path in (
+                ("sotw", rtype.stream_method),
+                ("delta", rtype.delta_method),
+                ("fetch", rtype.fetch_method),
+            ):
+                if path is None:
+                    continue
+                service, method = path[1:].rsplit("/", 1)
+                table = services.setdefault(service, {})
+                if kind == "fetch":
+                    table[method] = grpc.unary_unary_rpc_method_handler(
+                        self._engine.unary_behavior(path, rtype.type_url),
+                        request_deserializer=sotw_in,
+                        response_serializer=_serialize,
+                    )
+                else:
+                    table[method] = grpc.stream_stream_rpc_method_handler(
+                        self._engine.stream_behavior(
+                            "sotw" if kind == "sotw" else "delta", path, rtype.type_url
+                        ),
+                        request_deserializer=sotw_in if kind == "sotw" else delta_in,
+                        response_serializer=_serialize,
+                    )
+        return [
+            grpc.method_handlers_generic_handler(service, table)
+            for service, table in services.items()
+        ]
+
+    def _start_grpc(self, port: int) -> None:
+        self._engine.stopping.clear()
+        executor = ThreadPoolExecutor(self._max_workers, thread_name_prefix="xds-cp-grpc")
+        server = grpc.server(
+            executor,
+            handlers=self._handlers(),
+            options=[
+                ("grpc.max_send_message_length", self._max_message_bytes),
+                ("grpc.max_receive_message_length", self._max_message_bytes),
+                ("grpc.so_reuseport", 1),
+            ],
+        )
+        try:
+            bound = server.add_insecure_port(f"{self._host}:{port}")
+        except RuntimeError as exc:
+            executor.shutdown(wait=False)
+            raise TransportError(f"cannot bind {self._host}:{port}: {exc}") from exc
+        if bound == 0:
+            executor.shutdown(wait=False)
+            raise TransportError(f"cannot bind {self._host}:{port}")
+        server.start()
+        self._server, self._executor, self._port = server, executor, bound
+
+    def _stop_grpc(self) -> None:
+        server, executor = self._server, self._executor
+        self._server = self._executor = None
+        if server is None or executor is None:
+            return
+        self._engine.stopping.set()
+        server.stop(grace=None).wait(timeout=10.0)
+        executor.shutdown(wait=True)
+
+    # -- addresses -----------------------------------------------------------
+
+    def _require_running(self) -> None:
+        if self._state != "running":
+            raise UsageError(f"the ControlPlane is {self._state}; use it inside `with`")
+
+    @property
+    def port(self) -> int:
+        """The gRPC port (stays the same across ``stop_serving``/``resume_serving``)."""
+        self._require_running()
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``"127.0.0.1:PORT"``: the gRPC target for clients."""
+        return f"{self._host}:{self.port}"
+
+    @property
+    def rest_url(self) -> str:
+        """Base URL of the REST-JSON server, e.g. ``"http://127.0.0.1:PORT"``."""
+        self._require_running()
+        if self._rest_port is None:
+            raise UsageError("this ControlPlane was created with rest_port=None")
+        return f"http://{self._host}:{self._rest_port}"
+
+    # -- resources -------------------------------------------------------------
+
+    def set_resources(
+        self,
+        type: TypeSpec,
+        resources: ResourcesInput,
+        *,
+        version: str | None = None,
+        node_id: str | None = None,
+        ttl: float | None = None,
+        versions: Mapping[str, str] | None = None,
+    ) -> str:
+        """Replace every resource of a type; returns the type's new version.
+
+        ``resources`` maps names to messages (or ``Any``, or bytes), or lists
+        messages whose ``name``/``cluster_name`` names them. ``version`` is the
+        SotW ``version_info`` (by default a counter shared by all types);
+        ``versions`` gives per-resource versions for delta (by default a hash
+        of the bytes). With ``node_id``, only that node sees the change.
+        ``ttl`` (seconds) makes every given resource expire unless heartbeats
+        refresh it.
+        """
+        return self.set_snapshot(
+            {type: resources}, version=version, node_id=node_id, ttl=ttl, versions=versions
+        )
+
+    def set_snapshot(
+        self,
+        resources: Mapping[TypeSpec, ResourcesInput],
+        *,
+        version: str | None = None,
+        node_id: str | None = None,
+        ttl: float | None = None,
+        versions: Mapping[str, str] | None = None,
+    ) -> str:
+        """Replace several types at once (pushed together, CDS before EDS)."""
+        changes: dict[str, Callable[[dict[str, Entry]], None]] = {}
+        for spec, given in resources.items():
+            type_url = _type_url(spec)
+            new = entries_from(resource_type_or_opaque(type_url), given, ttl=ttl, versions=versions)
+
+            def replace_all(entries: dict[str, Entry], new: dict[str, Entry] = new) -> None:
+                entries.clear()
+                entries.update(new)
+
+            changes[type_url] = replace_all
+        return self._store.apply(node_id, changes, version)
+
+    def update(
+        self,
+        type: TypeSpec,
+        resources: ResourcesInput,
+        *,
+        version: str | None = None,
+        node_id: str | None = None,
+        ttl: float | None = None,
+        versions: Mapping[str, str] | None = None,
+    ) -> str:
+        """Add or replace some resources of a type, keeping the others."""
+        type_url = _type_url(type)
+        new = entries_from(resource_type_or_opaque(type_url), resources, ttl=ttl, versions=versions)
+        return self._store.apply(node_id, {type_url: lambda entries: entries.update(new)}, version)
+
+    def remove(
+        self,
+        type: TypeSpec,
+        names: Iterable[str],
+        *,
+        version: str | None = None,
+        node_id: str | None = None,
+    ) -> str:
+        """Delete resources of a type by name (missing names are ignored)."""
+        type_url = _type_url(type)
+        gone = list(names)
+
+        def drop(entries: dict[str, Entry]) -> None:
+            for name in gone:
+                entries.pop(name, None)
+
+        return self._store.apply(node_id, {type_url: drop}, version)
+
+    def clear_node(self, node_id: str) -> None:
+        """Drop a node's own snapshots; it sees the shared resources again."""
+        self._store.clear_node(node_id)
+
+    def load_file(
+        self, path: str | Path, *, version: str | None = None, node_id: str | None = None
+    ) -> str:
+        """Serve the resources of a YAML or JSON file (see :func:`load_resources`)."""
+        from ._resource_file import load_resources
+
+        loaded = load_resources(path)
+        snapshot: dict[TypeSpec, ResourcesInput] = dict(loaded.resources.items())
+        return self.set_snapshot(snapshot, version=version or loaded.version, node_id=node_id)
+
+    def version(self, type: TypeSpec, *, node_id: str | None = None) -> str:
+        """The current ``version_info`` of a type (``""`` if never set)."""
+        return self._store.view(node_id, _type_url(type)).version
+
+    def resources(
+        self,
+        type: TypeSpec,
+        *,
+        node_id: str | None = None,
+    ) -> dict[str, AnyProto]:
+        """The resources currently served for a type, packed, by name."""
+        snap = self._store.view(node_id, _type_url(type))
+        return {name: entry.body for name, entry in snap.entries.items()}
+
+    # -- observability -----------------------------------------------------------
+
+    def streams(self, *, active: bool | None = None) -> list[StreamInfo]:
+        """Every stream and poll seen so far (``active=True``: only open ones)."""
+        found = self._log.streams()
+        return found if active is None else [s for s in found if s.active == active]
+
+    def requests(
+        self,
+        type: TypeSpec | None = None,
+        *,
+        stream_id: int | None = None,
+    ) -> list[RecordedRequest]:
+        """Requests received, oldest first, optionally of one type or stream."""
+        type_url = _type_url(type) if type is not None else None
+        return [
+            r
+            for r in self._log.requests()
+            if type_url in (None, r.type_url) and stream_id in (None, r.stream_id)
+        ]
+
+    def responses(
+        self,
+        type: TypeSpec | None = None,
+        *,
+        stream_id: int | None = None,
+    ) -> list[RecordedResponse]:
+        """Responses sent, oldest first, optionally of one type or stream."""
+        type_url = _type_url(type) if type is not None else None
+        return [
+            r
+            for r in self._log.responses()
+            if type_url in (None, r.type_url) and stream_id in (None, r.stream_id)
+        ]
+
+    def mark(self) -> int:
+        """A position in the request log to pass as ``since=`` to the waits."""
+        return len(self._log.requests())
+
+    def wait_for_request(
+        self,
+        type: TypeSpec | None = None,
+        predicate: Callable[[RecordedRequest], bool] | None = None,
+        *,
+        timeout: float = 5.0,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
+        """Wait for the first request (from ``since``) matching the filters.
+
+        Raises :class:`xds_client.errors.WaitTimeoutError` after ``timeout``
+        seconds, naming what was seen instead.
+        """
+        type_url = _type_url(type) if type is not None else None
+
+        def matches(r: RecordedRequest) -> bool:
+            if r.seq < since or type_url not in (None, r.type_url):
+                return False
+            if stream_id is not None and r.stream_id != stream_id:
+                return False
+            if node_id is not None and self._log.stream(r.stream_id).node_id != node_id:
+                return False
+            return predicate is None or predicate(r)
+
+        def probe() -> RecordedRequest | None:
+            return next((r for r in self._log._requests_unlocked()[since:] if matches(r)), None)
+
+        def what() -> str:
+            seen = [
+                f"{r.classification} version={r.message.version_info if isinstance(r.message, DiscoveryRequest) else ''!r} "  # noqa: E501
+                f"response_version={r.response_version!r} stream={r.stream_id}"
+                for r in self._log._requests_unlocked()[since:]
+                if type_url in (None, r.type_url)
+            ][-5:]
+            return f"a matching request of {type_url or 'any type'}; last seen: {seen or 'none'}"
+
+        return self._log.wait(probe, timeout, what)
+
+    def wait_for_ack(
+        self,
+        type: TypeSpec,
+        version: str | None = None,
+        timeout: float = 5.0,
+        *,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
+        """Wait for an ACK of a response of ``type`` (at ``version``, if given)."""
+        return self.wait_for_request(
+            type,
+            lambda r: r.is_ack and version in (None, r.response_version),
+            timeout=timeout,
+            since=since,
+            stream_id=stream_id,
+            node_id=node_id,
+        )
+
+    def wait_for_nack(
+        self,
+        type: TypeSpec,
+        version: str | None = None,
+        timeout: float = 5.0,
+        *,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
+        """Wait for a NACK of a response of ``type``; read ``.error_detail`` on the result.
+
+        ``version`` is the version of the rejected response.
+        """
+        return self.wait_for_request(
+            type,
+            lambda r: r.is_nack and version in (None, r.response_version),
+            timeout=timeout,
+            since=since,
+            stream_id=stream_id,
+            node_id=node_id,
+        )
+
+    def wait_for_streams(
+        self, count: int = 1, timeout: float = 5.0, *, active: bool = True
+    ) -> list[StreamInfo]:
+        """Wait until at least ``count`` streams are open (or were ever opened)."""
+
+        def probe() -> list[StreamInfo] | None:
+            found = [s for s in self._log._streams_unlocked().values() if s.active or not active]
+            return found if len(found) >= count else None
+
+        return self._log.wait(probe, timeout, lambda: f"{count} {'open ' if active else ''}streams")
+
+    async def wait_for_request_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+        """:meth:`wait_for_request` without blocking the event loop."""
+        return await asyncio.to_thread(self.wait_for_request, *args, **kwargs)
+
+    async def wait_for_ack_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+        """:meth:`wait_for_ack` without blocking the event loop."""
+        return await asyncio.to_thread(self.wait_for_ack, *args, **kwargs)
+
+    async def wait_for_nack_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+        """:meth:`wait_for_nack` without blocking the event loop."""
+        return await asyncio.to_thread(self.wait_for_nack, *args, **kwargs)
+
+    async def wait_for_streams_async(self, *args: Any, **kwargs: Any) -> list[StreamInfo]:
+        """:meth:`wait_for_streams` without blocking the event loop."""
+        return await asyncio.to_thread(self.wait_for_streams, *args, **kwargs)
+
+    # -- TTL heartbeats ----------------------------------------------------------
+
+    def send_heartbeats(self) -> None:
+        """Send one round of heartbeats now, for every resource with a TTL."""
+        self._engine.broadcast(_Heartbeat())
+
+    def start_heartbeats(self, interval: float = 1.0) -> None:
+        """Send heartbeats every ``interval`` seconds (restarts a running timer)."""
+        self.stop_heartbeats()
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(interval):
+                self._engine.broadcast(_Heartbeat())
+
+        thread = threading.Thread(target=beat, name="xds-cp-heartbeat", daemon=True)
+        with self._lock:
+            self._heartbeat_stop, self._heartbeat_thread = stop, thread
+        thread.start()
+
+    def stop_heartbeats(self) -> None:
+        """Stop periodic heartbeats, so resources with a TTL expire at clients."""
+        with self._lock:
+            stop, thread = self._heartbeat_stop, self._heartbeat_thread
+            self._heartbeat_thread = None
+        stop.set()
+        if thread is not None:
+            thread.join(timeout=5.0)
+
+    # -- fault injection ---------------------------------------------------------
+
+    def drop_streams(
+        self,
+        code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE,
+        details: str = "stream dropped by ControlPlane.drop_streams()",
+        *,
+        stream_id: int | None = None,
+    ) -> list[int]:
+        """End open streams (all, or one) with a gRPC status; returns their ids."""
+        from ._xds._streams import _Abort
+
+        return self._engine.broadcast(_Abort(code, details), stream_id)
+
+    def fail_streams(
+        self,
+        code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE,
+        details: str = "failed by ControlPlane.fail_streams()",
+        *,
+        count: int | None = 1,
+    ) -> None:
+        """Answer the next ``count`` new streams and fetches (None: all) with a status."""
+        self._engine.fail_new_streams(code, details, count)
+
+    def clear_faults(self) -> None:
+        """Undo ``fail_streams`` and ``delay_responses``."""
+        self._engine.clear_failures()
+        self._engine.set_delay(0, None)
+
+    def delay_responses(self, seconds: float, type: TypeSpec | None = None) -> None:
+        """Hold every response (of one type, or all) for ``seconds``; 0 undoes it."""
+        self._engine.set_delay(seconds, _type_url(type) if type is not None else None)
+
+    def send_raw(
+        self,
+        response: DiscoveryResponse | DeltaDiscoveryResponse | bytes,
+        *,
+        stream_id: int | None = None,
+    ) -> list[int]:
+        """Send a response you built on open streams of the matching kind.
+
+        A ``DiscoveryResponse`` goes to SotW streams, a ``DeltaDiscoveryResponse``
+        to delta streams, raw ``bytes`` (e.g. garbage) to all. A missing nonce is
+        filled in. Returns the ids of the streams it was queued on.
+        """
+        return self._engine.send_raw(response, stream_id)
+
+    def stop_serving(self) -> None:
+        """Close the gRPC port (ending every stream); state and logs are kept."""
+        with self._lock:
+            self._require_running()
+            self._stop_grpc()
+
+    def resume_serving(self) -> None:
+        """Listen again on the same gRPC port after :meth:`stop_serving`."""
+        with self._lock:
+            self._require_running()
+            if self._server is None:
+                self._start_grpc(self._port)
+
+    def refuse_connections(self, seconds: float) -> None:
+        """Stop serving now and resume on the same port after ``seconds``."""
+        self.stop_serving()
+        timer = threading.Timer(seconds, self._resume_if_running)
+        timer.daemon = True
+        with self._lock:
+            self._timers = [t for t in self._timers if t.is_alive()]
+            self._timers.append(timer)
+        timer.start()
+
+    def _resume_if_running(self) -> None:
+        with self._lock:
+            if self._state == "running" and self._server is None:
+                self._start_grpc(self._port)
+
+
+def resource_type_or_opaque(type_url: str) -> Any:
+    """The registered type, or a stand-in that only carries the type URL."""
+    try:
+        return resource_type(type_url)
+    except UnknownResourceTypeError:
+        return _Opaque(type_url)
+
+
+class _Opaque:
+    def __init__(self, type_url: str) -> None:
+        self.type_url = type_url
