@@ -26,6 +26,17 @@ if TYPE_CHECKING:
         XdsClientError,
     )
     from .node import Locality, Node
+    from .protocol import (
+        DeltaProtocol,
+        ProtocolConfig,
+        ResourceDeletionIgnored,
+        ResourceDoesNotExist,
+        ResourceRemoved,
+        ResourceUpdated,
+        ResponseAccepted,
+        ResponseRejected,
+        SotwProtocol,
+    )
     from .resources import (
         ResourceType,
         UnwrappedResource,
@@ -72,6 +83,20 @@ _EXPORTS: dict[str, str] = {
         ],
         "xds_client.resources",
     ),
+    **dict.fromkeys(
+        [
+            "ProtocolConfig",
+            "SotwProtocol",
+            "DeltaProtocol",
+            "ResourceUpdated",
+            "ResourceRemoved",
+            "ResourceDoesNotExist",
+            "ResponseRejected",
+            "ResponseAccepted",
+            "ResourceDeletionIgnored",
+        ],
+        "xds_client.protocol",
+    ),
 }
 
 __all__ = [
@@ -98,6 +123,15 @@ __all__ = [
     "type_url_of",
     "message_class_of",
     "is_full_state",
+    "ProtocolConfig",
+    "SotwProtocol",
+    "DeltaProtocol",
+    "ResourceUpdated",
+    "ResourceRemoved",
+    "ResourceDoesNotExist",
+    "ResponseRejected",
+    "ResponseAccepted",
+    "ResourceDeletionIgnored",
 ]
 
 

@@ -1,0 +1,53 @@
+"""The sans-I/O xDS protocol core: SotW and delta state machines.
+
+Nothing here does I/O or reads a clock. A driver (thread, asyncio task or
+poller) feeds in subscription changes, stream events, decoded responses and
+``now``; it sends the requests the core returns and hands the events to
+watchers. See ``docs/protocol.md`` for the exact behaviour.
+"""
+
+from __future__ import annotations
+
+from ._cache import CachedResource, ResourceState, ResourceStatus
+from ._config import ProtocolConfig, Validator
+from ._delta import DeltaProtocol
+from ._errors import ProtocolUsageError
+from ._events import (
+    Event,
+    RemovalReason,
+    ResourceDeletionIgnored,
+    ResourceDoesNotExist,
+    ResourceRemoved,
+    ResourceUpdated,
+    ResponseAccepted,
+    ResponseRejected,
+)
+from ._sotw import SotwProtocol
+from ._subscriptions import WILDCARD
+from ._validation import MAX_ERROR_MESSAGE, RESPONSE_KEY
+
+__all__ = [
+    # state machines
+    "SotwProtocol",
+    "DeltaProtocol",
+    "ProtocolConfig",
+    "Validator",
+    # events
+    "Event",
+    "ResourceUpdated",
+    "ResourceRemoved",
+    "RemovalReason",
+    "ResourceDoesNotExist",
+    "ResourceDeletionIgnored",
+    "ResponseAccepted",
+    "ResponseRejected",
+    # state views
+    "CachedResource",
+    "ResourceState",
+    "ResourceStatus",
+    # errors and constants
+    "ProtocolUsageError",
+    "WILDCARD",
+    "RESPONSE_KEY",
+    "MAX_ERROR_MESSAGE",
+]

@@ -1,0 +1,440 @@
+"""What SotW and delta share: subscriptions, cache, timers, status and ACK queue.
+
+Subclasses frame requests and apply responses; everything that decides *what*
+is wanted, held, expired or missing lives here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from xds_client.errors import UnknownResourceTypeError
+from xds_client.resources import ResourceType, resource_type
+
+from ._cache import CachedResource, ResourceState, TypeCache
+from ._config import ProtocolConfig
+from ._errors import ProtocolUsageError
+from ._events import (
+    Event,
+    ResourceDeletionIgnored,
+    ResourceDoesNotExist,
+    ResourceRemoved,
+    ResourceUpdated,
+    ResponseAccepted,
+    ResponseRejected,
+)
+from ._subscriptions import Subscription, normalize_names
+from ._timers import DeadlineQueue
+from ._validation import nack_message
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+    from google.rpc.status_pb2 import Status
+
+__all__ = ["ProtocolCore", "TypeState"]
+
+_DNE = "dne"
+_TTL = "ttl"
+_EMPTY: Mapping[str, CachedResource[Any]] = MappingProxyType({})
+
+
+@dataclass(slots=True)
+class _Failure:
+    reason: str
+    version: str
+    at: float
+
+
+@dataclass(slots=True)
+class _Reply:
+    """An ACK or NACK owed to the server for one response."""
+
+    type_url: str
+    nonce: str
+    version: str  # SotW: version_info to send (new one for ACK, last good for NACK)
+    error: Status | None
+
+
+class TypeState:
+    """Everything known about one type URL; lives across streams."""
+
+    __slots__ = (
+        "cache",
+        "deletion_ignored",
+        "dne",
+        "failures",
+        "initial_sent",
+        "last_error",
+        "nonce",
+        "rtype",
+        "subs",
+        "type_url",
+        "version",
+    )
+
+    def __init__(self, type_url: str, rtype: ResourceType[Any] | None) -> None:
+        self.type_url = type_url
+        self.rtype = rtype
+        self.subs = Subscription()
+        self.cache = TypeCache()
+        self.failures: dict[str, _Failure] = {}
+        self.dne: dict[str, float] = {}
+        self.deletion_ignored: set[str] = set()
+        self.version = ""
+        """Version of the last accepted response (SotW ``version_info``)."""
+        self.last_error: Status | None = None
+        """``error_detail`` of the last NACK, until a response is accepted."""
+        # Per stream:
+        self.nonce = ""
+        self.initial_sent = False
+
+    def wanted(self, name: str) -> bool:
+        """Whether the cached resource called ``name`` is still wanted."""
+        entry = self.cache.get(name)
+        return self.subs.wants(name, entry.aliases if entry is not None else ())
+
+
+class ProtocolCore:
+    """Base of :class:`SotwProtocol` and :class:`DeltaProtocol` (not public)."""
+
+    _sotw_only = False
+
+    def __init__(self, config: ProtocolConfig) -> None:
+        if not isinstance(config, ProtocolConfig):
+            raise ProtocolUsageError(f"expected a ProtocolConfig, got {type(config).__name__}")
+        self.config = config
+        self._types: dict[str, TypeState] = {}
+        self._timers: DeadlineQueue[tuple[str, str, str]] = DeadlineQueue()
+        self._connected = False
+        self._streams = 0
+        self._node_sent = False
+        self._replies: list[_Reply] = []
+
+    # ----------------------------------------------------------------- subscriptions
+
+    def _state(self, type_url: str) -> TypeState:
+        st = self._types.get(type_url)
+        if st is not None:
+            return st
+        if not isinstance(type_url, str) or "/" not in type_url:
+            raise ProtocolUsageError(
+                f"expected a type URL such as 'type.googleapis.com/envoy.config.cluster.v3."
+                f"Cluster', got {type_url!r}; resources.type_url_of() converts aliases"
+            )
+        try:
+            rtype: ResourceType[Any] | None = resource_type(type_url)
+        except UnknownResourceTypeError:
+            rtype = None  # responses of it are NACKed with a clear reason
+        if rtype is not None and self._sotw_only and not rtype.sotw:
+            raise ProtocolUsageError(
+                f"{type_url} exists only in the delta protocol; use DeltaProtocol"
+            )
+        st = TypeState(type_url, rtype)
+        self._types[type_url] = st
+        return st
+
+    def subscribe(self, type_url: str, names: Iterable[str] | None) -> None:
+        """Want ``names`` of ``type_url`` in addition to what is already wanted.
+
+        None (or ``"*"`` among the names) subscribes to the wildcard: every
+        resource of the type. The request goes out on the next
+        :meth:`requests_to_send`.
+        """
+        explicit, wildcard = normalize_names(names, "subscribe")
+        st = self._state(type_url)
+        added, wildcard_added = st.subs.add(explicit, wildcard)
+        if added or wildcard_added:
+            self._on_subscribed(st, added, wildcard_added)
+
+    def unsubscribe(self, type_url: str, names: Iterable[str] | None) -> None:
+        """Stop wanting ``names``; None (or ``"*"``) drops the wildcard only.
+
+        Cached resources no longer wanted are forgotten without an event (the
+        caller asked for it). Names still covered by the wildcard stay cached.
+        """
+        explicit, wildcard = normalize_names(names, "unsubscribe")
+        st = self._types.get(type_url)
+        if st is None:
+            return
+        removed, wildcard_removed = st.subs.remove(explicit, wildcard)
+        if not (removed or wildcard_removed):
+            return
+        for name in removed:
+            self._timers.cancel((_DNE, type_url, name))
+            st.dne.pop(name, None)
+            if not st.subs.wildcard:
+                st.failures.pop(name, None)
+        if wildcard_removed:
+            candidates: Iterable[str] = list(st.cache)
+        else:
+            candidates = [e.name for n in removed if (e := st.cache.resolve(n)) is not None]
+        for name in candidates:
+            if not st.wanted(name):
+                self._forget(st, name)
+        if not st.subs.active:
+            st.failures.clear()
+            st.dne.clear()
+        self._on_unsubscribed(st, removed, wildcard_removed)
+
+    def subscribed_types(self) -> list[str]:
+        """Type URLs with anything subscribed, in the order first subscribed."""
+        return [url for url, st in self._types.items() if st.subs.active]
+
+    def _on_subscribed(self, st: TypeState, added: list[str], wildcard: bool) -> None:
+        """Subclass hook: frame the change for the wire."""
+
+    def _on_unsubscribed(self, st: TypeState, removed: list[str], wildcard: bool) -> None:
+        """Subclass hook: frame the change for the wire."""
+
+    # ----------------------------------------------------------------- stream
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether a stream is up (between :meth:`connected` and :meth:`disconnected`)."""
+        return self._connected
+
+    def connected(self, now: float) -> None:
+        """A new stream is up: every subscribed type is requested again on it."""
+        if self._connected:
+            raise ProtocolUsageError("connected() called twice; call disconnected() first")
+        self._connected = True
+        self._streams += 1
+        self._node_sent = False
+        self._replies.clear()
+        for st in self._types.values():
+            st.nonce = ""
+            st.initial_sent = False
+            self._reset_stream(st)
+
+    def disconnected(self, now: float) -> None:
+        """The stream ended. Owed ACKs are dropped; does-not-exist timers stop.
+
+        Cached resources stay (and TTLs keep running): the last good
+        configuration is kept until the server says otherwise. Calling it
+        while not connected does nothing.
+        """
+        if not self._connected:
+            return
+        self._connected = False
+        self._replies.clear()
+        for key in self._timers.armed_keys():
+            if key[0] == _DNE:
+                self._timers.cancel(key)
+
+    def _reset_stream(self, st: TypeState) -> None:
+        """Subclass hook: forget what the old stream told the server."""
+
+    def _require_connected(self, what: str) -> None:
+        if not self._connected:
+            raise ProtocolUsageError(f"{what}() needs a stream: call connected() first")
+
+    def _with_node(self, request: Any) -> None:
+        if not self._node_sent or self.config.node_in_every_request:
+            request.node.CopyFrom(self.config.node)
+            self._node_sent = True
+
+    # ----------------------------------------------------------------- timers
+
+    def _start_dne_timers(self, st: TypeState, names: Iterable[str], now: float) -> None:
+        timeout = self.config.does_not_exist_timeout
+        if timeout is None or not self._connected:
+            return
+        subs = st.subs.names
+        for name in names:
+            if (
+                name in subs
+                and name not in st.dne
+                and st.cache.resolve(name) is None
+                and (_DNE, st.type_url, name) not in self._timers
+            ):
+                self._timers.arm((_DNE, st.type_url, name), now + timeout)
+
+    def tick(self, now: float) -> list[Event]:
+        """Fire every timer due at ``now``: TTL expiry and does-not-exist."""
+        events: list[Event] = []
+        for kind, type_url, name in self._timers.pop_due(now):
+            st = self._types[type_url]
+            if kind == _DNE:
+                if name in st.subs.names and st.cache.resolve(name) is None:
+                    st.dne[name] = now
+                    events.append(ResourceDoesNotExist(type_url, name))
+            else:
+                entry = st.cache.get(name)
+                if entry is not None:
+                    self._forget(st, name)
+                    events.append(ResourceRemoved(type_url, name, "ttl_expired"))
+        return events
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` must be called next, or None when no timer runs."""
+        return self._timers.next_deadline()
+
+    # ----------------------------------------------------------------- cache
+
+    def _store(
+        self,
+        st: TypeState,
+        name: str,
+        *,
+        version: str,
+        message: Message,
+        raw: bytes,
+        ttl: float | None,
+        aliases: tuple[str, ...],
+        resource_version: str,
+        now: float,
+        events: list[Event],
+    ) -> None:
+        """Cache a changed resource and tell watchers."""
+        st.cache.put(
+            CachedResource(
+                name, version, message, raw, ttl,
+                None if ttl is None else now + ttl, now, aliases, resource_version,
+            )
+        )  # fmt: skip
+        self._arm_ttl(st, name, ttl, now)
+        self._arrived(st, name, aliases)
+        events.append(ResourceUpdated(st.type_url, name, version, message, aliases))
+
+    def _refresh(
+        self,
+        st: TypeState,
+        entry: CachedResource[Any],
+        *,
+        ttl: float | None,
+        version: str | None,
+        resource_version: str | None,
+        now: float,
+    ) -> None:
+        """Same bytes again, or a heartbeat: no event, but TTL and versions move."""
+        deadline = None if ttl is None else now + ttl
+        changed = entry.ttl != ttl or entry.ttl_deadline != deadline
+        new_version = entry.version if version is None else version
+        new_rversion = entry.resource_version if resource_version is None else resource_version
+        if changed or new_version != entry.version or new_rversion != entry.resource_version:
+            st.cache.put(
+                replace(
+                    entry, ttl=ttl, ttl_deadline=deadline,
+                    version=new_version, resource_version=new_rversion,
+                )
+            )  # fmt: skip
+        if changed:
+            self._arm_ttl(st, entry.name, ttl, now)
+        st.failures.pop(entry.name, None)
+        st.deletion_ignored.discard(entry.name)
+        st.subs.ambiguous.discard(entry.name)
+
+    def _arm_ttl(self, st: TypeState, name: str, ttl: float | None, now: float) -> None:
+        key = (_TTL, st.type_url, name)
+        if ttl is None:
+            self._timers.cancel(key)
+        else:
+            self._timers.arm(key, now + ttl)
+
+    def _arrived(self, st: TypeState, name: str, aliases: tuple[str, ...]) -> None:
+        st.failures.pop(name, None)
+        st.deletion_ignored.discard(name)
+        st.subs.ambiguous.discard(name)
+        for key in (name, *aliases):
+            st.dne.pop(key, None)
+            self._timers.cancel((_DNE, st.type_url, key))
+
+    def _delete(self, st: TypeState, name: str, now: float, events: list[Event]) -> None:
+        """The server deleted ``name`` (absent from full state, or delta removal)."""
+        if self.config.ignore_resource_deletion:
+            if name not in st.deletion_ignored:
+                st.deletion_ignored.add(name)
+                events.append(ResourceDeletionIgnored(st.type_url, name))
+            return
+        self._forget(st, name)
+        if name in st.subs.names:
+            st.dne[name] = now  # still wanted: CSDS shows it as not existing
+        events.append(ResourceRemoved(st.type_url, name, "deleted"))
+
+    def _forget(self, st: TypeState, name: str) -> None:
+        st.cache.pop(name)
+        self._timers.cancel((_TTL, st.type_url, name))
+        st.failures.pop(name, None)
+        st.deletion_ignored.discard(name)
+        st.subs.ambiguous.discard(name)
+
+    def resources(self, type_url: str) -> Mapping[str, CachedResource[Any]]:
+        """Cached resources of ``type_url`` by name: a live read-only view."""
+        st = self._types.get(type_url)
+        return _EMPTY if st is None else MappingProxyType(st.cache.view())
+
+    def version_info(self, type_url: str) -> str:
+        """Version of the last accepted response of ``type_url`` (``""`` if none)."""
+        st = self._types.get(type_url)
+        return "" if st is None else st.version
+
+    def resource_states(self, type_url: str | None = None) -> list[ResourceState]:
+        """Status of every subscribed or cached resource, for CSDS."""
+        if type_url is None:
+            states = list(self._types.values())
+        else:
+            one = self._types.get(type_url)
+            states = [] if one is None else [one]
+        out: list[ResourceState] = []
+        for st in states:
+            seen: set[str] = set()
+            for name in (*st.subs.names, *st.cache, *st.failures):
+                if name in seen:
+                    continue
+                seen.add(name)
+                out.append(self._status(st, name))
+        return out
+
+    def _status(self, st: TypeState, name: str) -> ResourceState:
+        entry = st.cache.resolve(name)
+        failure = st.failures.get(name)
+        version = "" if entry is None else entry.version
+        updated = 0.0 if entry is None else entry.last_updated
+        if failure is not None:
+            return ResourceState(
+                st.type_url, name, version, "NACKED", updated,
+                failure.reason, failure.version, failure.at,
+            )  # fmt: skip
+        if entry is not None:
+            return ResourceState(st.type_url, name, version, "ACKED", updated)
+        if name in st.dne:
+            return ResourceState(st.type_url, name, "", "DOES_NOT_EXIST", st.dne[name])
+        return ResourceState(st.type_url, name, "", "REQUESTED", 0.0)
+
+    # ----------------------------------------------------------------- replies
+
+    def _finish(
+        self,
+        st: TypeState,
+        *,
+        nonce: str,
+        version: str,
+        errors: Mapping[str, str],
+        failed: Iterable[str] = (),
+        now: float,
+        events: list[Event],
+    ) -> None:
+        """Queue exactly one ACK or NACK for a processed response.
+
+        ``failed`` names the resources whose update was rejected (CSDS shows
+        them as NACKED until a good update arrives).
+        """
+        if not errors:
+            st.version = version
+            st.last_error = None
+            self._replies.append(_Reply(st.type_url, nonce, version, None))
+            events.append(ResponseAccepted(st.type_url, version, nonce))
+            return
+        from google.rpc.status_pb2 import Status
+
+        status = Status(
+            code=self.config.nack_code, message=nack_message(st.type_url, version, errors)
+        )
+        st.last_error = status
+        for name in failed:
+            st.failures[name] = _Failure(errors[name], version, now)
+        self._replies.append(_Reply(st.type_url, nonce, st.version, status))
+        events.append(ResponseRejected(st.type_url, nonce, version, dict(errors)))

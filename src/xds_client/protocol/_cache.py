@@ -1,0 +1,131 @@
+"""Cached resources per type, and the per-resource status shown by CSDS."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from google.protobuf.message import Message
+
+__all__ = ["CachedResource", "ResourceState", "ResourceStatus", "TypeCache"]
+
+M = TypeVar("M", bound=Message)
+
+ResourceStatus = Literal["REQUESTED", "ACKED", "NACKED", "DOES_NOT_EXIST"]
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResource(Generic[M]):
+    """The last accepted value of one resource."""
+
+    name: str
+    """Name of the resource."""
+    version: str
+    """SotW: ``version_info`` of the response that last changed it; delta: its own version."""
+    resource: M
+    """The decoded message."""
+    raw: bytes
+    """Serialized bytes of the message as received (compared to skip unchanged updates)."""
+    ttl: float | None
+    """TTL in seconds the server gave, or None."""
+    ttl_deadline: float | None
+    """When the resource expires unless refreshed (the caller's clock), or None."""
+    last_updated: float
+    """When the value last changed (the caller's clock)."""
+    aliases: tuple[str, ...] = ()
+    """Alternative names (VHDS)."""
+    resource_version: str = ""
+    """The per-resource version the server sent (``Resource.version``); heartbeats must match it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceState:
+    """Where one resource stands, in the terms of CSDS ``ClientResourceStatus``."""
+
+    type_url: str
+    """Type URL of the resource."""
+    name: str
+    """Name of the resource (or the subscribed alias)."""
+    version: str
+    """Version of the cached value, ``""`` when nothing is cached."""
+    status: ResourceStatus
+    """``REQUESTED`` (waiting), ``ACKED`` (cached, last update accepted), ``NACKED`` (last
+    update for it rejected; any cached value is still in use), ``DOES_NOT_EXIST``."""
+    last_updated: float
+    """When the value or the status last changed (caller's clock); 0.0 when never."""
+    error: str | None = None
+    """Why the last update was rejected (NACKED only)."""
+    failed_version: str | None = None
+    """Version of the rejected update (NACKED only)."""
+    failed_at: float | None = None
+    """When the update was rejected (NACKED only)."""
+
+
+class TypeCache:
+    """Resources of one type by name, with a reverse index from bytes and aliases.
+
+    The bytes index lets a SotW response skip decoding a bare resource whose
+    bytes equal a cached one: its name is then known without parsing it.
+    """
+
+    __slots__ = ("_by_alias", "_by_raw", "entries")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, CachedResource[Any]] = {}
+        self._by_raw: dict[bytes, str] = {}
+        self._by_alias: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def get(self, name: str) -> CachedResource[Any] | None:
+        """The cached resource called ``name``, or None."""
+        return self.entries.get(name)
+
+    def name_of_raw(self, raw: bytes) -> str | None:
+        """Name of the cached resource whose bytes are exactly ``raw``."""
+        return self._by_raw.get(raw)
+
+    def resolve(self, name_or_alias: str) -> CachedResource[Any] | None:
+        """The resource called ``name_or_alias`` or having it as an alias."""
+        entry = self.entries.get(name_or_alias)
+        if entry is None:
+            real = self._by_alias.get(name_or_alias)
+            if real is not None:
+                entry = self.entries.get(real)
+        return entry
+
+    def put(self, entry: CachedResource[Any]) -> None:
+        """Insert or replace ``entry``, keeping the indexes right."""
+        old = self.entries.get(entry.name)
+        if old is not None:
+            self._unindex(old)
+        self.entries[entry.name] = entry
+        self._by_raw[entry.raw] = entry.name
+        for alias in entry.aliases:
+            self._by_alias[alias] = entry.name
+
+    def pop(self, name: str) -> CachedResource[Any] | None:
+        """Remove and return the resource called ``name``."""
+        old = self.entries.pop(name, None)
+        if old is not None:
+            self._unindex(old)
+        return old
+
+    def view(self) -> Mapping[str, CachedResource[Any]]:
+        """The live name -> resource mapping (callers must not mutate it)."""
+        return self.entries
+
+    def _unindex(self, entry: CachedResource[Any]) -> None:
+        if self._by_raw.get(entry.raw) == entry.name:
+            del self._by_raw[entry.raw]
+        for alias in entry.aliases:
+            if self._by_alias.get(alias) == entry.name:
+                del self._by_alias[alias]

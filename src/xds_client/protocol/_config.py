@@ -1,0 +1,56 @@
+"""Configuration shared by the SotW and delta state machines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from google.protobuf.message import Message
+
+from ._errors import ProtocolUsageError
+
+if TYPE_CHECKING:
+    from envoy.config.core.v3.base_pb2 import Node
+
+__all__ = ["ProtocolConfig", "Validator"]
+
+Validator = Callable[[Message], None]
+"""A user check for one decoded resource; it raises (any exception) to reject it."""
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """How a :class:`SotwProtocol` or :class:`DeltaProtocol` behaves.
+
+    One config may be shared by many protocol objects.
+    """
+
+    node: Node
+    """``envoy.config.core.v3.Node`` sent in the first request of every stream."""
+    node_in_every_request: bool = False
+    """Send ``node`` in every request, not only a stream's first (pollers need this)."""
+    does_not_exist_timeout: float | None = 15.0
+    """Seconds after sending a request for a name before it is reported as not
+    existing (gRFC A27/A53); None disables the timer."""
+    ignore_resource_deletion: bool = False
+    """Keep resources the server deletes and report :class:`ResourceDeletionIgnored`
+    instead (gRFC A53). TTL expiry still removes."""
+    reject_whole_response: bool = False
+    """Envoy's behaviour: one bad resource rejects the whole response. The default
+    (gRFC A46) applies the valid resources and NACKs naming the bad ones."""
+    nack_code: int = 3
+    """``google.rpc.Code`` put in ``error_detail.code`` of a NACK (3 INVALID_ARGUMENT)."""
+    validators: Mapping[str, Validator] = field(default_factory=dict)
+    """type URL -> callable run on every changed resource of that type; raising rejects it."""
+
+    def __post_init__(self) -> None:
+        timeout = self.does_not_exist_timeout
+        if timeout is not None and not timeout > 0:
+            raise ProtocolUsageError(
+                f"does_not_exist_timeout must be positive or None, got {timeout!r}"
+            )
+        if not 1 <= self.nack_code <= 16:
+            raise ProtocolUsageError(
+                f"nack_code must be a non-OK google.rpc.Code (1..16), got {self.nack_code!r}"
+            )

@@ -1,0 +1,125 @@
+"""Events the protocol core hands to its driver: what changed, and why.
+
+Every event is a small immutable value. The driver dispatches them to
+watchers; none of them refers back to the protocol object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeAlias, TypeVar
+
+from google.protobuf.message import Message
+
+__all__ = [
+    "Event",
+    "RemovalReason",
+    "ResourceDeletionIgnored",
+    "ResourceDoesNotExist",
+    "ResourceRemoved",
+    "ResourceUpdated",
+    "ResponseAccepted",
+    "ResponseRejected",
+]
+
+M = TypeVar("M", bound=Message)
+
+RemovalReason = Literal["deleted", "ttl_expired"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceUpdated(Generic[M]):
+    """A resource arrived for the first time or its serialized bytes changed."""
+
+    type_url: str
+    """Type URL of the resource (v3 or v2, as subscribed)."""
+    name: str
+    """Name of the resource (the wrapper's name when it came in a ``Resource`` wrapper)."""
+    version: str
+    """SotW: ``version_info`` of the response; delta: the resource's own version."""
+    resource: M
+    """The decoded message."""
+    aliases: tuple[str, ...] = ()
+    """Alternative names the server gave (VHDS); a subscription to any of them is satisfied."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRemoved:
+    """A cached resource is gone: the server deleted it, or its TTL ran out."""
+
+    type_url: str
+    """Type URL of the resource."""
+    name: str
+    """Name of the resource."""
+    reason: RemovalReason
+    """``"deleted"`` (absent from a full-state SotW response, or in delta
+    ``removed_resources``) or ``"ttl_expired"`` (no refresh before its TTL)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDoesNotExist:
+    """A subscribed resource did not arrive before the does-not-exist timer fired.
+
+    It may still arrive later; a :class:`ResourceUpdated` then follows.
+    """
+
+    type_url: str
+    """Type URL of the resource."""
+    name: str
+    """The subscribed name (or alias)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDeletionIgnored:
+    """The server deleted a resource, but ``ignore_resource_deletion`` keeps it (gRFC A53).
+
+    Emitted once per deletion; the cached value stays in use.
+    """
+
+    type_url: str
+    """Type URL of the resource."""
+    name: str
+    """Name of the resource the server no longer sends."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseAccepted:
+    """A response was ACKed (one per accepted response)."""
+
+    type_url: str
+    """Type URL of the response."""
+    version: str
+    """SotW ``version_info`` or delta ``system_version_info`` of the response."""
+    nonce: str
+    """Nonce of the response, copied into the ACK."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseRejected:
+    """A response was NACKed (one per rejected response).
+
+    By default (gRFC A46) the valid resources of a rejected response are still
+    applied; with ``reject_whole_response`` nothing of it is.
+    """
+
+    type_url: str
+    """Type URL of the response."""
+    nonce: str
+    """Nonce of the rejected response, copied into the NACK."""
+    version: str
+    """Version the server sent (SotW ``version_info`` or delta ``system_version_info``)."""
+    errors: Mapping[str, str]
+    """Reason per rejected resource name; ``"(response)"`` keys problems of the whole
+    response and ``"resources[i]"`` a resource whose name could not be read."""
+
+
+Event: TypeAlias = (
+    ResourceUpdated[Message]
+    | ResourceRemoved
+    | ResourceDoesNotExist
+    | ResourceDeletionIgnored
+    | ResponseAccepted
+    | ResponseRejected
+)
+"""Anything :meth:`receive` or :meth:`tick` returns."""

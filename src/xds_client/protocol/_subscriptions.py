@@ -1,0 +1,96 @@
+"""What a client wants of each type: explicit names, wildcard, ambiguous names.
+
+SotW and delta share this bookkeeping; only how it is framed on the wire
+differs. ``"*"`` given as a name means the wildcard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ._errors import ProtocolUsageError
+
+__all__ = ["WILDCARD", "Subscription", "normalize_names"]
+
+WILDCARD = "*"
+
+
+def normalize_names(names: Iterable[str] | None, what: str) -> tuple[list[str], bool]:
+    """Split a caller's names into explicit names and a wildcard flag.
+
+    None (or ``"*"`` among the names) means the wildcard. A bare string is
+    refused: it would otherwise be taken as one name per character.
+    """
+    if names is None:
+        return [], True
+    if isinstance(names, (str, bytes)):
+        raise ProtocolUsageError(
+            f"{what}() takes an iterable of names, not a single string {names!r}; pass [{names!r}]"
+        )
+    explicit: list[str] = []
+    wildcard = False
+    for name in names:
+        if not isinstance(name, str):
+            raise ProtocolUsageError(f"resource names are strings, got {name!r}")
+        if name == WILDCARD:
+            wildcard = True
+        elif name:
+            explicit.append(name)
+        else:
+            raise ProtocolUsageError("resource names must not be empty")
+    return explicit, wildcard
+
+
+class Subscription:
+    """The subscription of one type, independent of any stream."""
+
+    __slots__ = ("ambiguous", "names", "wildcard")
+
+    def __init__(self) -> None:
+        self.names: dict[str, None] = {}
+        """Explicitly subscribed names (insertion-ordered set)."""
+        self.wildcard = False
+        """Whether every resource of the type is wanted."""
+        self.ambiguous: set[str] = set()
+        """Names unsubscribed while the wildcard was active that the server has
+        neither resent nor removed since: it may or may not still send them."""
+
+    @property
+    def active(self) -> bool:
+        """True when anything of the type is wanted."""
+        return self.wildcard or bool(self.names)
+
+    def wants(self, name: str, aliases: Iterable[str] = ()) -> bool:
+        """Whether a resource called ``name`` (with ``aliases``) is wanted."""
+        if self.wildcard or name in self.names:
+            return True
+        return any(alias in self.names for alias in aliases)
+
+    def add(self, names: Iterable[str], wildcard: bool) -> tuple[list[str], bool]:
+        """Add names (and the wildcard); returns what was new."""
+        added = []
+        for name in names:
+            if name not in self.names:
+                self.names[name] = None
+                added.append(name)
+            self.ambiguous.discard(name)
+        wildcard_added = wildcard and not self.wildcard
+        if wildcard:
+            self.wildcard = True
+        return added, wildcard_added
+
+    def remove(self, names: Iterable[str], wildcard: bool) -> tuple[list[str], bool]:
+        """Remove names (and the wildcard); returns what was actually removed."""
+        removed = []
+        for name in names:
+            if name in self.names:
+                del self.names[name]
+                removed.append(name)
+        wildcard_removed = wildcard and self.wildcard
+        if wildcard_removed:
+            self.wildcard = False
+            self.ambiguous.clear()
+        elif self.wildcard:
+            # The wildcard still covers these names; the server decides.
+            self.ambiguous.update(removed)
+        return removed, wildcard_removed

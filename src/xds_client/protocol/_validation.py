@@ -1,0 +1,95 @@
+"""Reading names from resources, running validators, and building NACK messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from xds_client.errors import ResourceError, ResourceValidationError
+
+from ._config import Validator
+
+__all__ = [
+    "MAX_ERROR_MESSAGE",
+    "RESPONSE_KEY",
+    "nack_message",
+    "resource_name",
+    "validate",
+]
+
+MAX_ERROR_MESSAGE = 4096
+"""Longest ``error_detail.message`` we send: servers log it, keep it bounded."""
+
+RESPONSE_KEY = "(response)"
+"""Key in ``ResponseRejected.errors`` for a problem of the whole response."""
+
+# Field that carries the name, per message type (ClusterLoadAssignment says cluster_name).
+_NAME_FIELDS = ("name", "cluster_name")
+_name_field_cache: dict[str, str | None] = {}
+
+
+def resource_name(message: Message) -> str:
+    """The name a bare resource carries in its body; raises :class:`ResourceError`."""
+    descriptor = message.DESCRIPTOR
+    full_name = descriptor.full_name
+    try:
+        field_name = _name_field_cache[full_name]
+    except KeyError:
+        field_name = None
+        for candidate in _NAME_FIELDS:
+            fd = descriptor.fields_by_name.get(candidate)
+            if fd is not None and fd.type == FieldDescriptor.TYPE_STRING:
+                field_name = candidate
+                break
+        _name_field_cache[full_name] = field_name
+    if field_name is None:
+        raise ResourceError(
+            f"{full_name} has no name field; send it in a Resource wrapper with a name"
+        )
+    name = getattr(message, field_name)
+    if not isinstance(name, str) or not name:
+        raise ResourceError(f"{full_name} has an empty {field_name}")
+    return name
+
+
+def validate(validator: Validator | None, message: Message) -> str | None:
+    """Run a user validator; the reason it gives for rejecting, or None."""
+    if validator is None:
+        return None
+    try:
+        validator(message)
+    except Exception as exc:  # user code: any failure rejects the resource, never crashes us
+        if isinstance(exc, ResourceValidationError):
+            return str(exc) or "rejected by validator"
+        text = str(exc)
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return None
+
+
+def nack_message(
+    type_url: str, version: str, errors: Mapping[str, str], limit: int = MAX_ERROR_MESSAGE
+) -> str:
+    """``error_detail.message`` of a NACK: each bad resource and why, at most ``limit`` chars."""
+    head = f"rejected {type_url} version {version!r}: {len(errors)} error(s): "
+    parts: list[str] = []
+    used = len(head)
+    items = list(errors.items())
+    for index, (name, reason) in enumerate(items):
+        part = f"{name}: {reason}"
+        if index:
+            part = "; " + part
+        remaining = len(items) - index
+        tail = f"; ... and {remaining} more"
+        if used + len(part) + (len(tail) if remaining > 1 else 0) > limit:
+            # Keep what fits and say how much is missing, within the limit.
+            tail = f" ... and {remaining} more"
+            room = limit - used - len(tail)
+            if room > 20:
+                parts.append(part[:room])
+            parts.append(tail)
+            break
+        parts.append(part)
+        used += len(part)
+    return (head + "".join(parts))[:limit]
