@@ -103,6 +103,11 @@ class RecordedRequest:
         return self.message.error_detail if self.message.HasField("error_detail") else None
 
     @property
+    def version_info(self) -> str:
+        """SotW ``version_info`` (the last version the client accepted); ``""`` for delta."""
+        return self.message.version_info if isinstance(self.message, DiscoveryRequest) else ""
+
+    @property
     def resource_names(self) -> list[str]:
         """SotW ``resource_names``, or delta ``resource_names_subscribe``."""
         if isinstance(self.message, DiscoveryRequest):

