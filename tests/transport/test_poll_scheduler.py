@@ -1,0 +1,394 @@
+"""The sans-I/O poll scheduler and the thin sync/async polling streams (no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from envoy.service.discovery.v3.discovery_pb2 import (
+    DeltaDiscoveryRequest,
+    DiscoveryRequest,
+    DiscoveryResponse,
+)
+from google.rpc.status_pb2 import Status
+from tenacity import wait_fixed
+
+from xds_client.errors import TransportError, UsageError
+from xds_client.node import Node
+from xds_client.resources import CLUSTER, ENDPOINT, LISTENER
+from xds_client.transport._polling import (
+    AsyncPollingStream,
+    PollCall,
+    PollError,
+    PollingStream,
+    PollPolicy,
+    PollScheduler,
+)
+
+NODE = Node("n1", cluster="c1").to_proto()
+
+
+def policy(**kw: object) -> PollPolicy:
+    base = PollPolicy(interval=10.0, jitter=0.0, backoff=wait_fixed(2.0), failures_before_error=3)
+    from dataclasses import replace
+
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def req(
+    type_url: str = CLUSTER,
+    names: tuple[str, ...] = (),
+    version: str = "",
+    *,
+    node: bool = False,
+    nack: bool = False,
+) -> DiscoveryRequest:
+    r = DiscoveryRequest(type_url=type_url, resource_names=list(names), version_info=version)
+    if node:
+        r.node.CopyFrom(NODE)
+    if nack:
+        r.error_detail.CopyFrom(Status(code=3, message="bad"))
+    return r
+
+
+def resp(version: str, type_url: str = CLUSTER) -> DiscoveryResponse:
+    return DiscoveryResponse(version_info=version, type_url=type_url)
+
+
+def test_first_request_is_due_at_once_and_carries_node() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(node=True), now=100.0)
+    s.submit(req(LISTENER), now=100.0)
+    assert s.next_due() == 100.0
+    first = s.take_due(100.0)
+    second = s.take_due(100.0)
+    assert first is not None
+    assert second is not None
+    assert {first.type_url, second.type_url} == {CLUSTER, LISTENER}
+    # The node is copied into every poll, even when the core sent it only once.
+    assert first.request.node.cluster == "c1"
+    assert second.request.node.cluster == "c1"
+    assert s.take_due(100.0) is None  # both in flight
+    assert s.next_due() is None
+
+
+def test_success_schedules_next_poll_after_interval_and_suppresses_unchanged() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    out = s.completed(call, resp("v1"), 0.5)
+    assert out is not None
+    assert out.version_info == "v1"
+    assert s.next_due() == 10.5
+    assert s.take_due(10.0) is None
+    call = s.take_due(10.5)
+    assert call is not None
+    assert s.completed(call, resp("v1"), 10.6) is None  # same version, same names
+    call = s.take_due(20.6)
+    assert call is not None
+    assert s.completed(call, None, 20.6) is None  # 304
+    call = s.take_due(30.6)
+    assert call is not None
+    changed = s.completed(call, resp("v2"), 30.6)
+    assert changed is not None
+    assert changed.version_info == "v2"
+
+
+def test_jitter_spreads_the_interval() -> None:
+    s = PollScheduler(policy(jitter=0.5), rng=random.Random(7))
+    dues = []
+    for i in range(20):
+        s.submit(req(CLUSTER + str(i)), 0.0)
+        call = s.take_due(0.0)
+        assert call is not None
+        s.completed(call, None, 0.0)
+    dues = [s._types[CLUSTER + str(i)].due for i in range(20)]
+    assert all(5.0 <= d <= 15.0 for d in dues)
+    assert len(set(dues)) == 20
+
+
+def test_ack_keeps_schedule_and_next_poll_carries_version_and_error_detail() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(names=("a",)), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    s.completed(call, resp("v1"), 0.0)
+    s.submit(req(names=("a",), version="v1"), 0.1)  # the ACK
+    assert s.next_due() == 10.0
+    s.submit(req(names=("a",), version="v0", nack=True), 0.2)  # a NACK keeps the old version
+    call = s.take_due(10.0)
+    assert call is not None
+    assert call.request.version_info == "v0"
+    assert call.request.error_detail.code == 3
+    assert list(call.request.resource_names) == ["a"]
+
+
+def test_added_names_poll_at_once_without_version_and_deliver_same_version() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(ENDPOINT, ("a",)), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    s.completed(call, resp("v1", ENDPOINT), 0.0)
+    s.submit(req(ENDPOINT, ("a",), "v1"), 0.0)
+    s.submit(req(ENDPOINT, ("b", "a"), "v1"), 1.0)
+    call = s.take_due(1.0)
+    assert call is not None
+    assert call.full
+    assert call.request.version_info == ""  # servers answer 304 to a current version
+    assert list(call.request.resource_names) == ["a", "b"]
+    out = s.completed(call, resp("v1", ENDPOINT), 1.0)
+    assert out is not None  # same version, new names: delivered
+    call = s.take_due(11.0)
+    assert call is not None
+    assert call.request.version_info == "v1"
+    assert not call.full
+
+
+def test_removed_names_poll_at_once_keeping_version() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(ENDPOINT, ("a", "b"), "v1"), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    s.completed(call, None, 0.0)
+    s.submit(req(ENDPOINT, ("a",), "v1"), 1.0)
+    call = s.take_due(1.0)
+    assert call is not None
+    assert call.request.version_info == "v1"
+
+
+def test_subscription_change_during_poll_repolls_when_it_completes() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(ENDPOINT, ("a",)), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    s.submit(req(ENDPOINT, ("a", "b")), 0.5)
+    assert s.take_due(0.5) is None  # one poll per type at a time
+    s.completed(call, resp("v1", ENDPOINT), 1.0)
+    again = s.take_due(1.0)
+    assert again is not None
+    assert list(again.request.resource_names) == ["a", "b"]
+
+
+def test_wildcard_and_unsubscribe() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(LISTENER, ("*", "x")), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    assert list(call.request.resource_names) == []  # the legacy wildcard covers "x"
+    s.completed(call, None, 0.0)
+    s.submit(req(ENDPOINT, ("a",)), 0.0)
+    s.submit(req(ENDPOINT, ()), 1.0)  # no names after named ones: unsubscribe
+    assert ENDPOINT not in s._types
+    assert s.next_due() == 10.0
+
+
+def test_failures_back_off_through_tenacity_then_fail_the_stream() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(), 0.0)
+    err = PollError("boom", retryable=True)
+    now = 0.0
+    for _ in range(2):
+        call = s.take_due(now)
+        assert call is not None
+        assert s.failed(call, err, now) is False
+        assert s.next_due() == now + 2.0  # wait_fixed(2)
+        now += 2.0
+    call = s.take_due(now)
+    assert call is not None
+    assert s.failed(call, err, now) is True  # third in a row
+    # A success resets the count.
+    call = s.take_due(now + 2.0)
+    assert call is not None
+    s.completed(call, None, now + 2.0)
+    call = s.take_due(now + 12.0)
+    assert call is not None
+    assert s.failed(call, err, now + 12.0) is False
+
+
+def test_non_retryable_failure_fails_at_once() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    assert s.failed(call, PollError("401", retryable=False), 0.0) is True
+
+
+def test_default_backoff_grows_and_is_capped() -> None:
+    p = PollPolicy()
+    assert all(0 <= p.backoff_delay(n) <= 30.0 for n in range(1, 30))
+    assert max(p.backoff_delay(1) for _ in range(50)) <= 1.0
+
+
+def test_delta_and_bad_policies_are_usage_errors() -> None:
+    s = PollScheduler(policy())
+    with pytest.raises(UsageError, match="SotW only"):
+        s.submit(DeltaDiscoveryRequest(type_url=CLUSTER), 0.0)
+    with pytest.raises(UsageError):
+        PollPolicy(interval=0)
+    with pytest.raises(UsageError):
+        PollPolicy(jitter=1.0)
+    with pytest.raises(UsageError):
+        PollPolicy(request_timeout=0)
+    assert PollPolicy().with_interval(2).interval == 2
+    assert PollPolicy().with_request_timeout(3).request_timeout == 3
+    assert PollPolicy().with_backoff(wait_fixed(1), 5).failures_before_error == 5
+
+
+# -- the streams, with scripted posters ------------------------------------------------
+
+
+class Script:
+    """A poster that answers from a list (a response, None, or an exception)."""
+
+    def __init__(self, *answers: DiscoveryResponse | Exception | None) -> None:
+        self.answers = list(answers)
+        self.calls: list[PollCall] = []
+
+    def __call__(self, call: PollCall) -> DiscoveryResponse | None:
+        self.calls.append(call)
+        answer = self.answers.pop(0) if self.answers else None
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+FAST = PollPolicy(interval=0.05, jitter=0.0, backoff=wait_fixed(0.01), failures_before_error=2)
+
+
+def test_stream_returns_changes_and_none_on_timeout() -> None:
+    script = Script(resp("v1"), None, resp("v1"), resp("v2"))
+    stream = PollingStream(script, FAST)
+    stream.send(req(node=True))
+    first = stream.recv(2.0)
+    assert first is not None
+    assert first.version_info == "v1"
+    second = stream.recv(2.0)
+    assert second is not None
+    assert second.version_info == "v2"
+    assert len(script.calls) == 4
+    start = time.monotonic()
+    assert stream.recv(0.12) is None  # later polls answer "unchanged"
+    assert time.monotonic() - start < 1.0
+    assert len(script.calls) >= 5
+    stream.close()
+    with pytest.raises(TransportError, match="closed"):
+        stream.recv(0.1)
+    with pytest.raises(TransportError, match="closed"):
+        stream.send(req())
+
+
+def test_stream_with_nothing_subscribed_times_out() -> None:
+    stream = PollingStream(Script(), FAST)
+    start = time.monotonic()
+    assert stream.recv(0.05) is None
+    assert 0.04 <= time.monotonic() - start < 1.0
+    stream.close()
+
+
+def test_stream_retries_then_fails_and_stays_failed() -> None:
+    cause = ConnectionRefusedError("refused")
+    err = PollError("refused", retryable=True)
+    err.__cause__ = cause
+    script = Script(err, resp("v1"), err, err)
+    stream = PollingStream(script, FAST)
+    stream.send(req())
+    got = stream.recv(2.0)
+    assert got is not None  # one failure is retried
+    assert got.version_info == "v1"
+    with pytest.raises(TransportError, match="refused") as info:
+        stream.recv(2.0)
+    assert info.value.__cause__ is cause
+    with pytest.raises(TransportError, match="failed"):
+        stream.recv(0.1)
+    stream.close()
+
+
+def test_send_from_another_thread_wakes_recv_and_close_unblocks() -> None:
+    script = Script(resp("v1"))
+    stream = PollingStream(script, FAST.with_interval(60))
+    results: queue.Queue[object] = queue.Queue()
+
+    def receive() -> None:
+        try:
+            results.put(stream.recv(10.0))
+            results.put(stream.recv(10.0))
+        except TransportError as exc:
+            results.put(exc)
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    stream.send(req())  # recv blocks with nothing subscribed until this wakes it
+    assert isinstance(results.get(timeout=5), DiscoveryResponse)
+    stream.close()  # the second recv waits for a poll 60 s away: close must wake it
+    assert isinstance(results.get(timeout=5), TransportError)
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_on_close_runs_once() -> None:
+    calls: list[int] = []
+    stream = PollingStream(Script(), FAST, on_close=lambda: calls.append(1))
+    stream.close()
+    stream.close()
+    assert calls == [1]
+
+
+def run(coro_fn: Callable[[], object]) -> None:
+    asyncio.run(coro_fn())  # type: ignore[arg-type]
+
+
+def test_async_stream_mirrors_sync() -> None:
+    async def main() -> None:
+        script = Script(resp("v1"), resp("v1"), None, resp("v2"))
+
+        async def post(call: PollCall) -> DiscoveryResponse | None:
+            return script(call)
+
+        closed: list[int] = []
+
+        async def on_close() -> None:
+            closed.append(1)
+
+        stream = AsyncPollingStream(post, FAST, on_close=on_close)
+        assert await stream.recv(0.02) is None
+        await stream.send(req())
+        first = await stream.recv(2.0)
+        assert first is not None
+        assert first.version_info == "v1"
+        second = await stream.recv(2.0)
+        assert second is not None
+        assert second.version_info == "v2"
+        await stream.close()
+        await stream.close()
+        assert closed == [1]
+        with pytest.raises(TransportError, match="closed"):
+            await stream.recv(0.1)
+
+    run(main)
+
+
+def test_async_stream_fails_after_retries_and_wakes_on_send() -> None:
+    async def main() -> None:
+        err = PollError("503", retryable=True)
+        script = Script(err, err)
+
+        async def post(call: PollCall) -> DiscoveryResponse | None:
+            return script(call)
+
+        stream = AsyncPollingStream(post, FAST.with_interval(60))
+        task = asyncio.ensure_future(stream.recv(10.0))
+        await asyncio.sleep(0.02)
+        await stream.send(req())
+        with pytest.raises(TransportError, match="503"):
+            await asyncio.wait_for(task, 5)
+        with pytest.raises(TransportError, match="failed"):
+            await stream.recv(0.1)
+        await stream.close()
+
+    run(main)
