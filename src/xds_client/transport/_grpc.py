@@ -214,6 +214,18 @@ class GrpcTransport:
             self._streams.append(stream)
         return stream
 
+    def probe(self, timeout: float) -> bool:
+        """True when the channel becomes ready within ``timeout`` seconds (fallback, A71)."""
+        future = grpc.channel_ready_future(self._channel)
+        try:
+            future.result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            future.cancel()
+            return False
+        except Exception:  # the channel was closed meanwhile
+            return False
+        return True
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -317,6 +329,14 @@ class AsyncGrpcTransport:
         self._streams = [s for s in self._streams if not s._closed]
         self._streams.append(stream)
         return stream
+
+    async def probe(self, timeout: float) -> bool:
+        """True when the channel becomes ready within ``timeout`` seconds (fallback, A71)."""
+        try:
+            await asyncio.wait_for(self._get_channel().channel_ready(), timeout)
+        except (asyncio.TimeoutError, grpc.RpcError):
+            return False
+        return True
 
     async def close(self) -> None:
         self._closed = True

@@ -1,0 +1,27 @@
+"""The public clients: :class:`XdsClient` (threads) and :class:`AsyncXdsClient` (asyncio).
+
+Both are thin drivers of one shared session (``_session``): every decision
+(subscriptions, reconnection, fallback, caching, CSDS, metrics) is made there
+once, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
+from ._metrics import CountingMetrics, Metrics
+from ._options import Backoff
+from ._sync import Watch, XdsClient
+from ._watchers import ConnectivityChanged, WatchEvent
+
+__all__ = [
+    "XdsClient",
+    "Watch",
+    "WatchEvent",
+    "ConnectivityChanged",
+    "Backoff",
+    "Metrics",
+    "CountingMetrics",
+    "Bootstrap",
+    "load_bootstrap",
+    "parse_bootstrap",
+]

@@ -1,0 +1,166 @@
+"""gRPC's xDS bootstrap format: servers, their credentials and features, the node.
+
+Read from the file named by ``GRPC_XDS_BOOTSTRAP``, else from the JSON in
+``GRPC_XDS_BOOTSTRAP_CONFIG``. Unknown fields are ignored, as gRPC does; a
+field that is present but wrong gives a :class:`BootstrapError` naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envoy.config.core.v3.base_pb2 import Node as NodeProto
+from google.protobuf import json_format
+
+from xds_client.errors import BootstrapError
+from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
+from xds_client.transport import ChannelCredentialsConfig, ServerTarget
+
+__all__ = [
+    "BOOTSTRAP_CONFIG_ENV",
+    "BOOTSTRAP_ENV",
+    "Bootstrap",
+    "load_bootstrap",
+    "parse_bootstrap",
+]
+
+BOOTSTRAP_ENV = "GRPC_XDS_BOOTSTRAP"
+BOOTSTRAP_CONFIG_ENV = "GRPC_XDS_BOOTSTRAP_CONFIG"
+SUPPORTED_CHANNEL_CREDS = ("insecure", "tls")
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """What a bootstrap file configures."""
+
+    servers: tuple[ServerTarget, ...]
+    """``xds_servers`` in priority order (later ones are fallbacks)."""
+    node: NodeProto | None
+    """The ``node`` object, or None when the file has none."""
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], field: str) -> Any:
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        shown = {"dict": "object", "list": "array", "str": "string"}.get(names, names)
+        raise BootstrapError(f"must be a JSON {shown}, got {type(value).__name__}", field=field)
+    return value
+
+
+def _tls(config: Mapping[str, Any], field: str) -> ChannelCredentialsConfig:
+    _expect(config, dict, field)
+    paths: dict[str, str | None] = {}
+    for key in ("ca_certificate_file", "certificate_file", "private_key_file"):
+        value = config.get(key)
+        if value is not None:
+            _expect(value, str, f"{field}.{key}")
+            if not Path(value).is_file():
+                raise BootstrapError(f"file {value!r} does not exist", field=f"{field}.{key}")
+        paths[key] = value
+    if (paths["certificate_file"] is None) != (paths["private_key_file"] is None):
+        raise BootstrapError(
+            "certificate_file and private_key_file go together (mTLS)", field=field
+        )
+    return ChannelCredentialsConfig(
+        ca_certificate=paths["ca_certificate_file"],
+        certificate_chain=paths["certificate_file"],
+        private_key=paths["private_key_file"],
+    )
+
+
+def _server(raw: Any, field: str) -> ServerTarget:
+    _expect(raw, dict, field)
+    uri = raw.get("server_uri")
+    if uri is None:
+        raise BootstrapError("is required", field=f"{field}.server_uri")
+    if not isinstance(uri, str) or not uri:
+        raise BootstrapError("must be a non-empty string", field=f"{field}.server_uri")
+    creds_list = _expect(raw.get("channel_creds", []), list, f"{field}.channel_creds")
+    credentials: ChannelCredentialsConfig | None = None
+    chosen = False
+    for i, creds in enumerate(creds_list):
+        cfield = f"{field}.channel_creds[{i}]"
+        _expect(creds, dict, cfield)
+        kind = _expect(creds.get("type"), str, f"{cfield}.type")
+        if kind not in SUPPORTED_CHANNEL_CREDS:
+            continue  # gRPC uses the first type it supports
+        if kind == "tls":
+            credentials = _tls(creds.get("config", {}), f"{cfield}.config")
+        chosen = True
+        break
+    if not chosen:
+        raise BootstrapError(
+            f"no supported channel credentials (supported: {', '.join(SUPPORTED_CHANNEL_CREDS)})",
+            field=f"{field}.channel_creds",
+        )
+    features = _expect(raw.get("server_features", []), list, f"{field}.server_features")
+    for i, feature in enumerate(features):
+        _expect(feature, str, f"{field}.server_features[{i}]")
+    return ServerTarget(uri, credentials=credentials, server_features=frozenset(features))
+
+
+def _node(raw: Any) -> NodeProto:
+    _expect(raw, dict, "node")
+    for key in ("id", "cluster"):
+        if key in raw:
+            _expect(raw[key], str, f"node.{key}")
+    if "locality" in raw:
+        _expect(raw["locality"], dict, "node.locality")
+    if "metadata" in raw:
+        _expect(raw["metadata"], dict, "node.metadata")
+    node = NodeProto()
+    try:
+        json_format.ParseDict(raw, node, ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise BootstrapError(str(exc), field="node") from exc
+    if not node.user_agent_name:
+        node.user_agent_name = USER_AGENT_NAME
+    if not node.client_features:
+        node.client_features.extend(CLIENT_FEATURES)
+    return node
+
+
+def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
+    """Parse bootstrap JSON (text or an already decoded object)."""
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except ValueError as exc:
+            raise BootstrapError(f"not valid JSON: {exc}") from exc
+    root = _expect(data, dict, "(root)")
+    raw_servers = root.get("xds_servers")
+    if raw_servers is None:
+        raise BootstrapError("is required", field="xds_servers")
+    _expect(raw_servers, list, "xds_servers")
+    if not raw_servers:
+        raise BootstrapError("must list at least one server", field="xds_servers")
+    servers = tuple(_server(s, f"xds_servers[{i}]") for i, s in enumerate(raw_servers))
+    node = _node(root["node"]) if "node" in root else None
+    return Bootstrap(servers, node)
+
+
+def load_bootstrap(
+    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> Bootstrap:
+    """Read a bootstrap from ``path``, ``$GRPC_XDS_BOOTSTRAP`` or ``$GRPC_XDS_BOOTSTRAP_CONFIG``."""
+    env = os.environ if environ is None else environ
+    if path is None:
+        path = env.get(BOOTSTRAP_ENV) or None
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BootstrapError(f"cannot read bootstrap file {os.fspath(path)!r}: {exc}") from exc
+        return parse_bootstrap(text)
+    config = env.get(BOOTSTRAP_CONFIG_ENV)
+    if config:
+        return parse_bootstrap(config)
+    raise BootstrapError(
+        f"no bootstrap: pass a path, or set {BOOTSTRAP_ENV} (a file) "
+        f"or {BOOTSTRAP_CONFIG_ENV} (JSON)"
+    )

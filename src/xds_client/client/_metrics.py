@@ -1,0 +1,63 @@
+"""Metrics hooks: a small protocol to implement, with no metrics library behind it."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+__all__ = ["CountingMetrics", "Metrics"]
+
+
+@runtime_checkable
+class Metrics(Protocol):
+    """What a client reports; implement it to feed Prometheus, StatsD, logs ...
+
+    Methods are called from the client's I/O thread (or event loop) and must
+    return quickly; an exception they raise is logged and ignored.
+    """
+
+    def ack(self, type_url: str, server: str) -> None:
+        """A response of ``type_url`` was accepted."""
+
+    def nack(self, type_url: str, server: str) -> None:
+        """A response of ``type_url`` was rejected."""
+
+    def reconnect(self, server: str) -> None:
+        """A stream to ``server`` failed and will be reopened."""
+
+    def resources(self, type_url: str, counts: Mapping[str, int]) -> None:
+        """How many resources of ``type_url`` are in each CSDS status
+        (``REQUESTED``, ``ACKED``, ``NACKED``, ``DOES_NOT_EXIST``) after a change."""
+
+
+class CountingMetrics:
+    """A ready :class:`Metrics` that keeps counters in memory (handy in tests)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.acks: Counter[str] = Counter()
+        """ACKs per type URL."""
+        self.nacks: Counter[str] = Counter()
+        """NACKs per type URL."""
+        self.reconnects: Counter[str] = Counter()
+        """Stream failures per server URI."""
+        self.resource_counts: dict[str, dict[str, int]] = {}
+        """Latest resource count per type URL and status."""
+
+    def ack(self, type_url: str, server: str) -> None:
+        with self._lock:
+            self.acks[type_url] += 1
+
+    def nack(self, type_url: str, server: str) -> None:
+        with self._lock:
+            self.nacks[type_url] += 1
+
+    def reconnect(self, server: str) -> None:
+        with self._lock:
+            self.reconnects[server] += 1
+
+    def resources(self, type_url: str, counts: Mapping[str, int]) -> None:
+        with self._lock:
+            self.resource_counts[type_url] = dict(counts)

@@ -1,0 +1,348 @@
+"""Options shared by :class:`XdsClient` and :class:`AsyncXdsClient`, validated once."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
+
+import tenacity
+from google.protobuf.message import Message
+
+from xds_client.errors import UnknownResourceTypeError, UsageError
+from xds_client.node import Node, as_node_proto
+from xds_client.resources import ApiVersion, ResourceType, resource_type
+from xds_client.transport import TRANSPORT_KINDS, ChannelCredentialsConfig, Keepalive, ServerTarget
+from xds_client.transport._base import DEFAULT_MAX_RECEIVE_MESSAGE_SIZE
+
+if TYPE_CHECKING:
+    import grpc
+    from envoy.config.core.v3.base_pb2 import Node as NodeProto
+
+    from ._metrics import Metrics
+
+__all__ = [
+    "Backoff",
+    "BackoffState",
+    "ClientOptions",
+    "ProtocolName",
+    "ResourceSpec",
+    "ServerSpec",
+    "ClientArgs",
+    "build_options",
+    "normalize_names",
+    "resolve_type",
+]
+
+ProtocolName: TypeAlias = Literal["sotw", "delta"]
+ResourceSpec: TypeAlias = "type[Message] | ResourceType[Any] | str"
+ServerSpec: TypeAlias = "str | ServerTarget"
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Reconnect backoff, by default gRPC's connection backoff.
+
+    The n-th consecutive failed attempt waits ``min(initial * multiplier**n, maximum)``
+    seconds, scaled by a random factor in ``[1 - jitter, 1 + jitter]``. A stream that
+    received at least one response restarts at once and resets the count (gRFC A57).
+    The delays come from a tenacity wait strategy (:meth:`wait`); pass
+    ``Backoff(strategy=tenacity.wait_fixed(0.1))`` to use any other one.
+    """
+
+    initial: float = 1.0
+    """First delay in seconds."""
+    multiplier: float = 1.6
+    """Growth factor per failed attempt."""
+    jitter: float = 0.2
+    """Relative random spread of each delay."""
+    maximum: float = 120.0
+    """Upper bound of a delay before jitter."""
+    strategy: tenacity.wait.wait_base | None = None
+    """A tenacity wait strategy that replaces the exponential one."""
+
+    def __post_init__(self) -> None:
+        if self.initial < 0 or self.maximum < 0 or self.multiplier < 1:
+            raise UsageError("Backoff needs initial >= 0, maximum >= 0 and multiplier >= 1")
+        if not 0 <= self.jitter < 1:
+            raise UsageError("Backoff jitter must be in [0, 1)")
+
+    def with_initial(self, initial: float) -> Backoff:
+        """A copy with another first delay."""
+        return replace(self, initial=initial)
+
+    def with_maximum(self, maximum: float) -> Backoff:
+        """A copy with another upper bound."""
+        return replace(self, maximum=maximum)
+
+    def with_multiplier(self, multiplier: float) -> Backoff:
+        """A copy with another growth factor."""
+        return replace(self, multiplier=multiplier)
+
+    def with_jitter(self, jitter: float) -> Backoff:
+        """A copy with another jitter."""
+        return replace(self, jitter=jitter)
+
+    def wait(self) -> tenacity.wait.wait_base:
+        """The tenacity wait strategy that computes the delays."""
+        if self.strategy is not None:
+            return self.strategy
+        return _GrpcJitterWait(self)
+
+    def state(self, rng: random.Random | None = None) -> BackoffState:
+        """A fresh counter of consecutive failures."""
+        return BackoffState(self, rng)
+
+
+class _GrpcJitterWait(tenacity.wait.wait_base):
+    """Exponential backoff with multiplicative jitter, as gRPC's connection backoff."""
+
+    def __init__(self, policy: Backoff, rng: random.Random | None = None) -> None:
+        self._policy = policy
+        self._exp = tenacity.wait_exponential(
+            multiplier=policy.initial, exp_base=policy.multiplier, max=policy.maximum
+        )
+        self.rng = rng or random.Random()
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        base = float(self._exp(retry_state))
+        jitter = self._policy.jitter
+        return base * self.rng.uniform(1 - jitter, 1 + jitter)
+
+
+class BackoffState:
+    """Counts consecutive failures of one stream and hands out the next delay."""
+
+    def __init__(self, policy: Backoff, rng: random.Random | None = None) -> None:
+        self._wait = policy.wait()
+        if rng is not None and isinstance(self._wait, _GrpcJitterWait):
+            self._wait.rng = rng
+        self._retry_state = tenacity.RetryCallState(
+            retry_object=tenacity.Retrying(), fn=None, args=(), kwargs={}
+        )
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        """Record a failure and return how long to wait before the next attempt."""
+        self.failures += 1
+        self._retry_state.attempt_number = self.failures
+        return max(0.0, float(self._wait(self._retry_state)))
+
+    def reset(self) -> None:
+        """A response arrived: the next failure starts from the first delay again."""
+        self.failures = 0
+
+
+Validator: TypeAlias = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Everything a client needs, validated; shared by the sync and async drivers."""
+
+    servers: tuple[ServerTarget, ...]
+    node: NodeProto
+    protocol: ProtocolName = "sotw"
+    ads: bool = True
+    api_version: ApiVersion = "v3"
+    transport: str = "grpc"
+    poll_interval: float = 5.0
+    backoff: Backoff = field(default_factory=Backoff)
+    does_not_exist_timeout: float | None = 15.0
+    ignore_resource_deletion: bool = False
+    node_in_every_request: bool = False
+    reject_whole_response: bool = False
+    validators: Mapping[str, Validator] = field(default_factory=dict)
+    queue_size: int = 1000
+    metrics: Metrics | None = None
+    fallback_probe_interval: float = 1.0
+
+    @property
+    def per_type(self) -> bool:
+        """One stream per type: ``ads=False``, or a polling transport (always per type)."""
+        return not self.ads or self.transport != "grpc"
+
+
+def _target(
+    server: ServerSpec,
+    *,
+    credentials: ChannelCredentialsConfig | None,
+    metadata: Sequence[tuple[str, str]],
+    call_credentials: grpc.CallCredentials | None,
+    keepalive: Keepalive | None,
+    max_receive_message_size: int,
+    server_features: Iterable[str],
+) -> ServerTarget:
+    if isinstance(server, ServerTarget):
+        return server
+    if not isinstance(server, str) or not server:
+        raise UsageError(f"a server is a 'host:port' string or a ServerTarget, not {server!r}")
+    return ServerTarget(
+        server,
+        credentials=credentials,
+        call_metadata=tuple(metadata),
+        call_credentials=call_credentials,
+        server_features=frozenset(server_features),
+        keepalive=keepalive,
+        max_receive_message_size=max_receive_message_size,
+    )
+
+
+def build_options(
+    servers: ServerSpec | Sequence[ServerSpec],
+    *,
+    node: Node | NodeProto | None = None,
+    protocol: str = "sotw",
+    ads: bool = True,
+    api_version: str = "v3",
+    transport: str = "grpc",
+    poll_interval: float = 5.0,
+    credentials: ChannelCredentialsConfig | None = None,
+    bearer_token: str | None = None,
+    metadata: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+    call_credentials: grpc.CallCredentials | None = None,
+    keepalive: Keepalive | None = None,
+    max_receive_message_size: int = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+    server_features: Iterable[str] = (),
+    backoff: Backoff | None = None,
+    does_not_exist_timeout: float | None = 15.0,
+    ignore_resource_deletion: bool = False,
+    node_in_every_request: bool = False,
+    reject_whole_response: bool = False,
+    validators: Mapping[ResourceSpec, Validator] | None = None,
+    queue_size: int = 1000,
+    metrics: Metrics | None = None,
+    fallback_probe_interval: float = 1.0,
+) -> ClientOptions:
+    """Check the client arguments and turn them into :class:`ClientOptions`.
+
+    Raises :class:`~xds_client.errors.UsageError` naming the bad argument.
+    """
+    if protocol not in ("sotw", "delta"):
+        raise UsageError(f"protocol must be 'sotw' or 'delta', not {protocol!r}")
+    if api_version not in ("v2", "v3"):
+        raise UsageError(f"api_version must be 'v3' or 'v2', not {api_version!r}")
+    if transport not in TRANSPORT_KINDS:
+        raise UsageError(
+            f"transport must be one of {', '.join(TRANSPORT_KINDS)}, not {transport!r}"
+        )
+    if transport != "grpc" and protocol == "delta":
+        raise UsageError(f"transport {transport!r} polls, which works with protocol='sotw' only")
+    if poll_interval <= 0:
+        raise UsageError("poll_interval must be positive")
+    if does_not_exist_timeout is not None and does_not_exist_timeout <= 0:
+        raise UsageError("does_not_exist_timeout must be positive or None")
+    if queue_size < 1:
+        raise UsageError("queue_size must be at least 1")
+    if max_receive_message_size <= 0:
+        raise UsageError("max_receive_message_size must be positive")
+    pairs = list(metadata.items()) if isinstance(metadata, Mapping) else list(metadata)
+    if bearer_token is not None:
+        pairs.append(("authorization", f"Bearer {bearer_token}"))
+    server_list: Sequence[ServerSpec] = (
+        [servers] if isinstance(servers, (str, ServerTarget)) else list(servers)
+    )
+    if not server_list:
+        raise UsageError("give at least one xDS server")
+    targets = tuple(
+        _target(
+            s,
+            credentials=credentials,
+            metadata=pairs,
+            call_credentials=call_credentials,
+            keepalive=keepalive,
+            max_receive_message_size=max_receive_message_size,
+            server_features=server_features,
+        )
+        for s in server_list
+    )
+    version: ApiVersion = "v2" if api_version == "v2" else "v3"
+    checked: dict[str, Validator] = {}
+    for spec, check in (validators or {}).items():
+        if not callable(check):
+            raise UsageError(f"validator for {spec!r} is not callable")
+        checked[resolve_type(spec, version).type_url] = check
+    # A53: the primary server's feature list decides (as in gRPC).
+    ignore = ignore_resource_deletion or "ignore_resource_deletion" in targets[0].server_features
+    return ClientOptions(
+        servers=targets,
+        node=as_node_proto(node),
+        protocol="delta" if protocol == "delta" else "sotw",
+        ads=ads,
+        api_version=version,
+        transport=transport,
+        poll_interval=poll_interval,
+        backoff=backoff or Backoff(),
+        does_not_exist_timeout=does_not_exist_timeout,
+        ignore_resource_deletion=ignore,
+        node_in_every_request=node_in_every_request,
+        reject_whole_response=reject_whole_response,
+        validators=checked,
+        queue_size=queue_size,
+        metrics=metrics,
+        fallback_probe_interval=fallback_probe_interval,
+    )
+
+
+def resolve_type(spec: ResourceSpec, api_version: ApiVersion) -> ResourceType[Any]:
+    """The registered type for a class, type URL or alias, checked against the API version."""
+    try:
+        rtype = resource_type(spec, api_version)
+    except UnknownResourceTypeError:
+        raise
+    except (TypeError, AttributeError) as exc:
+        raise UnknownResourceTypeError(spec) from exc
+    if rtype.api_version != api_version:
+        hint = f" (alias {rtype.alias!r})" if rtype.alias else ""
+        raise UsageError(
+            f"{rtype.type_url} is an API {rtype.api_version} type but the client speaks "
+            f"{api_version}; use the {api_version} type{hint}"
+        )
+    return rtype
+
+
+class ClientArgs(TypedDict, total=False):
+    """Keyword arguments of :class:`XdsClient` and :class:`AsyncXdsClient` (one definition)."""
+
+    node: Node | NodeProto | None
+    protocol: Literal["sotw", "delta"]
+    ads: bool
+    api_version: Literal["v3", "v2"]
+    transport: Literal["grpc", "grpc-fetch", "rest"]
+    poll_interval: float
+    credentials: ChannelCredentialsConfig | None
+    bearer_token: str | None
+    metadata: Mapping[str, str] | Sequence[tuple[str, str]]
+    call_credentials: grpc.CallCredentials | None
+    keepalive: Keepalive | None
+    max_receive_message_size: int
+    server_features: Iterable[str]
+    backoff: Backoff | None
+    does_not_exist_timeout: float | None
+    ignore_resource_deletion: bool
+    node_in_every_request: bool
+    reject_whole_response: bool
+    validators: Mapping[ResourceSpec, Validator] | None
+    queue_size: int
+    metrics: Metrics | None
+    fallback_probe_interval: float
+
+
+def normalize_names(names: str | Iterable[str] | None) -> frozenset[str] | None:
+    """One name, several, or None for a wildcard watch; ``"*"`` also means wildcard."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        names = [names]
+    out = frozenset(names)
+    for name in out:
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"resource names are non-empty strings, got {name!r}")
+    if "*" in out:
+        if len(out) > 1:
+            raise UsageError("'*' (wildcard) cannot be mixed with names in one watch")
+        return None
+    if not out:
+        raise UsageError("give at least one resource name, or None for every resource")
+    return out
