@@ -253,6 +253,7 @@ class ControlPlane:
         self._engine.stopping.set()
         server.stop(grace=None).wait(timeout=10.0)
         executor.shutdown(wait=True)
+        self._engine.join_readers(timeout=5.0)
 
     # -- addresses -----------------------------------------------------------
 
@@ -593,7 +594,7 @@ class ControlPlane:
     def clear_faults(self) -> None:
         """Undo ``fail_streams`` and ``delay_responses``."""
         self._engine.clear_failures()
-        self._engine.set_delay(0, None)
+        self._engine.clear_delays()
 
     def delay_responses(self, seconds: float, type: TypeSpec | None = None) -> None:
         """Hold every response (of one type, or all) for ``seconds``; 0 undoes it."""

@@ -210,6 +210,7 @@ class Engine:
         self._delays: dict[str | None, float] = {}
         self._fail_new: list[_Abort] = []
         self._fail_always: _Abort | None = None
+        self._readers: list[threading.Thread] = []
         self.stopping = threading.Event()
         store.add_listener(self._on_change)
 
@@ -221,6 +222,10 @@ class Engine:
                 self._delays[type_url] = seconds
             else:
                 self._delays.pop(type_url, None)
+
+    def clear_delays(self) -> None:
+        with self._lock:
+            self._delays.clear()
 
     def delay_for(self, type_url: str) -> float:
         with self._lock:
@@ -243,6 +248,13 @@ class Engine:
             if self._fail_new:
                 return self._fail_new.pop(0)
             return self._fail_always
+
+    def join_readers(self, timeout: float) -> None:
+        """Join the request readers of ended streams (call after the server stopped)."""
+        with self._lock:
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            reader.join(timeout=timeout)
 
     def live_streams(self) -> list[StreamHandle]:
         with self._lock:
@@ -307,6 +319,9 @@ class Engine:
         reader = threading.Thread(
             target=self._read, args=(handle, requests), name=f"xds-cp-reader-{info.id}", daemon=True
         )
+        with self._lock:
+            self._readers = [t for t in self._readers if t.is_alive()]
+            self._readers.append(reader)
         reader.start()
         session: _Session = _SotwSession(handle) if kind == "sotw" else _DeltaSession(handle)
         try:
@@ -333,8 +348,8 @@ class Engine:
             with self._lock:
                 self._streams.pop(info.id, None)
             self.log.close_stream(info.id)
-            # The reader ends when gRPC ends the RPC; it never blocks past that.
-            reader.join(timeout=5.0)
+            # The reader ends only once gRPC has ended the RPC, which happens
+            # after this generator returns, so it is joined in join_readers().
 
     @staticmethod
     def _read(
