@@ -349,9 +349,11 @@ class ProtocolCore:
                 st.deletion_ignored.add(name)
                 events.append(ResourceDeletionIgnored(st.type_url, name))
             return
+        entry = st.cache.get(name)
         self._forget(st, name)
-        if name in st.subs.names:
-            st.dne[name] = now  # still wanted: CSDS shows it as not existing
+        for key in (name, *(entry.aliases if entry is not None else ())):
+            if key in st.subs.names:
+                st.dne[key] = now  # still wanted: CSDS shows it as not existing
         events.append(ResourceRemoved(st.type_url, name, "deleted"))
 
     def _forget(self, st: TypeState, name: str) -> None:
