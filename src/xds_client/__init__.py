@@ -12,6 +12,19 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .client import (
+        AsyncWatch,
+        AsyncXdsClient,
+        Backoff,
+        Bootstrap,
+        ConnectivityChanged,
+        CountingMetrics,
+        Metrics,
+        Watch,
+        WatchEvent,
+        XdsClient,
+        load_bootstrap,
+    )
     from .errors import (
         BootstrapError,
         ClientClosedError,
@@ -48,6 +61,7 @@ if TYPE_CHECKING:
         type_url_of,
         unwrap,
     )
+    from .transport import ChannelCredentialsConfig, Keepalive, ServerTarget
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -66,6 +80,25 @@ _EXPORTS: dict[str, str] = {
             "WaitTimeoutError",
         ],
         "xds_client.errors",
+    ),
+    **dict.fromkeys(
+        [
+            "XdsClient",
+            "AsyncXdsClient",
+            "Watch",
+            "AsyncWatch",
+            "WatchEvent",
+            "ConnectivityChanged",
+            "Backoff",
+            "Metrics",
+            "CountingMetrics",
+            "Bootstrap",
+            "load_bootstrap",
+        ],
+        "xds_client.client",
+    ),
+    **dict.fromkeys(
+        ["ServerTarget", "ChannelCredentialsConfig", "Keepalive"], "xds_client.transport"
     ),
     "Node": "xds_client.node",
     "Locality": "xds_client.node",
@@ -132,6 +165,20 @@ __all__ = [
     "ResponseRejected",
     "ResponseAccepted",
     "ResourceDeletionIgnored",
+    "XdsClient",
+    "AsyncXdsClient",
+    "Watch",
+    "AsyncWatch",
+    "WatchEvent",
+    "ConnectivityChanged",
+    "Backoff",
+    "Metrics",
+    "CountingMetrics",
+    "Bootstrap",
+    "load_bootstrap",
+    "ServerTarget",
+    "ChannelCredentialsConfig",
+    "Keepalive",
 ]
 
 

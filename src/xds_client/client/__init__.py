@@ -7,6 +7,7 @@ once, so the two cannot drift.
 
 from __future__ import annotations
 
+from ._async import AsyncWatch, AsyncXdsClient
 from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
 from ._metrics import CountingMetrics, Metrics
 from ._options import Backoff
@@ -15,7 +16,9 @@ from ._watchers import ConnectivityChanged, WatchEvent
 
 __all__ = [
     "XdsClient",
+    "AsyncXdsClient",
     "Watch",
+    "AsyncWatch",
     "WatchEvent",
     "ConnectivityChanged",
     "Backoff",

@@ -61,8 +61,13 @@ def _serialize(request: DiscoveryRequest) -> bytes:
 
 def _poll_error(method: str, target: ServerTarget, exc: grpc.RpcError) -> PollError | None:
     """A PollError for a failed call, or None when the server said "up to date"."""
-    code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = (exc.details() if isinstance(exc, grpc.Call) else None) or ""
+    # Sync errors are grpc.Call objects, grpc.aio's AioRpcError is not: ask both alike.
+    code_of = getattr(exc, "code", None)
+    details_of = getattr(exc, "details", None)
+    code = code_of() if callable(code_of) else None
+    if not isinstance(code, grpc.StatusCode):
+        code = grpc.StatusCode.UNKNOWN
+    details = str((details_of() if callable(details_of) else None) or "")
     if _UP_TO_DATE_MARKER in details:
         return None
     where = f"{method} on {target.uri}"

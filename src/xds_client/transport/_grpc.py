@@ -98,9 +98,12 @@ def _deserializer(spec: StreamSpec) -> Callable[[bytes], Response]:
 
 
 def _rpc_error(spec: StreamSpec, target: ServerTarget, exc: grpc.RpcError) -> TransportError:
-    code = exc.code() if isinstance(exc, grpc.Call) else None
-    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-    name = code.name if code is not None else "UNKNOWN"
+    # grpc.RpcError from sync calls and AioRpcError both offer code() and details().
+    code_fn = getattr(exc, "code", None)
+    details_fn = getattr(exc, "details", None)
+    code = code_fn() if callable(code_fn) else None
+    details = details_fn() if callable(details_fn) else str(exc)
+    name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
     return TransportError(f"{spec.method} on {target.uri}: {name}: {details}")
 
 

@@ -248,6 +248,10 @@ class PollScheduler:
         key = (response.version_info, call.names)
         if key == state.delivered:
             return None
+        if response.version_info and response.version_info == call.request.version_info:
+            # The client already holds this version of these names (a new
+            # stream after a reconnect, or a server without 304s).
+            return None
         state.delivered = key
         return response
 
