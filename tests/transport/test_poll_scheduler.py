@@ -392,3 +392,16 @@ def test_async_stream_fails_after_retries_and_wakes_on_send() -> None:
         await stream.close()
 
     run(main)
+
+
+def test_answer_at_the_requested_version_is_not_new() -> None:
+    # A new stream of a client that already holds v1: the server's v1 changes nothing.
+    s = PollScheduler(policy())
+    s.submit(req(version="v1"), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    assert s.completed(call, resp("v1"), 0.0) is None
+    call = s.take_due(10.0)
+    assert call is not None
+    out = s.completed(call, resp("v2"), 10.0)
+    assert out is not None

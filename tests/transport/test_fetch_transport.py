@@ -1,0 +1,209 @@
+"""Unary ``Fetch*`` polling against a local gRPC server: v3 and v2, errors, asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from _poll_stubs import StubFetchServer, cluster, pack
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
+from tenacity import wait_fixed
+
+from xds_client.errors import TransportError, UsageError
+from xds_client.node import Node
+from xds_client.resources import (
+    CLUSTER,
+    ENDPOINT,
+    V2_LISTENER,
+    VIRTUAL_HOST,
+    resource_type,
+)
+from xds_client.transport import ServerTarget, Stream, StreamSpec
+from xds_client.transport._fetch import AsyncFetchTransport, FetchTransport, fetch_method_for
+from xds_client.transport._polling import PollError, PollPolicy
+
+pytestmark = pytest.mark.timeout(30)
+
+NODE = Node("n1", cluster="c1").to_proto()
+FAST = PollPolicy(
+    interval=0.05,
+    jitter=0.0,
+    request_timeout=2.0,
+    backoff=wait_fixed(0.01),
+    failures_before_error=3,
+)
+SPEC = StreamSpec("unused", False, (CLUSTER,))
+
+
+@pytest.fixture
+def server() -> Iterator[StubFetchServer]:
+    s = StubFetchServer([CLUSTER, V2_LISTENER])
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def first(type_url: str = CLUSTER) -> DiscoveryRequest:
+    return DiscoveryRequest(type_url=type_url, node=NODE)
+
+
+def test_fetch_methods_come_from_the_registry() -> None:
+    assert fetch_method_for(CLUSTER) == (
+        "/envoy.service.cluster.v3.ClusterDiscoveryService/FetchClusters"
+    )
+    assert fetch_method_for(V2_LISTENER) == "/envoy.api.v2.ListenerDiscoveryService/FetchListeners"
+    with pytest.raises(UsageError, match="no unary Fetch"):
+        fetch_method_for(VIRTUAL_HOST)
+
+
+def test_fetch_v3_same_version_gives_nothing_then_update(server: StubFetchServer) -> None:
+    server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
+    target = ServerTarget(server.address, call_metadata=(("authorization", "Bearer t"),))
+    transport = FetchTransport(target, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        assert isinstance(stream, Stream)
+        stream.send(first())
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "1"
+        stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
+        assert stream.recv(0.3) is None  # the server answers version 1 again: nothing new
+        seen = server.wait_requests(3)
+        assert seen[0].path.endswith("/FetchClusters")
+        assert seen[0].headers["authorization"] == "Bearer t"
+        assert seen[-1].request.node.cluster == "c1"
+        server.set(CLUSTER, "2", {"b": pack(cluster("b"))})
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "2"
+    finally:
+        transport.close()
+
+
+def test_fetch_v2_sends_v3_messages_on_the_v2_path(server: StubFetchServer) -> None:
+    v2_listener = resource_type(V2_LISTENER).message_class(name="l")
+    server.set(V2_LISTENER, "5", {"l": pack(v2_listener)})
+    transport = FetchTransport(server.address, policy=FAST)
+    try:
+        stream = transport.open(StreamSpec("", False, (V2_LISTENER,)))
+        stream.send(first(V2_LISTENER))
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "5"
+        assert response.resources[0].type_url == V2_LISTENER
+        assert server.requests[0].path == "/envoy.api.v2.ListenerDiscoveryService/FetchListeners"
+    finally:
+        transport.close()
+
+
+def test_unimplemented_fails_at_once_with_a_clear_message(server: StubFetchServer) -> None:
+    transport = FetchTransport(server.address, policy=FAST)
+    try:
+        stream = transport.open(StreamSpec("", False, (ENDPOINT,)))
+        stream.send(first(ENDPOINT))  # the stub serves no FetchEndpoints
+        with pytest.raises(TransportError, match=r"UNIMPLEMENTED.*transport='grpc'") as info:
+            stream.recv(5)
+        assert isinstance(info.value, PollError)
+        assert info.value.retryable is False
+        assert isinstance(info.value.__cause__, grpc.RpcError)
+    finally:
+        transport.close()
+
+
+def test_transient_status_is_retried(server: StubFetchServer) -> None:
+    server.set(CLUSTER, "1", {})
+    server.fail(grpc.StatusCode.UNAVAILABLE, count=2, body="restarting")
+    transport = FetchTransport(server.address, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        assert stream.recv(5) is not None
+        assert len(server.requests) == 3
+    finally:
+        transport.close()
+
+
+def test_permission_denied_fails_at_once(server: StubFetchServer) -> None:
+    server.fail(grpc.StatusCode.PERMISSION_DENIED, count=5, body="who are you")
+    transport = FetchTransport(server.address, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        with pytest.raises(TransportError, match="PERMISSION_DENIED: who are you"):
+            stream.recv(5)
+        assert len(server.requests) == 1
+    finally:
+        transport.close()
+
+
+def test_go_control_plane_skip_fetch_is_unchanged(server: StubFetchServer) -> None:
+    server.set(CLUSTER, "1", {})
+    server.fail(grpc.StatusCode.UNKNOWN, count=3, body="skip fetch: version up to date")
+    transport = FetchTransport(server.address, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        request = first()
+        request.version_info = "1"  # a new stream of a client that holds version 1
+        stream.send(request)
+        assert stream.recv(0.3) is None  # 3 "skip fetch" errors, then version 1 again
+        assert len(server.requests) >= 3
+    finally:
+        transport.close()
+
+
+def test_unreachable_server_fails_after_backoff() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    transport = FetchTransport(f"127.0.0.1:{port}", policy=FAST.with_request_timeout(0.5))
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        with pytest.raises(TransportError, match=r"UNAVAILABLE|DEADLINE_EXCEEDED"):
+            stream.recv(10)
+    finally:
+        transport.close()
+
+
+def test_usage_errors(server: StubFetchServer) -> None:
+    transport = FetchTransport(server.address, policy=FAST)
+    with pytest.raises(UsageError, match="SotW only"):
+        transport.open(StreamSpec("", True, (CLUSTER,)))
+    with pytest.raises(UsageError, match="no unary Fetch"):
+        transport.open(StreamSpec("", False, (VIRTUAL_HOST,)))
+    transport.close()
+    with pytest.raises(TransportError, match="closed"):
+        transport.open(SPEC)
+
+
+def test_async_fetch(server: StubFetchServer) -> None:
+    async def main() -> None:
+        server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
+        transport = AsyncFetchTransport(server.address, policy=FAST)
+        try:
+            stream = await transport.open(SPEC)
+            await stream.send(first())
+            response = await stream.recv(5)
+            assert response is not None
+            assert response.version_info == "1"
+            await stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
+            assert await stream.recv(0.2) is None
+            server.set(CLUSTER, "2", {})
+            response = await stream.recv(5)
+            assert response is not None
+            assert response.version_info == "2"
+            server.fail(grpc.StatusCode.UNIMPLEMENTED, count=1, body="not here")
+            server.set(CLUSTER, "3", {})
+            with pytest.raises(TransportError, match="UNIMPLEMENTED"):
+                await stream.recv(5)
+            with pytest.raises(UsageError):
+                await transport.open(StreamSpec("", True, (CLUSTER,)))
+        finally:
+            await transport.close()
+
+    asyncio.run(main())
