@@ -1,0 +1,83 @@
+"""A client for Grafana's unified-storage ResourceStore gRPC API.
+
+Sync and async twins with the same methods::
+
+    from xds_client.store import ResourceStoreClient, ResourceKey
+
+    store = ResourceStoreClient("127.0.0.1:10000")
+    key = ResourceKey("dashboard.grafana.app", "dashboards", "default", "a")
+    rv = store.create(key, {"spec": {"title": "A"}})
+    for event in store.watch(key.prefix(), since=rv):
+        ...
+
+See ``docs/store.md`` for the guide.
+"""
+
+from __future__ import annotations
+
+from xds_client.store._async_client import AsyncListIterator, AsyncResourceStoreClient, AsyncWatch
+from xds_client.store._client import ListIterator, ResourceStoreClient, Watch
+from xds_client.store._errors import (
+    AlreadyExistsError,
+    BadRequestError,
+    ConflictError,
+    ErrorCause,
+    ExpiredError,
+    GoneError,
+    InternalError,
+    InvalidError,
+    InvalidResponseError,
+    NotFoundError,
+    ResourceStoreError,
+    SelectorError,
+    ServerTimeoutError,
+    TooManyRequestsError,
+    UnavailableError,
+)
+from xds_client.store._informer import AsyncInformer, Informer
+from xds_client.store._keys import ResourceKey, StoredObject, Value
+from xds_client.store._list import ListPage
+from xds_client.store._retry import DEFAULT_RETRY, RetryPolicy
+from xds_client.store._selector import Requirement, matches, parse_selector
+from xds_client.store._watch import EventType, WatchEvent
+
+__all__ = [
+    # clients
+    "ResourceStoreClient",
+    "AsyncResourceStoreClient",
+    "RetryPolicy",
+    "DEFAULT_RETRY",
+    # values
+    "ResourceKey",
+    "StoredObject",
+    "Value",
+    "ListPage",
+    "ListIterator",
+    "AsyncListIterator",
+    "WatchEvent",
+    "EventType",
+    "Watch",
+    "AsyncWatch",
+    "Informer",
+    "AsyncInformer",
+    # label selectors
+    "Requirement",
+    "parse_selector",
+    "matches",
+    # errors
+    "ResourceStoreError",
+    "BadRequestError",
+    "NotFoundError",
+    "AlreadyExistsError",
+    "ConflictError",
+    "ExpiredError",
+    "GoneError",
+    "InvalidError",
+    "TooManyRequestsError",
+    "UnavailableError",
+    "ServerTimeoutError",
+    "InternalError",
+    "InvalidResponseError",
+    "SelectorError",
+    "ErrorCause",
+]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._control_plane import ControlPlane
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
+    from ._store_server import ResourceStoreServer
     from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo
 
 # public name -> module that defines it (loaded on first use)
@@ -27,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "load_resources": "xds_client.testing._resource_file",
     "LoadedResources": "xds_client.testing._resource_file",
     "ResourceFileError": "xds_client.testing._resource_file",
+    "ResourceStoreServer": "xds_client.testing._store_server",
 }
 
 __all__: list[str] = [
@@ -37,6 +39,7 @@ __all__: list[str] = [
     "load_resources",
     "LoadedResources",
     "ResourceFileError",
+    "ResourceStoreServer",
 ]
 
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from xds_client.testing import ControlPlane
+    from xds_client.store import ResourceStoreClient
+    from xds_client.testing import ControlPlane, ResourceStoreServer
 
 
 @pytest.fixture
@@ -21,3 +22,26 @@ def xds_control_plane() -> Iterator[ControlPlane]:
 
     with ControlPlane() as control_plane:
         yield control_plane
+
+
+@pytest.fixture
+def resource_store_server() -> Iterator[ResourceStoreServer]:
+    """A running :class:`~xds_client.testing.ResourceStoreServer` (in-memory SQLite).
+
+    ``.address`` is ``"127.0.0.1:PORT"``; stopped after the test.
+    """
+    from xds_client.testing import ResourceStoreServer
+
+    with ResourceStoreServer() as server:
+        yield server
+
+
+@pytest.fixture
+def resource_store_client(
+    resource_store_server: ResourceStoreServer,
+) -> Iterator[ResourceStoreClient]:
+    """A :class:`~xds_client.store.ResourceStoreClient` connected to ``resource_store_server``."""
+    from xds_client.store import ResourceStoreClient
+
+    with ResourceStoreClient(resource_store_server.address) as client:
+        yield client

@@ -1,0 +1,184 @@
+"""Sans-I/O pieces shared by both clients: request building, response checks, the pager."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from xds_client.store._errors import InvalidResponseError, check_result
+from xds_client.store._keys import ResourceKey, StoredObject, Value, encode_value, labels_of
+from xds_client.store._proto import resource_pb2 as pb
+from xds_client.store._selector import Requirement, matches
+
+__all__ = ["ListPage", "ListPager"]
+
+DEFAULT_PAGE_SIZE = 500
+
+
+def _error(resp: Any) -> pb.ErrorResult | None:
+    return resp.error if resp.HasField("error") else None
+
+
+# ListResponse has no error field: list errors only travel as gRPC status details.
+_NO_ERROR: pb.ErrorResult | None = None
+
+
+# ------------------------------------------------------------------ unary calls
+
+
+def create_request(key: ResourceKey, value: Value) -> pb.CreateRequest:
+    return pb.CreateRequest(key=key.to_proto(), value=encode_value(key, value))
+
+
+def create_result(resp: pb.CreateResponse, trailing: Sequence[Any] | None) -> int:
+    check_result(_error(resp), trailing)
+    if resp.resource_version <= 0:
+        raise InvalidResponseError("create succeeded without a resource version")
+    return resp.resource_version
+
+
+def update_request(key: ResourceKey, value: Value, resource_version: int) -> pb.UpdateRequest:
+    return pb.UpdateRequest(
+        key=key.to_proto(), value=encode_value(key, value), resource_version=resource_version
+    )
+
+
+def update_result(resp: pb.UpdateResponse, trailing: Sequence[Any] | None) -> int:
+    check_result(_error(resp), trailing)
+    if resp.resource_version <= 0:
+        # Grafana reports some failed updates as an empty success.
+        raise InvalidResponseError("update succeeded with resource version 0; nothing was saved")
+    return resp.resource_version
+
+
+def delete_request(key: ResourceKey, resource_version: int, uid: str) -> pb.DeleteRequest:
+    return pb.DeleteRequest(key=key.to_proto(), resource_version=resource_version, uid=uid)
+
+
+def delete_result(resp: pb.DeleteResponse, trailing: Sequence[Any] | None) -> int:
+    check_result(_error(resp), trailing)
+    return resp.resource_version
+
+
+def read_request(key: ResourceKey, resource_version: int) -> pb.ReadRequest:
+    return pb.ReadRequest(key=key.to_proto(), resource_version=resource_version)
+
+
+def read_result(
+    key: ResourceKey, resp: pb.ReadResponse, trailing: Sequence[Any] | None
+) -> StoredObject:
+    check_result(_error(resp), trailing)
+    if resp.resource_version <= 0:
+        raise InvalidResponseError(f"read of {key} returned no resource version")
+    return StoredObject(resp.resource_version, resp.value, key=key)
+
+
+def health_request() -> pb.HealthCheckRequest:
+    return pb.HealthCheckRequest(service="resource.ResourceStore")
+
+
+def health_result(resp: pb.HealthCheckResponse) -> bool:
+    return resp.status == pb.HealthCheckResponse.SERVING
+
+
+def modify(current: StoredObject, fn: Any) -> Value:
+    """Apply a read-modify-write function to a fresh copy of the decoded object."""
+    result = fn(json.loads(current.value))
+    if not isinstance(result, bytes | dict):
+        raise TypeError("read_modify_write's function must return a dict or bytes")
+    return result
+
+
+# ------------------------------------------------------------------ list
+
+
+class ListPage:
+    """One page of a list: items, the token of the next page, the list's version."""
+
+    __slots__ = ("items", "next_page_token", "remaining_item_count", "resource_version")
+
+    def __init__(
+        self,
+        items: list[StoredObject],
+        next_page_token: str,
+        resource_version: int,
+        remaining_item_count: int,
+    ) -> None:
+        self.items: list[StoredObject] = items
+        """The objects on this page (already filtered by the label selector)."""
+        self.next_page_token: str = next_page_token
+        """Opaque token of the next page; empty on the last page."""
+        self.resource_version: int = resource_version
+        """The resource version the whole list is pinned to."""
+        self.remaining_item_count: int = remaining_item_count
+        """The server's estimate of items after this page (0 when unknown)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"ListPage({len(self.items)} items, resource_version={self.resource_version}, "
+            f"next_page_token={self.next_page_token!r})"
+        )
+
+
+class ListPager:
+    """The state of a paged list.
+
+    Every page repeats the first request with only ``next_page_token`` changed,
+    follows the token until it is empty (a short or even empty page may still
+    carry one) and applies the label selector again on the client.
+    """
+
+    __slots__ = ("_base", "_prefix", "_reqs", "done", "pages", "resource_version", "token")
+
+    def __init__(
+        self,
+        prefix: ResourceKey,
+        requirements: tuple[Requirement, ...],
+        *,
+        limit: int = DEFAULT_PAGE_SIZE,
+        resource_version: int = 0,
+        exact: bool = False,
+        token: str = "",
+    ) -> None:
+        self._prefix = prefix
+        self._reqs = requirements
+        self._base = pb.ListRequest(
+            limit=limit,
+            resource_version=resource_version,
+            version_match=pb.Exact if exact else pb.NotOlderThan,
+            options=pb.ListOptions(
+                key=prefix.prefix().to_proto(), labels=[r.to_proto() for r in requirements]
+            ),
+        )
+        self.token = token
+        """The token the next request will carry."""
+        self.resource_version = 0
+        """The list's resource version, known after the first page."""
+        self.done = False
+        """True once a page without a next token arrived."""
+        self.pages = 0
+        """How many pages have been received."""
+
+    def request(self) -> pb.ListRequest:
+        """The request of the next page."""
+        if not self.token:
+            return self._base
+        req = pb.ListRequest()
+        req.CopyFrom(self._base)
+        req.next_page_token = self.token
+        return req
+
+    def on_page(self, resp: pb.ListResponse, trailing: Sequence[Any] | None) -> ListPage:
+        """Check a page, advance the token and return the (filtered) items."""
+        check_result(_NO_ERROR, trailing)
+        self.pages += 1
+        if self.resource_version == 0:
+            self.resource_version = resp.resource_version
+        prefix, reqs = self._prefix, self._reqs
+        items = [StoredObject(w.resource_version, w.value, prefix=prefix) for w in resp.items]
+        if reqs:
+            items = [o for o in items if matches(reqs, labels_of(o.json()))]
+        self.token = resp.next_page_token
+        self.done = not self.token
+        return ListPage(items, self.token, resp.resource_version, resp.remaining_item_count)

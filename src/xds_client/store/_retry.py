@@ -1,0 +1,142 @@
+"""Retry policy of the ResourceStore client, and which failures are safe to retry.
+
+Reads, lists and watches retry on Unavailable, ResourceExhausted and 429.
+Writes retry only when the request surely did not take effect: a 429 (the
+server refused before doing anything) or a connection that never reached
+the server. Backoff is exponential with jitter; a 429's ``retryAfterSeconds``
+is honoured as a lower bound.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import grpc
+import tenacity
+
+from xds_client.store._errors import (
+    ResourceStoreError,
+    ServerTimeoutError,
+    TooManyRequestsError,
+    UnavailableError,
+)
+
+__all__ = ["RetryPolicy", "DEFAULT_RETRY"]
+
+# Messages grpc-core uses when no connection could be made, so the request never left.
+_NOT_SENT_MARKERS = (
+    "failed to connect",
+    "connection refused",
+    "connect failed",
+    "dns resolution failed",
+    "no route to host",
+    "name resolution failure",
+    "empty address list",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently to retry; an immutable value with ``with_*`` copies."""
+
+    max_attempts: int = 5
+    """Attempts of one unary call, the first included (1 disables retries)."""
+    initial_backoff: float = 0.1
+    """Delay before the first retry, in seconds."""
+    max_backoff: float = 5.0
+    """Cap of the delay between attempts."""
+    multiplier: float = 2.0
+    """Growth of the delay per attempt."""
+    jitter: float = 0.2
+    """Random spread of each delay, as a fraction of it (0.2 = plus or minus 20%)."""
+    deadline: float | None = 60.0
+    """Give up a unary call after this many seconds of retrying (None: no limit)."""
+
+    def with_max_attempts(self, max_attempts: int) -> RetryPolicy:
+        """A copy with another ``max_attempts``."""
+        return replace(self, max_attempts=max_attempts)
+
+    def with_backoff(
+        self, initial: float, maximum: float | None = None, multiplier: float | None = None
+    ) -> RetryPolicy:
+        """A copy with other backoff delays."""
+        return replace(
+            self,
+            initial_backoff=initial,
+            max_backoff=self.max_backoff if maximum is None else maximum,
+            multiplier=self.multiplier if multiplier is None else multiplier,
+        )
+
+    def with_deadline(self, deadline: float | None) -> RetryPolicy:
+        """A copy with another overall deadline."""
+        return replace(self, deadline=deadline)
+
+    def backoff(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        """The delay after failed attempt number ``attempt`` (1-based)."""
+        base = min(self.max_backoff, self.initial_backoff * self.multiplier ** max(0, attempt - 1))
+        return max(0.0, base * (1.0 + self.jitter * (2.0 * rand() - 1.0)))
+
+    def delay_for(self, attempt: int, error: BaseException | None) -> float:
+        """:meth:`backoff`, raised to the server's ``retryAfterSeconds`` when given."""
+        delay = self.backoff(attempt)
+        if isinstance(error, TooManyRequestsError) and error.retry_after:
+            delay = max(delay, error.retry_after)
+        return delay
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def retryable_read(exc: BaseException) -> bool:
+    """Reads, lists and watch (re)opens retry on these."""
+    return isinstance(exc, UnavailableError | TooManyRequestsError)
+
+
+def retryable_stream(exc: BaseException) -> bool:
+    """A watch stream resumes after these (plus a clean end of stream)."""
+    if isinstance(exc, UnavailableError | TooManyRequestsError | ServerTimeoutError):
+        return True
+    # A stream reset by a proxy or a dying server surfaces as INTERNAL.
+    return (
+        isinstance(exc, ResourceStoreError)
+        and exc.grpc_code == grpc.StatusCode.INTERNAL
+        and "rst_stream" in str(exc).lower()
+    )
+
+
+def surely_not_sent(exc: BaseException) -> bool:
+    """Whether a failed write surely did not reach the server (so retrying is safe)."""
+    if isinstance(exc, TooManyRequestsError):
+        return True
+    if isinstance(exc, UnavailableError) and exc.grpc_code == grpc.StatusCode.UNAVAILABLE:
+        text = exc.message.lower()
+        return any(marker in text for marker in _NOT_SENT_MARKERS)
+    return False
+
+
+class _Wait(tenacity.wait.wait_base):
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        outcome = retry_state.outcome
+        error = outcome.exception() if outcome is not None else None
+        return self.policy.delay_for(retry_state.attempt_number, error)
+
+
+def tenacity_kwargs(
+    policy: RetryPolicy, predicate: Callable[[BaseException], bool]
+) -> dict[str, Any]:
+    """Arguments shared by ``tenacity.Retrying`` and ``tenacity.AsyncRetrying``."""
+    stop: Any = tenacity.stop_after_attempt(max(1, policy.max_attempts))
+    if policy.deadline is not None:
+        stop = stop | tenacity.stop_after_delay(policy.deadline)
+    return {
+        "stop": stop,
+        "wait": _Wait(policy),
+        "retry": tenacity.retry_if_exception(predicate),
+        "reraise": True,
+    }

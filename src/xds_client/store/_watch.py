@@ -1,0 +1,408 @@
+"""Sans-I/O state of a resumable watch, shared by the sync and async clients.
+
+The state decides what the driver does next (anchor, list, watch), builds
+each watch request from what it has seen, turns wire events into
+:class:`WatchEvent` values, drops repeats (resource version not newer than
+the last one seen) and, after a 410, reconciles a fresh list against what
+the consumer has seen so its view converges.
+
+Steps of a driver::
+
+    ANCHOR   learn the current resource version (a one-item list) when the
+             watch starts "from now", so a drop before the first event loses nothing
+    LIST     list every page, feed items to list_item(), then list_done(rv)
+    WATCH    open a stream with watch_request(), feed events to on_event(),
+             and call stream_ended(error) when it ends; sleep the returned delay
+
+The state remembers every object's version and bytes (needed to report
+deletions after a relist). Without a label selector it records events and
+decodes their JSON only when it needs the keys, so a plain watch pays no JSON
+work per event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from enum import Enum
+from typing import Any, Literal
+
+from xds_client.store._errors import ExpiredError, ResourceStoreError, from_status_json
+from xds_client.store._keys import _UNSET, ResourceKey, key_from_doc, labels_of
+from xds_client.store._proto import resource_pb2 as pb
+from xds_client.store._retry import RetryPolicy, retryable_stream
+from xds_client.store._selector import Requirement, matches
+
+__all__ = ["WatchEvent", "EventType", "WatchState", "Step"]
+
+EventType = Literal["added", "modified", "deleted", "bookmark", "resynced"]
+
+ADDED: EventType = "added"
+MODIFIED: EventType = "modified"
+DELETED: EventType = "deleted"
+BOOKMARK: EventType = "bookmark"
+RESYNCED: EventType = "resynced"
+
+_ADDED, _MODIFIED, _DELETED, _BOOKMARK, _ERROR = (
+    pb.WatchEvent.ADDED,
+    pb.WatchEvent.MODIFIED,
+    pb.WatchEvent.DELETED,
+    pb.WatchEvent.BOOKMARK,
+    pb.WatchEvent.ERROR,
+)
+
+
+class WatchEvent:
+    """One change seen by a watch. Treat instances as read-only.
+
+    ``type`` is ``"added"``, ``"modified"``, ``"deleted"``, ``"bookmark"`` or
+    ``"resynced"``. A deleted event carries the object in ``previous`` and no
+    ``value``; bookmark and resynced events carry neither, only a version.
+    """
+
+    __slots__ = (
+        "_doc",
+        "_key",
+        "_prefix",
+        "initial_events_end",
+        "previous",
+        "resource_version",
+        "type",
+        "value",
+    )
+
+    def __init__(
+        self,
+        type: EventType,
+        resource_version: int,
+        value: bytes | None,
+        previous: bytes | None,
+        prefix: ResourceKey,
+        *,
+        initial_events_end: bool = False,
+    ) -> None:
+        self.type: EventType = type
+        """What happened."""
+        self.resource_version: int = resource_version
+        """The version of this change (for bookmarks: how far the stream got)."""
+        self.value: bytes | None = value
+        """The object after the change (None for deleted, bookmark and resynced)."""
+        self.previous: bytes | None = previous
+        """The object before the change when known; the removed object for deletions."""
+        self.initial_events_end: bool = initial_events_end
+        """True on the bookmark that ends the initial events (``send_initial_events``)."""
+        self._prefix = prefix
+        self._key: ResourceKey | None = None
+        self._doc: Any = _UNSET
+
+    def json(self) -> Any:
+        """The decoded object: ``value``, or ``previous`` for deletions (cached)."""
+        doc = self._doc
+        if doc is _UNSET:
+            raw = self.value if self.value is not None else self.previous
+            doc = self._doc = json.loads(raw) if raw else None
+        return doc
+
+    def previous_json(self) -> Any:
+        """The decoded ``previous`` object, or None."""
+        return json.loads(self.previous) if self.previous else None
+
+    @property
+    def key(self) -> ResourceKey | None:
+        """The object's key (from its ``metadata``); None for bookmark and resynced."""
+        key = self._key
+        if key is None and self.type not in (BOOKMARK, RESYNCED):
+            key = self._key = key_from_doc(self._prefix, self.json())
+        return key
+
+    def __repr__(self) -> str:
+        key = f" {self.key}" if self.key is not None else ""
+        return f"WatchEvent({self.type}{key} @{self.resource_version})"
+
+
+class Step(Enum):
+    """What the driver must do next."""
+
+    ANCHOR = "anchor"
+    LIST = "list"
+    WATCH = "watch"
+
+
+_FOLD_AT = 16384
+
+
+class WatchState:
+    """Everything a resumable watch decides, without any I/O."""
+
+    def __init__(
+        self,
+        prefix: ResourceKey,
+        requirements: tuple[Requirement, ...],
+        *,
+        since: int = 0,
+        initial: Literal["none", "server", "list"] = "none",
+        policy: RetryPolicy,
+    ) -> None:
+        self.prefix = prefix.prefix()
+        self.requirements = requirements
+        self.policy = policy
+        self.last_rv = since
+        """The newest resource version seen; the next stream resumes after it."""
+        if initial == "list":
+            self.step = Step.LIST
+        elif initial == "server":
+            self.step = Step.WATCH
+        else:
+            self.step = Step.WATCH if since > 0 else Step.ANCHOR
+        self.initial_pending = initial != "none"
+        """True until the initial state has been delivered."""
+        self.in_initial = initial == "server"
+        self.resyncing = False
+        self.failures = 0
+        """Consecutive failed streams without progress (drives the backoff)."""
+        self.streams = 0
+        """How many streams were opened."""
+        self.resyncs = 0
+        """How many times a 410 forced a relist."""
+        self.pending: deque[WatchEvent] = deque()
+        """Events to hand out before reading more from the wire."""
+        self._progress = False
+        self._known: dict[tuple[str, str], tuple[int, bytes]] = {}
+        self._unfolded: list[WatchEvent] = []
+        self._seen: set[tuple[str, str]] | None = None
+        if self.in_initial:
+            self._seen = set()
+
+    # ------------------------------------------------------------ requests
+
+    def watch_request(self) -> pb.WatchRequest:
+        """The request of the next stream, rebuilt from what was seen so far."""
+        opts = pb.ListOptions(
+            key=self.prefix.to_proto(), labels=[r.to_proto() for r in self.requirements]
+        )
+        if self.in_initial:
+            return pb.WatchRequest(
+                options=opts, send_initial_events=True, allow_watch_bookmarks=True
+            )
+        return pb.WatchRequest(since=self.last_rv, options=opts, allow_watch_bookmarks=True)
+
+    def stream_opened(self) -> None:
+        """A new stream was opened with :meth:`watch_request`."""
+        self.streams += 1
+        self._progress = False
+        if self.in_initial:
+            self._begin_reconcile()
+
+    def anchored(self, resource_version: int) -> None:
+        """The driver learned the current resource version (step ANCHOR)."""
+        self.last_rv = resource_version
+        self.step = Step.WATCH
+
+    # ------------------------------------------------------------ events
+
+    def on_event(self, event: pb.WatchEvent) -> WatchEvent | None:
+        """Turn a wire event into a consumer event, or None to skip it.
+
+        Extra events (e.g. the deletions that end a reconcile) go to
+        :attr:`pending`. An ERROR event raises the typed error.
+        """
+        etype = event.type
+        if etype == _BOOKMARK:
+            return self._bookmark(event.resource.version)
+        if etype == _ERROR:
+            raise from_status_json(event.resource.value)
+        res = event.resource
+        rv = res.version
+        if self.in_initial:
+            if etype == _ADDED:
+                self._progress = True
+                return self._reconcile_item(rv, res.value)
+            # A server that mixes live events into the initial ones: end the
+            # initial phase here, as a bookmark at the previous version would.
+            self._end_initial(self.last_rv)
+        if rv <= self.last_rv:
+            return None  # a repeat after resuming
+        self.last_rv = rv
+        self._progress = True
+        reqs = self.requirements
+        if etype == _DELETED:
+            removed = event.previous.value if event.previous.value else res.value
+            if reqs:
+                return self._selected_delete(rv, removed)
+            out = WatchEvent(DELETED, rv, None, removed, self.prefix)
+        else:
+            prev = event.previous.value or None
+            if reqs:
+                return self._selected_change(rv, res.value, prev)
+            out = WatchEvent(
+                MODIFIED if etype == _MODIFIED else ADDED, rv, res.value, prev, self.prefix
+            )
+        unfolded = self._unfolded
+        unfolded.append(out)
+        if len(unfolded) >= _FOLD_AT:
+            self._fold()
+        return out
+
+    def _bookmark(self, rv: int) -> WatchEvent | None:
+        if self.in_initial:
+            self._progress = True
+            self._end_initial(rv)
+            return None
+        if rv <= self.last_rv:
+            return None
+        self.last_rv = rv
+        self._progress = True
+        return WatchEvent(BOOKMARK, rv, None, None, self.prefix)
+
+    def _end_initial(self, rv: int) -> None:
+        self.in_initial = False
+        self.pending.extend(self._end_reconcile(rv))
+        if self.initial_pending:
+            self.initial_pending = False
+            self.pending.append(
+                WatchEvent(BOOKMARK, rv, None, None, self.prefix, initial_events_end=True)
+            )
+
+    def _selected_change(self, rv: int, value: bytes, prev: bytes | None) -> WatchEvent | None:
+        # Label selectors see an object leave (deleted) or enter (added) the selection.
+        doc = json.loads(value)
+        k = self._tuple_key(doc)
+        now = matches(self.requirements, labels_of(doc))
+        known = self._known.get(k)
+        if prev is not None:
+            before = matches(self.requirements, labels_of(json.loads(prev)))
+        else:
+            before = known is not None
+        if now:
+            self._known[k] = (rv, value)
+            etype = MODIFIED if before else ADDED
+            return _with_doc(WatchEvent(etype, rv, value, prev, self.prefix), doc)
+        if before:
+            self._known.pop(k, None)
+            old = prev if prev is not None else (known[1] if known else None)
+            return WatchEvent(DELETED, rv, None, old, self.prefix)
+        return None
+
+    def _selected_delete(self, rv: int, removed: bytes) -> WatchEvent | None:
+        doc = json.loads(removed)
+        k = self._tuple_key(doc)
+        known = self._known.pop(k, None)
+        if known is None and not matches(self.requirements, labels_of(doc)):
+            return None
+        return _with_doc(WatchEvent(DELETED, rv, None, removed, self.prefix), doc)
+
+    # ------------------------------------------------------------ lists
+
+    def list_started(self) -> None:
+        """The driver starts the full list of step LIST."""
+        self._begin_reconcile()
+
+    def list_item(self, resource_version: int, value: bytes) -> WatchEvent | None:
+        """One listed object (already filtered by the selector or not)."""
+        return self._reconcile_item(resource_version, value)
+
+    def list_done(self, resource_version: int) -> None:
+        """The list is complete at ``resource_version``; events go to :attr:`pending`."""
+        self.pending.extend(self._end_reconcile(resource_version))
+        if self.resyncing:
+            self.resyncing = False
+            self.pending.append(WatchEvent(RESYNCED, resource_version, None, None, self.prefix))
+        elif self.initial_pending:
+            self.initial_pending = False
+            self.pending.append(
+                WatchEvent(
+                    BOOKMARK, resource_version, None, None, self.prefix, initial_events_end=True
+                )
+            )
+        self.last_rv = resource_version
+        self.failures = 0
+        self.step = Step.WATCH
+
+    # ------------------------------------------------------------ failures
+
+    def stream_ended(self, error: BaseException | None) -> float:
+        """A stream ended (``error`` None: cleanly). Returns the delay before the next step.
+
+        Raises ``error`` when it is not worth retrying.
+        """
+        if self._progress:
+            self.failures = 0
+        self._progress = False
+        if isinstance(error, ExpiredError):
+            # Our version is older than the server's history: list again.
+            self.resyncs += 1
+            self.resyncing = True
+            self.in_initial = False
+            self.step = Step.LIST
+            self.failures += 1
+            return 0.0 if self.failures == 1 else self.policy.delay_for(self.failures - 1, error)
+        if error is not None and not retryable_stream(error):
+            raise error
+        self.failures += 1
+        return self.policy.delay_for(self.failures, error)
+
+    def list_failed(self, error: BaseException) -> float:
+        """A list (ANCHOR or LIST step) failed; returns the delay or raises."""
+        if not isinstance(error, ResourceStoreError) or not (
+            retryable_stream(error) or isinstance(error, ExpiredError)
+        ):
+            raise error
+        self.failures += 1
+        return self.policy.delay_for(self.failures, error)
+
+    # ------------------------------------------------------------ known objects
+
+    def _tuple_key(self, doc: Any) -> tuple[str, str]:
+        key = key_from_doc(self.prefix, doc)
+        return key.namespace, key.name
+
+    def _fold(self) -> None:
+        known = self._known
+        for ev in self._unfolded:
+            k = self._tuple_key(ev.json())
+            if ev.type == DELETED:
+                known.pop(k, None)
+            elif ev.value is not None:
+                known[k] = (ev.resource_version, ev.value)
+        self._unfolded.clear()
+
+    def _begin_reconcile(self) -> None:
+        self._fold()
+        self._seen = set()
+
+    def _reconcile_item(self, rv: int, value: bytes) -> WatchEvent | None:
+        doc = json.loads(value)
+        if self.requirements and not matches(self.requirements, labels_of(doc)):
+            return None
+        k = self._tuple_key(doc)
+        if self._seen is not None:
+            self._seen.add(k)
+        known = self._known.get(k)
+        self._known[k] = (rv, value)
+        if known is None:
+            return _with_doc(WatchEvent(ADDED, rv, value, None, self.prefix), doc)
+        if known[0] != rv:
+            return _with_doc(WatchEvent(MODIFIED, rv, value, known[1], self.prefix), doc)
+        return None
+
+    def _end_reconcile(self, rv: int) -> list[WatchEvent]:
+        seen, self._seen = self._seen, None
+        if seen is None:
+            return []
+        gone = [k for k in self._known if k not in seen]
+        out = []
+        for k in gone:
+            _old_rv, old = self._known.pop(k)
+            out.append(WatchEvent(DELETED, rv, None, old, self.prefix))
+        self.last_rv = max(self.last_rv, rv)
+        return out
+
+    def known_count(self) -> int:
+        """How many objects the state currently knows (folds pending events)."""
+        self._fold()
+        return len(self._known)
+
+
+def _with_doc(event: WatchEvent, doc: Any) -> WatchEvent:
+    event._doc = doc
+    return event

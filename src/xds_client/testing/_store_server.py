@@ -1,0 +1,869 @@
+"""An in-process ResourceStore server backed by SQLite, for tests.
+
+It serves ``resource.ResourceStore`` and ``resource.Diagnostics`` on
+127.0.0.1 with the semantics of Grafana's unified storage and Kubernetes:
+
+- every write gets the next resource version (one counter for the store);
+- create of an existing key is 409 AlreadyExists, update or delete with a
+  stale resource version is 409 Conflict, a missing key is 404;
+- list pages carry an opaque token pinned to the list's resource version:
+  later pages show the store as it was at that version, even while others
+  write (reconstructed from the event history);
+- watch from ``since`` delivers only newer events; ``send_initial_events``
+  sends the current objects then one bookmark; a ``since`` older than the kept
+  history (``history_size`` events) is 410 Expired;
+- labels come from ``metadata.labels`` of the JSON.
+
+Fault injection: :meth:`ResourceStoreServer.drop_watches`,
+:meth:`~ResourceStoreServer.end_watches`, :meth:`~ResourceStoreServer.fail_next`,
+``errors_as_details`` (errors as ``google.rpc.Status`` details instead of in
+the response), ``filter_labels`` (turn server-side filtering off) and
+:meth:`~ResourceStoreServer.compact`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from xds_client.errors import WaitTimeoutError
+from xds_client.store._errors import pack_status_details
+from xds_client.store._keys import ResourceKey
+from xds_client.store._proto import resource_pb2 as pb
+from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+from xds_client.store._selector import Requirement, matches
+
+__all__ = ["ResourceStoreServer"]
+
+_DEFAULT_LIMIT = 50
+_WATCH_BATCH = 500
+
+_HTTP_TO_GRPC = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    404: grpc.StatusCode.NOT_FOUND,
+    409: grpc.StatusCode.ABORTED,
+    410: grpc.StatusCode.OUT_OF_RANGE,
+    422: grpc.StatusCode.INVALID_ARGUMENT,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+    504: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    grp TEXT NOT NULL, res TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
+    rv INTEGER NOT NULL, uid TEXT NOT NULL, value BLOB NOT NULL,
+    PRIMARY KEY (grp, res, ns, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    rv INTEGER PRIMARY KEY, grp TEXT NOT NULL, res TEXT NOT NULL, ns TEXT NOT NULL,
+    name TEXT NOT NULL, type INTEGER NOT NULL, value BLOB NOT NULL,
+    prev_rv INTEGER NOT NULL, prev_value BLOB
+);
+CREATE INDEX IF NOT EXISTS events_by_key ON events (grp, res, ns, name, rv);
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+"""
+
+
+class _Failure(Exception):  # noqa: N818 - internal signal, not an error type
+    """An ErrorResult to deliver to the caller (in the response or as status details)."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        key: pb.ResourceKey | None = None,
+        causes: Sequence[pb.ErrorCause] = (),
+        retry_after: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.result = pb.ErrorResult(code=code, reason=reason, message=message)
+        if key is not None:
+            self.result.details.name = key.name
+            self.result.details.group = key.group
+            self.result.details.kind = key.resource
+        if causes:
+            self.result.details.causes.extend(causes)
+        if retry_after:
+            self.result.details.retryAfterSeconds = retry_after
+
+
+@dataclass
+class _Fault:
+    remaining: int
+    code: grpc.StatusCode | int
+    retry_after: int
+    methods: frozenset[str] | None
+
+
+@dataclass(eq=False)
+class _Watcher:
+    flag: str | None = None  # "drop" or "end", set by fault injection
+    bookmark: bool = False
+    cancelled: bool = False
+
+
+@dataclass
+class _Prefix:
+    group: str
+    resource: str
+    namespace: str
+    labels: tuple[Requirement, ...] = field(default=())
+
+    def where(self, table: str = "") -> tuple[str, list[Any]]:
+        t = f"{table}." if table else ""
+        clauses, args = [], []
+        for column, value in (("grp", self.group), ("res", self.resource), ("ns", self.namespace)):
+            if value:
+                clauses.append(f"{t}{column} = ?")
+                args.append(value)
+        return (" AND ".join(clauses) or "1"), args
+
+
+def _labels(value: bytes | None) -> Mapping[str, str]:
+    if not value:
+        return {}
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return {}
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return labels if isinstance(labels, dict) else {}
+
+
+class ResourceStoreServer:
+    """Grafana's ResourceStore over SQLite, on ``127.0.0.1`` and a free port.
+
+    ``with ResourceStoreServer() as srv:`` starts it; ``srv.address`` is
+    ``"127.0.0.1:PORT"``. ``db`` is a SQLite file path, or None for memory.
+    """
+
+    def __init__(
+        self,
+        db: str | None = None,
+        *,
+        history_size: int = 100_000,
+        max_workers: int = 64,
+        errors_as_details: bool = False,
+        filter_labels: bool = True,
+    ) -> None:
+        self.history_size = history_size
+        """How many events the history keeps; a watch from before that is 410 Expired."""
+        self.errors_as_details = errors_as_details
+        """Send errors as ``google.rpc.Status`` details (gRPC status) instead of in responses."""
+        self.filter_labels = filter_labels
+        """Apply label selectors on the server (turn off to test client-side filtering)."""
+        self.calls: collections.Counter[str] = collections.Counter()
+        """How many times each method was called."""
+        self._db_path = db or ":memory:"
+        self._max_workers = max_workers
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._conn: sqlite3.Connection | None = None
+        self._server: grpc.Server | None = None
+        self._port = 0
+        self._rv = 0
+        self._compacted_rv = 0
+        self._watchers: list[_Watcher] = []
+        self._faults: list[_Fault] = []
+        self._closed = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def address(self) -> str:
+        """``"127.0.0.1:PORT"`` once started."""
+        if self._server is None:
+            raise RuntimeError("ResourceStoreServer is not started")
+        return f"127.0.0.1:{self._port}"
+
+    @property
+    def resource_version(self) -> int:
+        """The latest resource version of the store."""
+        with self._lock:
+            return self._rv
+
+    def start(self) -> ResourceStoreServer:
+        """Open the database and start serving."""
+        if self._server is not None:
+            return self
+        conn = sqlite3.connect(self._db_path, check_same_thread=False, isolation_level=None)
+        conn.executescript(_SCHEMA)
+        if self._db_path != ":memory:":
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=OFF")
+        self._conn = conn
+        row = conn.execute("SELECT v FROM meta WHERE k = 'rv'").fetchone()
+        self._rv = int(row[0]) if row else 0
+        row = conn.execute("SELECT v FROM meta WHERE k = 'compacted'").fetchone()
+        self._compacted_rv = int(row[0]) if row else 0
+        self._closed = False
+        server = grpc.server(
+            futures.ThreadPoolExecutor(
+                max_workers=self._max_workers, thread_name_prefix="resource-store"
+            )
+        )
+        pb_grpc.add_ResourceStoreServicer_to_server(_StoreServicer(self), server)
+        pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
+        self._port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self._server = server
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, end every stream and close the database."""
+        server, self._server = self._server, None
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if server is not None:
+            server.stop(grace=None).wait(10)
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> ResourceStoreServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ fault injection
+
+    def drop_watches(self) -> int:
+        """Abort every open watch stream with UNAVAILABLE; returns how many."""
+        return self._flag_watchers("drop")
+
+    def end_watches(self) -> int:
+        """End every open watch stream cleanly (status OK); returns how many."""
+        return self._flag_watchers("end")
+
+    def send_bookmarks(self) -> int:
+        """Send a bookmark at the current resource version to every open watch."""
+        with self._cond:
+            for w in self._watchers:
+                w.bookmark = True
+            self._cond.notify_all()
+            return len(self._watchers)
+
+    def fail_next(
+        self,
+        n: int,
+        code: grpc.StatusCode | int = grpc.StatusCode.UNAVAILABLE,
+        *,
+        retry_after: int = 0,
+        methods: Sequence[str] | None = None,
+    ) -> None:
+        """Fail the next ``n`` calls (of ``methods``, default all).
+
+        A ``grpc.StatusCode`` fails the call with that status and no details (like
+        a transport error); an int is an HTTP-style code delivered as an
+        ``ErrorResult`` (in the response, or as details with ``errors_as_details``).
+        """
+        with self._lock:
+            self._faults.append(
+                _Fault(n, code, retry_after, frozenset(methods) if methods else None)
+            )
+
+    def compact(self, keep: int = 0) -> None:
+        """Forget all but the newest ``keep`` events: older ``since`` values become 410."""
+        with self._cond:
+            self._compact_to(self._rv - keep)
+
+    @property
+    def watch_count(self) -> int:
+        """How many watch streams are open now."""
+        with self._lock:
+            return len(self._watchers)
+
+    def wait_for_watchers(self, n: int = 1, timeout: float = 5.0) -> None:
+        """Block until at least ``n`` watch streams are open."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self._watchers) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeoutError(f"{len(self._watchers)} watchers open, wanted {n}")
+                self._cond.wait(min(left, 0.05))
+
+    # ------------------------------------------------------------ direct writes
+
+    def put(self, key: ResourceKey, value: Mapping[str, Any] | bytes) -> int:
+        """Create or overwrite an object without going through gRPC; returns its version."""
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        with self._cond:
+            row = self._get(key.to_proto())
+            if row is None:
+                return self._write_create(key.to_proto(), raw)
+            return self._write_update(key.to_proto(), raw, 0)
+
+    def put_many(self, items: Sequence[tuple[ResourceKey, Mapping[str, Any] | bytes]]) -> int:
+        """:meth:`put` many objects under one lock; returns the last version."""
+        rv = 0
+        with self._cond:
+            for key, value in items:
+                rv = self.put(key, value)
+        return rv
+
+    def remove(self, key: ResourceKey) -> int:
+        """Delete an object without going through gRPC; returns the deletion's version."""
+        with self._cond:
+            return self._write_delete(key.to_proto(), 0, "")
+
+    # ------------------------------------------------------------ internals
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise _Failure(503, "ServiceUnavailable", "the store is closed")
+        return self._conn
+
+    def _flag_watchers(self, flag: str) -> int:
+        with self._cond:
+            for w in self._watchers:
+                w.flag = flag
+            self._cond.notify_all()
+            return len(self._watchers)
+
+    def _take_fault(self, method: str) -> _Fault | None:
+        with self._lock:
+            self.calls[method] += 1
+            for fault in self._faults:
+                if fault.methods is None or method in fault.methods:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    def _get(self, key: pb.ResourceKey) -> tuple[int, str, bytes] | None:
+        row = self._db.execute(
+            "SELECT rv, uid, value FROM objects WHERE grp=? AND res=? AND ns=? AND name=?",
+            (key.group, key.resource, key.namespace, key.name),
+        ).fetchone()
+        return (int(row[0]), str(row[1]), bytes(row[2])) if row else None
+
+    def _prepare(self, key: pb.ResourceKey, value: bytes, rv: int, uid: str) -> bytes:
+        if not key.group or not key.resource:
+            raise _Failure(400, "BadRequest", "group and resource are required", key=key)
+        if not key.name:
+            raise _Failure(400, "BadRequest", "name is required", key=key)
+        try:
+            doc = json.loads(value)
+        except ValueError as exc:
+            raise _Failure(400, "BadRequest", f"value is not JSON: {exc}", key=key) from None
+        if not isinstance(doc, dict):
+            raise _Failure(400, "BadRequest", "value must be a JSON object", key=key)
+        meta = doc.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise _Failure(422, "Invalid", "metadata must be an object", key=key)
+        causes = []
+        if meta.get("name", key.name) != key.name:
+            causes.append(
+                pb.ErrorCause(
+                    reason="FieldValueInvalid",
+                    message=f"must match the key's name {key.name!r}",
+                    field="metadata.name",
+                )
+            )
+        if meta.get("namespace", key.namespace) != key.namespace:
+            causes.append(
+                pb.ErrorCause(
+                    reason="FieldValueInvalid",
+                    message=f"must match the key's namespace {key.namespace!r}",
+                    field="metadata.namespace",
+                )
+            )
+        labels = meta.get("labels", {})
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            causes.append(
+                pb.ErrorCause(
+                    reason="FieldValueInvalid",
+                    message="labels must map strings to strings",
+                    field="metadata.labels",
+                )
+            )
+        if causes:
+            raise _Failure(
+                422, "Invalid", f"{key.resource} {key.name!r} is invalid", key=key, causes=causes
+            )
+        meta["name"] = key.name
+        if key.namespace:
+            meta["namespace"] = key.namespace
+        meta["uid"] = uid
+        meta["resourceVersion"] = str(rv)
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _record(  # noqa: PLR0917 - one column each
+        self,
+        key: pb.ResourceKey,
+        rv: int,
+        etype: int,
+        value: bytes,
+        prev_rv: int,
+        prev_value: bytes | None,
+    ) -> None:
+        db = self._db
+        db.execute(
+            "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                rv,
+                key.group,
+                key.resource,
+                key.namespace,
+                key.name,
+                etype,
+                value,
+                prev_rv,
+                prev_value,
+            ),
+        )
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('rv', ?)", (rv,))
+        # Compact in steps so a long run does not pay a DELETE per write.
+        if rv - self._compacted_rv > self.history_size + max(16, self.history_size // 8):
+            self._compact_to(rv - self.history_size)
+        self._cond.notify_all()
+
+    def _compact_to(self, rv: int) -> None:
+        if rv <= self._compacted_rv:
+            return
+        self._db.execute("DELETE FROM events WHERE rv <= ?", (rv,))
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('compacted', ?)", (rv,))
+        self._compacted_rv = rv
+
+    def _write_create(self, key: pb.ResourceKey, value: bytes) -> int:
+        if self._get(key) is not None:
+            raise _Failure(
+                409, "AlreadyExists", f"{key.resource} {key.name!r} already exists", key=key
+            )
+        rv = self._rv + 1
+        stored = self._prepare(key, value, rv, str(uuid.uuid4()))
+        self._next_rv()
+        self._db.execute(
+            "INSERT INTO objects VALUES (?,?,?,?,?,?,?)",
+            (key.group, key.resource, key.namespace, key.name, rv, _uid(stored), stored),
+        )
+        self._record(key, rv, pb.WatchEvent.ADDED, stored, 0, None)
+        return rv
+
+    def _write_update(self, key: pb.ResourceKey, value: bytes, expected_rv: int) -> int:
+        row = self._get(key)
+        if row is None:
+            raise _Failure(404, "NotFound", f"{key.resource} {key.name!r} not found", key=key)
+        old_rv, uid, old_value = row
+        if expected_rv and expected_rv != old_rv:
+            raise _Failure(
+                409,
+                "Conflict",
+                f"the object has been modified (version {old_rv}, request has {expected_rv})",
+                key=key,
+            )
+        rv = self._rv + 1
+        stored = self._prepare(key, value, rv, uid)
+        self._next_rv()
+        self._db.execute(
+            "UPDATE objects SET rv=?, value=? WHERE grp=? AND res=? AND ns=? AND name=?",
+            (rv, stored, key.group, key.resource, key.namespace, key.name),
+        )
+        self._record(key, rv, pb.WatchEvent.MODIFIED, stored, old_rv, old_value)
+        return rv
+
+    def _write_delete(self, key: pb.ResourceKey, expected_rv: int, uid: str) -> int:
+        row = self._get(key)
+        if row is None:
+            raise _Failure(404, "NotFound", f"{key.resource} {key.name!r} not found", key=key)
+        old_rv, old_uid, old_value = row
+        if expected_rv and expected_rv != old_rv:
+            raise _Failure(
+                409,
+                "Conflict",
+                f"the object has been modified (version {old_rv}, request has {expected_rv})",
+                key=key,
+            )
+        if uid and uid != old_uid:
+            raise _Failure(409, "Conflict", f"uid precondition failed: {uid!r}", key=key)
+        rv = self._next_rv()
+        self._db.execute(
+            "DELETE FROM objects WHERE grp=? AND res=? AND ns=? AND name=?",
+            (key.group, key.resource, key.namespace, key.name),
+        )
+        self._record(key, rv, pb.WatchEvent.DELETED, old_value, old_rv, old_value)
+        return rv
+
+    def _read(self, key: pb.ResourceKey, at_rv: int) -> tuple[int, bytes]:
+        missing = _Failure(404, "NotFound", f"{key.resource} {key.name!r} not found", key=key)
+        row = self._get(key)
+        if at_rv == 0 or (row is not None and row[0] == at_rv):
+            if row is None:
+                raise missing
+            return row[0], row[2]
+        if at_rv <= self._compacted_rv:
+            raise _Failure(410, "Expired", f"resource version {at_rv} is too old", key=key)
+        found = self._db.execute(
+            "SELECT type, value FROM events WHERE grp=? AND res=? AND ns=? AND name=? AND rv=?",
+            (key.group, key.resource, key.namespace, key.name, at_rv),
+        ).fetchone()
+        if found is None or found[0] == pb.WatchEvent.DELETED:
+            raise missing
+        return at_rv, bytes(found[1])
+
+    def _list_page(self, req: pb.ListRequest) -> pb.ListResponse:
+        opts = req.options
+        prefix = _Prefix(opts.key.group, opts.key.resource, opts.key.namespace)
+        limit = req.limit if req.limit > 0 else _DEFAULT_LIMIT
+        after: tuple[str, str] = ("", "")
+        if req.next_page_token:
+            list_rv, after = _decode_token(req.next_page_token, prefix)
+        else:
+            list_rv = self._rv
+            if req.resource_version and req.version_match == pb.Exact:
+                list_rv = req.resource_version
+        if list_rv > self._rv:
+            raise _Failure(400, "BadRequest", f"resource version {list_rv} is in the future")
+        # Later pages are served from the store as it was at list_rv: unchanged
+        # objects, plus the previous state of anything written since.
+        if list_rv < self._rv and list_rv < self._compacted_rv:
+            raise _Failure(
+                410,
+                "Expired",
+                f"resource version {list_rv} is older than the kept history; list again",
+            )
+        where, args = prefix.where()
+        where_e, args_e = prefix.where("e")
+        sql = f"""
+            WITH changed AS (
+                SELECT ns, name, MIN(rv) AS first_rv FROM events
+                WHERE {where} AND rv > ? AND (ns, name) > (?, ?)
+                GROUP BY grp, res, ns, name
+            )
+            SELECT ns, name, rv, value FROM objects
+            WHERE {where} AND rv <= ? AND (ns, name) > (?, ?)
+            UNION ALL
+            SELECT e.ns, e.name, e.prev_rv, e.prev_value FROM changed c
+            JOIN events e ON e.rv = c.first_rv
+            WHERE {where_e} AND e.prev_rv > 0
+            ORDER BY 1, 2 LIMIT ?
+        """
+        rows = self._db.execute(
+            sql,
+            (*args, list_rv, *after, *args, list_rv, *after, *args_e, limit + 1),
+        ).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        reqs = tuple(Requirement.from_proto(r) for r in opts.labels)
+        resp = pb.ListResponse(resource_version=list_rv)
+        items = resp.items
+        for _ns, _name, rv, value in rows:
+            if reqs and self.filter_labels and not matches(reqs, _labels(value)):
+                continue
+            items.add(resource_version=rv, value=value)
+        if more:
+            last = rows[-1]
+            resp.next_page_token = _encode_token(list_rv, (last[0], last[1]), prefix)
+        return resp
+
+    def _events_after(self, prefix: _Prefix, after: int) -> tuple[list[Any], int]:
+        """Events newer than ``after`` for a prefix, and how far the search got."""
+        where, args = prefix.where()
+        rows = self._db.execute(
+            f"SELECT rv, type, value, prev_rv, prev_value FROM events "
+            f"WHERE rv > ? AND {where} ORDER BY rv LIMIT {_WATCH_BATCH}",
+            (after, *args),
+        ).fetchall()
+        reached = rows[-1][0] if len(rows) == _WATCH_BATCH else self._rv
+        return rows, reached
+
+    def _snapshot(self, prefix: _Prefix) -> list[Any]:
+        where, args = prefix.where()
+        return self._db.execute(
+            f"SELECT rv, value FROM objects WHERE {where} ORDER BY ns, name", args
+        ).fetchall()
+
+    def _deliver(self, context: grpc.ServicerContext, failure: _Failure) -> None:
+        """Abort the call with the failure as status details (only in that mode)."""
+        code = _HTTP_TO_GRPC.get(failure.result.code, grpc.StatusCode.INTERNAL)
+        if failure.result.reason == "AlreadyExists":
+            code = grpc.StatusCode.ALREADY_EXISTS
+        context.set_trailing_metadata(
+            (("grpc-status-details-bin", pack_status_details(failure.result, code)),)
+        )
+        context.abort(code, failure.result.message)
+
+    def _fault_failure(self, context: grpc.ServicerContext, method: str) -> _Failure | None:
+        fault = self._take_fault(method)
+        if fault is None:
+            return None
+        if isinstance(fault.code, grpc.StatusCode):
+            context.abort(fault.code, f"injected fault: {fault.code.name}")
+        reasons = {429: "TooManyRequests", 503: "ServiceUnavailable", 410: "Expired"}
+        return _Failure(
+            fault.code,
+            reasons.get(fault.code, "InternalError"),
+            f"injected fault {fault.code}",
+            retry_after=fault.retry_after,
+        )
+
+
+def _uid(stored: bytes) -> str:
+    meta = json.loads(stored).get("metadata", {})
+    return str(meta.get("uid", ""))
+
+
+def _encode_token(list_rv: int, after: tuple[str, str], prefix: _Prefix) -> str:
+    doc = {
+        "rv": list_rv,
+        "after": list(after),
+        "k": [prefix.group, prefix.resource, prefix.namespace],
+    }
+    return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode()
+
+
+def _decode_token(token: str, prefix: _Prefix) -> tuple[int, tuple[str, str]]:
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(token.encode()))
+        list_rv = int(doc["rv"])
+        ns, name = doc["after"]
+        k = doc["k"]
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise _Failure(400, "BadRequest", "invalid page token") from None
+    if k != [prefix.group, prefix.resource, prefix.namespace]:
+        raise _Failure(400, "BadRequest", "the page token belongs to another list")
+    return list_rv, (str(ns), str(name))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _StoreServicer(pb_grpc.ResourceStoreServicer):
+    def __init__(self, store: ResourceStoreServer) -> None:
+        self.s = store
+
+    def _unary(self, context: grpc.ServicerContext, method: str, fn: Any, resp_cls: Any) -> Any:
+        s = self.s
+        try:
+            failure = s._fault_failure(context, method)
+            if failure is not None:
+                raise failure
+            with s._cond:
+                return fn()
+        except _Failure as failure:
+            # ListResponse has no error field, so list errors are always status details.
+            if s.errors_as_details or "error" not in resp_cls.DESCRIPTOR.fields_by_name:
+                s._deliver(context, failure)
+            return resp_cls(error=failure.result)
+
+    def Read(  # noqa: N802 - gRPC method name
+        self, request: pb.ReadRequest, context: grpc.ServicerContext
+    ) -> pb.ReadResponse:
+        def run() -> pb.ReadResponse:
+            rv, value = self.s._read(request.key, request.resource_version)
+            return pb.ReadResponse(resource_version=rv, value=value)
+
+        result: pb.ReadResponse = self._unary(context, "Read", run, pb.ReadResponse)
+        return result
+
+    def Create(  # noqa: N802 - gRPC method name
+        self, request: pb.CreateRequest, context: grpc.ServicerContext
+    ) -> pb.CreateResponse:
+        def run() -> pb.CreateResponse:
+            rv = self.s._write_create(request.key, request.value)
+            return pb.CreateResponse(resource_version=rv, value=self.s._read(request.key, 0)[1])
+
+        result: pb.CreateResponse = self._unary(context, "Create", run, pb.CreateResponse)
+        return result
+
+    def Update(  # noqa: N802 - gRPC method name
+        self, request: pb.UpdateRequest, context: grpc.ServicerContext
+    ) -> pb.UpdateResponse:
+        def run() -> pb.UpdateResponse:
+            rv = self.s._write_update(request.key, request.value, request.resource_version)
+            return pb.UpdateResponse(resource_version=rv, value=self.s._read(request.key, 0)[1])
+
+        result: pb.UpdateResponse = self._unary(context, "Update", run, pb.UpdateResponse)
+        return result
+
+    def Delete(  # noqa: N802 - gRPC method name
+        self, request: pb.DeleteRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteResponse:
+        def run() -> pb.DeleteResponse:
+            rv = self.s._write_delete(request.key, request.resource_version, request.uid)
+            return pb.DeleteResponse(resource_version=rv)
+
+        result: pb.DeleteResponse = self._unary(context, "Delete", run, pb.DeleteResponse)
+        return result
+
+    def List(  # noqa: N802 - gRPC method name
+        self, request: pb.ListRequest, context: grpc.ServicerContext
+    ) -> pb.ListResponse:
+        result: pb.ListResponse = self._unary(
+            context, "List", lambda: self.s._list_page(request), pb.ListResponse
+        )
+        return result
+
+    def Watch(  # noqa: N802 - gRPC method name
+        self, request: pb.WatchRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.WatchEvent]:
+        s = self.s
+        try:
+            failure = s._fault_failure(context, "Watch")
+            if failure is not None:
+                raise failure
+            yield from self._watch(request, context)
+        except _Failure as failure:
+            if s.errors_as_details:
+                s._deliver(context, failure)
+            status = {
+                "kind": "Status",
+                "status": "Failure",
+                "code": failure.result.code,
+                "reason": failure.result.reason,
+                "message": failure.result.message,
+            }
+            yield pb.WatchEvent(
+                timestamp=_now_ms(),
+                type=pb.WatchEvent.ERROR,
+                resource=pb.WatchEvent.Resource(value=json.dumps(status).encode()),
+            )
+
+    def _watch(
+        self, request: pb.WatchRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.WatchEvent]:
+        s = self.s
+        opts = request.options
+        prefix = _Prefix(opts.key.group, opts.key.resource, opts.key.namespace)
+        reqs = tuple(Requirement.from_proto(r) for r in opts.labels)
+        watcher = _Watcher()
+
+        def cancelled() -> None:
+            with s._cond:
+                watcher.cancelled = True
+                s._cond.notify_all()
+
+        context.add_callback(cancelled)
+
+        def wanted(value: bytes | None, prev: bytes | None) -> bool:
+            if not reqs or not s.filter_labels:
+                return True
+            # An object that leaves the selection still reaches the client,
+            # which turns it into a deletion.
+            return matches(reqs, _labels(value)) or (
+                prev is not None and matches(reqs, _labels(prev))
+            )
+
+        with s._cond:
+            if request.send_initial_events:
+                initial = s._snapshot(prefix)
+                last = s._rv
+            else:
+                initial = []
+                last = request.since or s._rv
+                if request.since and request.since < s._compacted_rv:
+                    raise _Failure(
+                        410,
+                        "Expired",
+                        f"too old resource version: {request.since} ({s._compacted_rv})",
+                    )
+            s._watchers.append(watcher)
+            s._cond.notify_all()
+        try:
+            for rv, value in initial:
+                if watcher.flag == "drop":
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "injected: watch dropped")
+                if watcher.flag == "end":
+                    return
+                if wanted(value, None):
+                    yield pb.WatchEvent(
+                        timestamp=_now_ms(),
+                        type=pb.WatchEvent.ADDED,
+                        resource=pb.WatchEvent.Resource(version=rv, value=value),
+                    )
+            if request.send_initial_events:
+                yield pb.WatchEvent(
+                    timestamp=_now_ms(),
+                    type=pb.WatchEvent.BOOKMARK,
+                    resource=pb.WatchEvent.Resource(version=last),
+                )
+            while True:
+                with s._cond:
+                    while not (
+                        s._rv > last
+                        or watcher.flag
+                        or watcher.bookmark
+                        or watcher.cancelled
+                        or s._closed
+                    ):
+                        s._cond.wait(0.5)
+                    if watcher.cancelled or s._closed:
+                        return
+                    if watcher.flag == "end":
+                        return
+                    if watcher.flag == "drop":
+                        context.abort(grpc.StatusCode.UNAVAILABLE, "injected: watch dropped")
+                    if last < s._compacted_rv:
+                        raise _Failure(410, "Expired", f"too old resource version: {last}")
+                    rows, reached = s._events_after(prefix, last)
+                    bookmark = watcher.bookmark
+                    watcher.bookmark = False
+                for rv, etype, value, prev_rv, prev_value in rows:
+                    if watcher.flag == "drop":
+                        # Lose what is in flight, as a broken connection would.
+                        context.abort(grpc.StatusCode.UNAVAILABLE, "injected: watch dropped")
+                    if watcher.flag == "end":
+                        return
+                    last = rv
+                    if not wanted(value, prev_value):
+                        continue
+                    event = pb.WatchEvent(
+                        timestamp=_now_ms(),
+                        type=etype,
+                        resource=pb.WatchEvent.Resource(version=rv, value=value),
+                    )
+                    if prev_rv:
+                        event.previous.version = prev_rv
+                        event.previous.value = prev_value or b""
+                    yield event
+                last = max(last, reached)
+                if bookmark and request.allow_watch_bookmarks:
+                    yield pb.WatchEvent(
+                        timestamp=_now_ms(),
+                        type=pb.WatchEvent.BOOKMARK,
+                        resource=pb.WatchEvent.Resource(version=last),
+                    )
+        finally:
+            with s._cond:
+                if watcher in s._watchers:
+                    s._watchers.remove(watcher)
+                s._cond.notify_all()
+
+
+class _DiagnosticsServicer(pb_grpc.DiagnosticsServicer):
+    def __init__(self, store: ResourceStoreServer) -> None:
+        self.s = store
+
+    def IsHealthy(  # noqa: N802 - gRPC method name
+        self, request: pb.HealthCheckRequest, context: grpc.ServicerContext
+    ) -> pb.HealthCheckResponse:
+        failure = self.s._fault_failure(context, "IsHealthy")
+        status = pb.HealthCheckResponse.NOT_SERVING if failure else pb.HealthCheckResponse.SERVING
+        return pb.HealthCheckResponse(status=status)
