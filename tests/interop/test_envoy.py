@@ -21,6 +21,7 @@ from _interop_helpers import (
     route_config,
     tcp_listener,
 )
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
 from google.protobuf.duration_pb2 import Duration
 
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
@@ -212,3 +213,75 @@ def test_envoy_accepts_config_proxies_and_nacks(envoy_factory: Any, api_type: st
         assert nack.error_detail is not None
         assert nack.error_detail.code == 13
         assert "broken" not in names_in_dump(envoy.config_dump(), "ClustersConfigDump")
+
+
+def base_snapshot(backend_port: int, proxy_port: int) -> dict[str, Any]:
+    return {
+        CLUSTER: [eds_cluster("backend")],
+        ENDPOINT: [endpoints("backend", backend_port)],
+        LISTENER: [tcp_listener("ingress", proxy_port, "local_route")],
+        ROUTE: [route_config("local_route", "backend")],
+    }
+
+
+def test_envoy_delta_reconnect_sends_initial_versions_and_gets_no_resend(
+    envoy_factory: Any,
+) -> None:
+    with http_backend(b"ok") as backend_port, ControlPlane() as cp:
+        cp.set_snapshot(base_snapshot(backend_port, free_port()), version="1")
+        envoy_factory(cp, "DELTA_GRPC")
+        for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
+            cp.wait_for_ack(type_url, "1", timeout=20)
+        [first] = cp.streams(active=True)
+        mark = cp.mark()
+        assert cp.drop_streams() == [first.id]
+
+        hello = cp.wait_for_request(
+            CLUSTER, lambda r: r.stream_id != first.id, timeout=20, since=mark
+        )
+        assert hello.classification == "initial"
+        assert hello.message.initial_resource_versions["backend"]  # type: ignore[union-attr]
+        cp.set_resources(ENDPOINT, [endpoints("backend", backend_port + 1)], version="2")
+        cp.wait_for_ack(ENDPOINT, "2", timeout=20, stream_id=hello.stream_id)
+        resent = [
+            r
+            for r in cp.responses(CLUSTER, stream_id=hello.stream_id)
+            if isinstance(r.message, DeltaDiscoveryResponse)
+            and any(res.HasField("resource") for res in r.message.resources)
+        ]
+        assert resent == []  # Envoy already held "backend" at this version
+
+
+def test_envoy_delta_ttl_heartbeats_then_expiry(envoy_factory: Any) -> None:
+    with http_backend(b"ok") as backend_port, ControlPlane(heartbeat_interval=0.2) as cp:
+        proxy_port = free_port()
+        cp.set_snapshot(base_snapshot(backend_port, proxy_port), version="1")
+        cp.update(CLUSTER, [eds_cluster("ephemeral")], ttl=1.0, version="2")
+        cp.update(ENDPOINT, [endpoints("ephemeral", backend_port)], version="2")
+        envoy = envoy_factory(cp, "DELTA_GRPC")
+        cp.wait_for_ack(CLUSTER, "2", timeout=20)
+
+        def beats() -> int:
+            return sum(
+                1
+                for r in cp.responses(CLUSTER)
+                if isinstance(r.message, DeltaDiscoveryResponse)
+                and r.message.resources
+                and not r.message.resources[0].HasField("resource")
+            )
+
+        # Heartbeats for well over the TTL keep the cluster...
+        poll_until(lambda: True if beats() >= 8 else None, 20, "8 heartbeats")
+        assert "ephemeral" in names_in_dump(envoy.config_dump(), "ClustersConfigDump")
+        # ...and without them it expires.
+        cp.stop_heartbeats()
+        poll_until(
+            lambda: (
+                True
+                if "ephemeral" not in names_in_dump(envoy.config_dump(), "ClustersConfigDump")
+                else None
+            ),
+            20,
+            "the TTL to expire in Envoy",
+        )
+        assert "backend" in names_in_dump(envoy.config_dump(), "ClustersConfigDump")

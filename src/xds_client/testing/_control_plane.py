@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -32,7 +32,7 @@ from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
 
 from ._xds._log import RecordedRequest, RecordedResponse, RequestLog, StreamInfo
 from ._xds._rest import RestServer
-from ._xds._store import Entry, ResourcesInput, Store, TypeSpec, entries_from
+from ._xds._store import Entry, ResourcesInput, SnapshotInput, Store, TypeSpec, entries_from
 from ._xds._streams import Engine, _Heartbeat
 
 __all__ = ["ControlPlane"]
@@ -81,7 +81,8 @@ class ControlPlane:
         wrap_sotw_resources: wrap every SotW resource in a ``Resource``
             (otherwise only resources with a TTL are wrapped).
         max_message_bytes: largest message sent or received.
-        max_workers: gRPC worker threads; each open stream holds one.
+        max_workers: most gRPC worker threads (made on demand); each open
+            stream or call holds one.
     """
 
     def __init__(
@@ -93,7 +94,7 @@ class ControlPlane:
         heartbeat_interval: float | None = 1.0,
         wrap_sotw_resources: bool = False,
         max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
-        max_workers: int = 32,
+        max_workers: int = 100,
     ) -> None:
         self._host = host
         self._requested_port = port
@@ -308,7 +309,7 @@ class ControlPlane:
 
     def set_snapshot(
         self,
-        resources: Mapping[TypeSpec, ResourcesInput],
+        resources: SnapshotInput,
         *,
         version: str | None = None,
         node_id: str | None = None,
@@ -319,7 +320,7 @@ class ControlPlane:
         changes: dict[str, Callable[[dict[str, Entry]], None]] = {}
         for spec, given in resources.items():
             type_url = _type_url(spec)
-            new = entries_from(resource_type_or_opaque(type_url), given, ttl=ttl, versions=versions)
+            new = entries_from(type_url, given, ttl=ttl, versions=versions)
 
             def replace_all(entries: dict[str, Entry], new: dict[str, Entry] = new) -> None:
                 entries.clear()
@@ -340,7 +341,7 @@ class ControlPlane:
     ) -> str:
         """Add or replace some resources of a type, keeping the others."""
         type_url = _type_url(type)
-        new = entries_from(resource_type_or_opaque(type_url), resources, ttl=ttl, versions=versions)
+        new = entries_from(type_url, resources, ttl=ttl, versions=versions)
         return self._store.apply(node_id, {type_url: lambda entries: entries.update(new)}, version)
 
     def remove(
@@ -454,14 +455,14 @@ class ControlPlane:
                 return False
             return predicate is None or predicate(r)
 
-        def probe() -> RecordedRequest | None:
-            return next((r for r in self._log._requests_unlocked()[since:] if matches(r)), None)
+        def probe(requests: Sequence[RecordedRequest]) -> RecordedRequest | None:
+            return next((r for r in requests[since:] if matches(r)), None)
 
-        def what() -> str:
+        def what(requests: Sequence[RecordedRequest]) -> str:
             seen = [
-                f"{r.classification} version={r.message.version_info if isinstance(r.message, DiscoveryRequest) else ''!r} "  # noqa: E501
+                f"{r.classification} version_info={r.version_info!r} "
                 f"response_version={r.response_version!r} stream={r.stream_id}"
-                for r in self._log._requests_unlocked()[since:]
+                for r in requests[since:]
                 if type_url in (None, r.type_url)
             ][-5:]
             return f"a matching request of {type_url or 'any type'}; last seen: {seen or 'none'}"
@@ -516,11 +517,14 @@ class ControlPlane:
     ) -> list[StreamInfo]:
         """Wait until at least ``count`` streams are open (or were ever opened)."""
 
-        def probe() -> list[StreamInfo] | None:
-            found = [s for s in self._log._streams_unlocked().values() if s.active or not active]
+        def probe(_: Sequence[RecordedRequest]) -> list[StreamInfo] | None:
+            found = [s for s in self._log.streams() if s.active or not active]
             return found if len(found) >= count else None
 
-        return self._log.wait(probe, timeout, lambda: f"{count} {'open ' if active else ''}streams")
+        def what(_: Sequence[RecordedRequest]) -> str:
+            return f"{count} {'open ' if active else ''}streams"
+
+        return self._log.wait(probe, timeout, what)
 
     async def wait_for_request_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
         """:meth:`wait_for_request` without blocking the event loop."""
@@ -641,16 +645,3 @@ class ControlPlane:
         with self._lock:
             if self._state == "running" and self._server is None:
                 self._start_grpc(self._port)
-
-
-def resource_type_or_opaque(type_url: str) -> Any:
-    """The registered type, or a stand-in that only carries the type URL."""
-    try:
-        return resource_type(type_url)
-    except UnknownResourceTypeError:
-        return _Opaque(type_url)
-
-
-class _Opaque:
-    def __init__(self, type_url: str) -> None:
-        self.type_url = type_url

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
@@ -139,7 +139,8 @@ class RequestLog:
     """Thread-safe log of streams, requests and responses, with condition waits."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        # Reentrant: wait() probes may call streams()/stream() under the lock.
+        self._cond = threading.Condition(threading.RLock())
         self._streams: dict[int, StreamInfo] = {}
         self._requests: list[RecordedRequest] = []
         self._responses: list[RecordedResponse] = []
@@ -224,21 +225,25 @@ class RequestLog:
         with self._cond:
             return list(self._responses)
 
-    def wait(self, probe: Callable[[], T | None], timeout: float, what: Callable[[], str]) -> T:
-        """Wait until ``probe()`` (called under the lock) returns non-None."""
+    def wait(
+        self,
+        probe: Callable[[Sequence[RecordedRequest]], T | None],
+        timeout: float,
+        what: Callable[[Sequence[RecordedRequest]], str],
+    ) -> T:
+        """Wait until ``probe(requests)`` returns non-None; re-checked on every change.
+
+        ``probe`` and ``what`` run under the log's lock and get the live request
+        list (read it, do not keep it); they may call the log's other readers.
+        """
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                found = probe()
+                found = probe(self._requests)
                 if found is not None:
                     return found
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise WaitTimeoutError(f"timed out after {timeout:g}s waiting for {what()}")
+                    detail = what(self._requests)
+                    raise WaitTimeoutError(f"timed out after {timeout:g}s waiting for {detail}")
                 self._cond.wait(left)
-
-    def _requests_unlocked(self) -> list[RecordedRequest]:
-        return self._requests
-
-    def _streams_unlocked(self) -> dict[int, StreamInfo]:
-        return self._streams

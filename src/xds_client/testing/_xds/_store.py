@@ -24,6 +24,7 @@ __all__ = [
     "Entry",
     "ResourceInput",
     "ResourcesInput",
+    "SnapshotInput",
     "Store",
     "TypeSnapshot",
     "TypeSpec",
@@ -38,6 +39,12 @@ ResourceInput: TypeAlias = "Message | AnyProto | bytes"
 
 ResourcesInput: TypeAlias = "Mapping[str, ResourceInput] | Iterable[Message]"
 """Resources by name, or messages whose name is read from them."""
+
+# Keys are TypeSpec values, checked at run time. Mapping keys are invariant,
+# so Mapping[TypeSpec, ...] would refuse a plain dict[str, ...]; a union of
+# key types would stop mypy from inferring dict literals. Any keeps both working.
+SnapshotInput: TypeAlias = "Mapping[Any, ResourcesInput]"
+"""Resources by type (alias, type URL, message class or ResourceType)."""
 
 
 @dataclass(frozen=True)
@@ -79,14 +86,14 @@ def resource_name(message: Message) -> str:
     )
 
 
-def _pack(rtype: ResourceType[Any], resource: ResourceInput) -> AnyProto:
+def _pack(type_url: str, resource: ResourceInput) -> AnyProto:
     if isinstance(resource, AnyProto):
         return resource
     if isinstance(resource, bytes):
-        return AnyProto(type_url=rtype.type_url, value=resource)
+        return AnyProto(type_url=type_url, value=resource)
     # Pack under the type's URL, not the message's own name: a v3 message
     # then serves a v2 type too, since their wire formats agree.
-    return AnyProto(type_url=rtype.type_url, value=resource.SerializeToString(deterministic=True))
+    return AnyProto(type_url=type_url, value=resource.SerializeToString(deterministic=True))
 
 
 def _content_version(body: AnyProto) -> str:
@@ -94,7 +101,7 @@ def _content_version(body: AnyProto) -> str:
 
 
 def entries_from(
-    rtype: ResourceType[Any],
+    type_url: str,
     resources: ResourcesInput,
     *,
     ttl: float | None = None,
@@ -108,8 +115,8 @@ def entries_from(
     out: dict[str, Entry] = {}
     for name, resource in pairs:
         if name in out:
-            raise UsageError(f"resource {name!r} of {rtype.type_url} is given twice")
-        body = _pack(rtype, resource)
+            raise UsageError(f"resource {name!r} of {type_url} is given twice")
+        body = _pack(type_url, resource)
         version = (versions or {}).get(name) or _content_version(body)
         out[name] = Entry(name, body, version, ttl)
     return out
