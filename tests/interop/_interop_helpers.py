@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import os
 import queue
 import socket
@@ -145,6 +146,24 @@ def endpoints(cluster: str, port: int) -> ClusterLoadAssignment:
                 ],
             )
         ],
+    )
+
+
+def write_bootstrap(path: Path, address: str) -> None:
+    """A gRPC xDS bootstrap file (grpcio, grpc-js) for a control plane at ``address``."""
+    path.write_text(
+        json.dumps(
+            {
+                "xds_servers": [
+                    {
+                        "server_uri": address,
+                        "channel_creds": [{"type": "insecure"}],
+                        "server_features": ["xds_v3"],
+                    }
+                ],
+                "node": {"id": "grpcio-peer", "cluster": "interop", "locality": {"zone": "a"}},
+            }
+        )
     )
 
 

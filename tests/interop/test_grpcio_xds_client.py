@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from _interop_helpers import (
     grpc_backend,
     python_peer,
     route_config,
+    write_bootstrap,
 )
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
@@ -22,23 +22,6 @@ from xds_client.testing import ControlPlane
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
 
 PEER = Path(__file__).with_name("grpc_xds_client_peer.py")
-
-
-def write_bootstrap(path: Path, address: str) -> None:
-    path.write_text(
-        json.dumps(
-            {
-                "xds_servers": [
-                    {
-                        "server_uri": address,
-                        "channel_creds": [{"type": "insecure"}],
-                        "server_features": ["xds_v3"],
-                    }
-                ],
-                "node": {"id": "grpcio-peer", "cluster": "interop", "locality": {"zone": "a"}},
-            }
-        )
-    )
 
 
 def test_grpcio_resolves_and_follows_endpoint_moves(tmp_path: Path) -> None:
