@@ -184,8 +184,17 @@ def test_wildcard_and_unsubscribe() -> None:
     s.completed(call, None, 0.0)
     s.submit(req(ENDPOINT, ("a",)), 0.0)
     s.submit(req(ENDPOINT, ()), 1.0)  # no names after named ones: unsubscribe
-    assert ENDPOINT not in s._types
     assert s.next_due() == 10.0
+    assert s.take_due(100.0) is not None  # the listener
+    assert s.take_due(100.0) is None  # not the endpoints
+    s.submit(req(ENDPOINT, (), "v1"), 101.0)  # stays unsubscribed
+    assert s.next_due() is None
+    # Subscribing again asks for everything: the client may have dropped its copy.
+    s.submit(req(ENDPOINT, ("a",), "v1"), 102.0)
+    call = s.take_due(102.0)
+    assert call is not None
+    assert call.full
+    assert call.request.version_info == ""
 
 
 def test_failures_back_off_through_tenacity_then_fail_the_stream() -> None:

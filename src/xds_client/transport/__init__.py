@@ -75,5 +75,18 @@ def make_transport(
 
         return AsyncGrpcTransport(target) if asynchronous else GrpcTransport(target)
     if kind in ("grpc-fetch", "rest"):
-        raise UsageError(f"transport {kind!r} is not available in this build yet")
+        from ._polling import PollPolicy
+
+        policy = PollPolicy(interval=poll_interval)
+        if kind == "grpc-fetch":
+            from ._fetch import AsyncFetchTransport, FetchTransport
+
+            if asynchronous:
+                return AsyncFetchTransport(target, policy=policy)
+            return FetchTransport(target, policy=policy)
+        from ._rest import AsyncRestTransport, RestTransport
+
+        if asynchronous:
+            return AsyncRestTransport(target, policy=policy)
+        return RestTransport(target, policy=policy)
     raise UsageError(f"unknown transport {kind!r}; use one of {', '.join(TRANSPORT_KINDS)}")

@@ -144,6 +144,7 @@ class _TypeState:
     request: DiscoveryRequest
     names: frozenset[str]
     due: float
+    active: bool = True  # False after an unsubscribe: not polled
     in_flight: bool = False
     repoll: bool = False  # the subscription changed while a poll was in flight
     force_full: bool = False  # names were added: ask without a version (see _call_for)
@@ -186,11 +187,20 @@ class PollScheduler:
         if state is None:
             self._types[type_url] = _TypeState(request, names, due=now)
             return
-        if not names and state.names and not request.resource_names:
+        if not request.resource_names and (state.names or not state.active):
             # SotW unsubscribes a type by sending no names after named ones.
-            del self._types[type_url]
+            # The state stays, so a later subscription counts as new names.
+            state.active = False
+            state.names = frozenset()
+            state.request = request
             return
-        if names != state.names:
+        if not state.active:
+            state.active = True
+            state.force_full = True
+            state.names = names
+            state.due = now
+            state.repoll = state.in_flight
+        elif names != state.names:
             if not names or not names <= state.names:
                 state.force_full = True
             state.names = names
@@ -201,12 +211,16 @@ class PollScheduler:
 
     def next_due(self) -> float | None:
         """When the next poll is due, or None when nothing is subscribed or all are in flight."""
-        dues = [s.due for s in self._types.values() if not s.in_flight]
+        dues = [s.due for s in self._types.values() if s.active and not s.in_flight]
         return min(dues) if dues else None
 
     def take_due(self, now: float) -> PollCall | None:
         """The most overdue poll to perform now, marked in flight; None if none is due."""
-        ready = [(s.due, url) for url, s in self._types.items() if not s.in_flight and s.due <= now]
+        ready = [
+            (s.due, url)
+            for url, s in self._types.items()
+            if s.active and not s.in_flight and s.due <= now
+        ]
         if not ready:
             return None
         _, type_url = min(ready)
@@ -233,10 +247,10 @@ class PollScheduler:
         self, call: PollCall, response: DiscoveryResponse | None, now: float
     ) -> DiscoveryResponse | None:
         """Record a successful poll; returns the response if it carries something new."""
-        state = self._types.get(call.type_url)
-        if state is None:  # unsubscribed while in flight
-            return None
+        state = self._types[call.type_url]
         state.in_flight = False
+        if not state.active:  # unsubscribed while in flight
+            return None
         state.failures = 0
         state.due = now if state.repoll else now + self._interval()
         if call.full and call.names == state.names:
@@ -257,10 +271,10 @@ class PollScheduler:
 
     def failed(self, call: PollCall, error: PollError, now: float) -> bool:
         """Record a failed poll; True when the stream should fail with ``error``."""
-        state = self._types.get(call.type_url)
-        if state is None:
-            return False
+        state = self._types[call.type_url]
         state.in_flight = False
+        if not state.active:
+            return False
         state.failures += 1
         state.due = now + self.policy.backoff_delay(state.failures)
         if not error.retryable or state.failures >= self.policy.failures_before_error:

@@ -1,0 +1,131 @@
+"""XdsClient and AsyncXdsClient over the polling transports, against the test ControlPlane."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Literal
+
+import pytest
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
+from google.protobuf.message import Message
+
+from xds_client import (
+    AsyncXdsClient,
+    Node,
+    ResourceUpdated,
+    UsageError,
+    WaitTimeoutError,
+    XdsClient,
+)
+from xds_client.resources import CLUSTER, V2_CLUSTER
+from xds_client.testing import ControlPlane
+from xds_client.transport import TransportKind
+
+pytestmark = pytest.mark.timeout(60)
+
+NODE = Node("poller", cluster="edge")
+CASES: list[tuple[TransportKind, Literal["v2", "v3"]]] = [
+    ("rest", "v3"),
+    ("rest", "v2"),
+    ("grpc-fetch", "v3"),
+    ("grpc-fetch", "v2"),
+]
+
+
+@pytest.fixture
+def cp() -> Iterator[ControlPlane]:
+    with ControlPlane(heartbeat_interval=None) as plane:
+        yield plane
+
+
+def server_of(cp: ControlPlane, transport: str) -> str:
+    return cp.rest_url if transport == "rest" else cp.address
+
+
+def polls(cp: ControlPlane, type_url: str) -> list[DiscoveryRequest]:
+    return [r.message for r in cp.requests(type_url) if isinstance(r.message, DiscoveryRequest)]
+
+
+@pytest.mark.parametrize(("transport", "api"), CASES)
+def test_watch_update_and_nack(
+    cp: ControlPlane, transport: TransportKind, api: Literal["v2", "v3"]
+) -> None:
+    type_url = V2_CLUSTER if api == "v2" else CLUSTER
+    cp.set_resources(type_url, [Cluster(name="a")], version="1")
+
+    def no_static(message: Message) -> None:
+        if getattr(message, "alt_stat_name", "") == "bad":
+            raise ValueError("cluster marked bad")
+
+    with (
+        XdsClient(
+            server_of(cp, transport),
+            transport=transport,
+            api_version=api,
+            poll_interval=0.1,
+            node=NODE,
+            validators={"cds": no_static},
+        ) as client,
+        client.watch("cds", "a"),  # keeps the subscription between the waits
+    ):
+        first = client.wait_for("cds", "a", timeout=10)
+        assert getattr(first, "name", None) == "a"
+        cp.set_resources(type_url, [Cluster(name="a", type=Cluster.EDS)], version="2")
+        client.wait_for("cds", "a", version="2", timeout=10)
+        # Every poll carries the node and the accepted version.
+        cp.wait_for_request(
+            type_url, lambda r: getattr(r.message, "version_info", "") == "2", timeout=10
+        )
+        assert all(p.node.cluster == "edge" for p in polls(cp, type_url))
+        # A rejected version stays out of the cache; the next poll says why.
+        cp.set_resources(type_url, [Cluster(name="a", alt_stat_name="bad")], version="3")
+        nack = cp.wait_for_request(
+            type_url, lambda r: bool(r.message.error_detail.message), timeout=10
+        )
+        assert isinstance(nack.message, DiscoveryRequest)
+        assert nack.message.version_info == "2"
+        assert "marked bad" in nack.message.error_detail.message
+        assert client.resources("cds")["a"].version == "2"
+
+
+def test_unchanged_polls_deliver_nothing(cp: ControlPlane) -> None:
+    cp.set_resources("cds", [Cluster(name="a")], version="1")
+    with (
+        XdsClient(cp.rest_url, transport="rest", poll_interval=0.05, node=NODE) as client,
+        client.watch(Cluster, "a") as watch,
+    ):
+        event = watch.get(10)
+        while not isinstance(event, ResourceUpdated):
+            event = watch.get(10)
+        mark = cp.mark()
+        cp.wait_for_request("cds", since=mark + 2, timeout=10)  # several more polls
+
+        def next_update() -> None:
+            while True:  # connectivity events may come; no resource update may
+                assert not isinstance(watch.get(0.2), ResourceUpdated)
+
+        with pytest.raises(WaitTimeoutError):
+            next_update()
+
+
+def test_polling_rejects_delta() -> None:
+    with pytest.raises(UsageError, match="sotw"):
+        XdsClient("http://127.0.0.1:1", transport="rest", protocol="delta")
+
+
+@pytest.mark.parametrize("transport", ["rest", "grpc-fetch"])
+def test_async_client_polls(cp: ControlPlane, transport: TransportKind) -> None:
+    cp.set_resources("cds", [Cluster(name="a")], version="1")
+
+    async def main() -> None:
+        async with AsyncXdsClient(
+            server_of(cp, transport), transport=transport, poll_interval=0.1, node=NODE
+        ) as client:
+            found = await client.wait_for(Cluster, "a", timeout=10)
+            assert found.name == "a"
+            cp.set_resources("cds", [Cluster(name="a"), Cluster(name="b")], version="2")
+            await client.wait_for(Cluster, "b", timeout=10)
+
+    asyncio.run(main())
