@@ -26,6 +26,8 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import heapq
+import itertools
 import json
 import sqlite3
 import threading
@@ -124,12 +126,15 @@ class _Prefix:
     namespace: str
     labels: tuple[Requirement, ...] = field(default=())
 
-    def where(self, table: str = "") -> tuple[str, list[Any]]:
-        t = f"{table}." if table else ""
+    def where(self, *, by_rv: bool = False, ns_indexed: bool = True) -> tuple[str, list[Any]]:
+        # "+column" keeps SQLite off the key index: for events the resource version
+        # range is the selective part, and for pages an equality on ns would make
+        # SQLite sort instead of walking the primary key in order.
         clauses, args = [], []
         for column, value in (("grp", self.group), ("res", self.resource), ("ns", self.namespace)):
             if value:
-                clauses.append(f"{t}{column} = ?")
+                plus = "+" if by_rv or (column == "ns" and not ns_indexed) else ""
+                clauses.append(f"{plus}{column} = ?")
                 args.append(value)
         return (" AND ".join(clauses) or "1"), args
 
@@ -208,8 +213,13 @@ class ResourceStoreServer:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=OFF")
         self._conn = conn
-        row = conn.execute("SELECT v FROM meta WHERE k = 'rv'").fetchone()
-        self._rv = int(row[0]) if row else 0
+        # The version counter survives restarts of a file database: the newest of the
+        # recorded events, the stored objects and the compaction point.
+        row = conn.execute(
+            "SELECT MAX(v) FROM (SELECT MAX(rv) AS v FROM events UNION ALL "
+            "SELECT MAX(rv) FROM objects UNION ALL SELECT v FROM meta WHERE k = 'compacted')"
+        ).fetchone()
+        self._rv = int(row[0]) if row and row[0] is not None else 0
         row = conn.execute("SELECT v FROM meta WHERE k = 'compacted'").fetchone()
         self._compacted_rv = int(row[0]) if row else 0
         self._closed = False
@@ -308,17 +318,22 @@ class ResourceStoreServer:
         """Create or overwrite an object without going through gRPC; returns its version."""
         raw = value if isinstance(value, bytes) else json.dumps(value).encode()
         with self._cond:
-            row = self._get(key.to_proto())
+            wire = key.to_proto()
+            row = self._get(wire)
             if row is None:
-                return self._write_create(key.to_proto(), raw)
-            return self._write_update(key.to_proto(), raw, 0)
+                return self._write_create(wire, raw, checked=True)
+            return self._write_update(wire, raw, 0, row=row)
 
     def put_many(self, items: Sequence[tuple[ResourceKey, Mapping[str, Any] | bytes]]) -> int:
         """:meth:`put` many objects under one lock; returns the last version."""
         rv = 0
         with self._cond:
-            for key, value in items:
-                rv = self.put(key, value)
+            self._db.execute("BEGIN")
+            try:
+                for key, value in items:
+                    rv = self.put(key, value)
+            finally:
+                self._db.execute("COMMIT")
         return rv
 
     def remove(self, key: ResourceKey) -> int:
@@ -438,7 +453,6 @@ class ResourceStoreServer:
                 prev_value,
             ),
         )
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('rv', ?)", (rv,))
         # Compact in steps so a long run does not pay a DELETE per write.
         if rv - self._compacted_rv > self.history_size + max(16, self.history_size // 8):
             self._compact_to(rv - self.history_size)
@@ -451,23 +465,31 @@ class ResourceStoreServer:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('compacted', ?)", (rv,))
         self._compacted_rv = rv
 
-    def _write_create(self, key: pb.ResourceKey, value: bytes) -> int:
-        if self._get(key) is not None:
+    def _write_create(self, key: pb.ResourceKey, value: bytes, *, checked: bool = False) -> int:
+        if not checked and self._get(key) is not None:
             raise _Failure(
                 409, "AlreadyExists", f"{key.resource} {key.name!r} already exists", key=key
             )
         rv = self._rv + 1
-        stored = self._prepare(key, value, rv, str(uuid.uuid4()))
+        uid = str(uuid.uuid4())
+        stored = self._prepare(key, value, rv, uid)
         self._next_rv()
         self._db.execute(
             "INSERT INTO objects VALUES (?,?,?,?,?,?,?)",
-            (key.group, key.resource, key.namespace, key.name, rv, _uid(stored), stored),
+            (key.group, key.resource, key.namespace, key.name, rv, uid, stored),
         )
         self._record(key, rv, pb.WatchEvent.ADDED, stored, 0, None)
         return rv
 
-    def _write_update(self, key: pb.ResourceKey, value: bytes, expected_rv: int) -> int:
-        row = self._get(key)
+    def _write_update(
+        self,
+        key: pb.ResourceKey,
+        value: bytes,
+        expected_rv: int,
+        *,
+        row: tuple[int, str, bytes] | None = None,
+    ) -> int:
+        row = row or self._get(key)
         if row is None:
             raise _Failure(404, "NotFound", f"{key.resource} {key.name!r} not found", key=key)
         old_rv, uid, old_value = row
@@ -531,7 +553,7 @@ class ResourceStoreServer:
         opts = req.options
         prefix = _Prefix(opts.key.group, opts.key.resource, opts.key.namespace)
         limit = req.limit if req.limit > 0 else _DEFAULT_LIMIT
-        after: tuple[str, str] = ("", "")
+        after: tuple[str, str, str, str] = ("", "", "", "")
         if req.next_page_token:
             list_rv, after = _decode_token(req.next_page_token, prefix)
         else:
@@ -548,43 +570,47 @@ class ResourceStoreServer:
                 "Expired",
                 f"resource version {list_rv} is older than the kept history; list again",
             )
-        where, args = prefix.where()
-        where_e, args_e = prefix.where("e")
-        sql = f"""
-            WITH changed AS (
-                SELECT ns, name, MIN(rv) AS first_rv FROM events
-                WHERE {where} AND rv > ? AND (ns, name) > (?, ?)
-                GROUP BY grp, res, ns, name
-            )
-            SELECT ns, name, rv, value FROM objects
-            WHERE {where} AND rv <= ? AND (ns, name) > (?, ?)
-            UNION ALL
-            SELECT e.ns, e.name, e.prev_rv, e.prev_value FROM changed c
-            JOIN events e ON e.rv = c.first_rv
-            WHERE {where_e} AND e.prev_rv > 0
-            ORDER BY 1, 2 LIMIT ?
-        """
-        rows = self._db.execute(
-            sql,
-            (*args, list_rv, *after, *args, list_rv, *after, *args_e, limit + 1),
+        # Objects unchanged since list_rv, in key order ...
+        where, args = prefix.where(ns_indexed=False)
+        unchanged = self._db.execute(
+            f"SELECT grp, res, ns, name, rv, value FROM objects "
+            f"WHERE {where} AND rv <= ? AND (grp, res, ns, name) > (?, ?, ?, ?) "
+            f"ORDER BY grp, res, ns, name LIMIT ?",
+            (*args, list_rv, *after, limit + 1),
         ).fetchall()
+        # ... merged with the state at list_rv of objects written since (few).
+        where_rv, args_rv = prefix.where(by_rv=True)
+        first_after: dict[tuple[str, str, str, str], Any] = {}
+        for row in self._db.execute(
+            f"SELECT grp, res, ns, name, prev_rv, prev_value FROM events "
+            f"WHERE rv > ? AND {where_rv} ORDER BY rv",
+            (list_rv, *args_rv),
+        ):
+            k = (row[0], row[1], row[2], row[3])
+            if k > after and k not in first_after:
+                first_after[k] = row
+        restored = sorted(row for row in first_after.values() if row[4] > 0)
+        rows = list(itertools.islice(heapq.merge(unchanged, restored), limit + 1))
         more = len(rows) > limit
         rows = rows[:limit]
         reqs = tuple(Requirement.from_proto(r) for r in opts.labels)
         resp = pb.ListResponse(resource_version=list_rv)
         items = resp.items
-        for _ns, _name, rv, value in rows:
+        for row in rows:
+            value = row[5]
             if reqs and self.filter_labels and not matches(reqs, _labels(value)):
                 continue
-            items.add(resource_version=rv, value=value)
+            items.add(resource_version=row[4], value=value)
         if more:
             last = rows[-1]
-            resp.next_page_token = _encode_token(list_rv, (last[0], last[1]), prefix)
+            resp.next_page_token = _encode_token(
+                list_rv, (last[0], last[1], last[2], last[3]), prefix
+            )
         return resp
 
     def _events_after(self, prefix: _Prefix, after: int) -> tuple[list[Any], int]:
         """Events newer than ``after`` for a prefix, and how far the search got."""
-        where, args = prefix.where()
+        where, args = prefix.where(by_rv=True)
         rows = self._db.execute(
             f"SELECT rv, type, value, prev_rv, prev_value FROM events "
             f"WHERE rv > ? AND {where} ORDER BY rv LIMIT {_WATCH_BATCH}",
@@ -624,12 +650,7 @@ class ResourceStoreServer:
         )
 
 
-def _uid(stored: bytes) -> str:
-    meta = json.loads(stored).get("metadata", {})
-    return str(meta.get("uid", ""))
-
-
-def _encode_token(list_rv: int, after: tuple[str, str], prefix: _Prefix) -> str:
+def _encode_token(list_rv: int, after: tuple[str, str, str, str], prefix: _Prefix) -> str:
     doc = {
         "rv": list_rv,
         "after": list(after),
@@ -638,17 +659,17 @@ def _encode_token(list_rv: int, after: tuple[str, str], prefix: _Prefix) -> str:
     return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode()
 
 
-def _decode_token(token: str, prefix: _Prefix) -> tuple[int, tuple[str, str]]:
+def _decode_token(token: str, prefix: _Prefix) -> tuple[int, tuple[str, str, str, str]]:
     try:
         doc = json.loads(base64.urlsafe_b64decode(token.encode()))
         list_rv = int(doc["rv"])
-        ns, name = doc["after"]
+        grp, res, ns, name = doc["after"]
         k = doc["k"]
     except (ValueError, KeyError, TypeError, binascii.Error):
         raise _Failure(400, "BadRequest", "invalid page token") from None
     if k != [prefix.group, prefix.resource, prefix.namespace]:
         raise _Failure(400, "BadRequest", "the page token belongs to another list")
-    return list_rv, (str(ns), str(name))
+    return list_rv, (str(grp), str(res), str(ns), str(name))
 
 
 def _now_ms() -> int:
