@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _interop_helpers import (
+from ._interop_helpers import (
     Peer,
     eds_cluster,
     endpoints,

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _interop_helpers import (
+from ._interop_helpers import (
     Peer,
     api_listener,
     eds_cluster,

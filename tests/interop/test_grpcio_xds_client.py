@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _interop_helpers import (
+from ._interop_helpers import (
     api_listener,
     eds_cluster,
     endpoints,

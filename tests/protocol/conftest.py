@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from _protocol_support import V2, V3, Api
+from ._protocol_support import V2, V3, Api
 
 
 @pytest.fixture(params=[V3, V2], ids=lambda a: a.name)

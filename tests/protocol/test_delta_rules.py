@@ -7,7 +7,7 @@ another type and on a single-type stream.
 from __future__ import annotations
 
 import pytest
-from _protocol_support import (
+from ._protocol_support import (
     NODE,
     Api,
     bad_any,
@@ -257,7 +257,7 @@ def test_rule_15_names_unsubscribed_under_wildcard_stay_ambiguous(api: Api, mode
 
 
 def test_rule_16_aliases_map_to_the_resource(mode: str) -> None:
-    from _protocol_support import V3
+    from ._protocol_support import V3
 
     h = delta(V3, mode, does_not_exist_timeout=5.0)
     vhds = resources.VIRTUAL_HOST

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _protocol_support import (
+from ._protocol_support import (
     NODE,
     V3,
     bad_any,

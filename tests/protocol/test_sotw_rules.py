@@ -7,7 +7,7 @@ another type and on a single-type stream.
 from __future__ import annotations
 
 import pytest
-from _protocol_support import (
+from ._protocol_support import (
     NODE,
     Api,
     bad_any,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from _protocol_support import (
+from ._protocol_support import (
     Api,
     Harness,
     delta,

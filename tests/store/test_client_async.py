@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import grpc
 import pytest
-from _store_support import FAST, PREFIX, doc, key, wait_until
+from ._store_support import FAST, PREFIX, doc, key, wait_until
 
 from xds_client.errors import ClientClosedError
 from xds_client.store import (

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from _xds_raw import DELTA_ADS, delta, sotw
+from ._xds_raw import DELTA_ADS, delta, sotw
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.service.discovery.v3.discovery_pb2 import (
     DeltaDiscoveryRequest,

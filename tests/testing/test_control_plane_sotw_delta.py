@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from _xds_raw import delta, sotw
+from ._xds_raw import delta, sotw
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from _poll_stubs import StubFetchServer, cluster, pack
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 from tenacity import wait_fixed
 
@@ -24,6 +23,8 @@ from xds_client.resources import (
 from xds_client.transport import ServerTarget, Stream, StreamSpec
 from xds_client.transport._fetch import AsyncFetchTransport, FetchTransport, fetch_method_for
 from xds_client.transport._polling import PollError, PollPolicy
+
+from ._poll_stubs import StubFetchServer, cluster, pack
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import pytest
 import trustme
-from _poll_stubs import StubRestServer, cluster, pack, tls_server_context
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 from google.rpc.status_pb2 import Status
 from tenacity import wait_fixed
@@ -30,6 +29,8 @@ from xds_client.resources import (
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget, Stream, StreamSpec
 from xds_client.transport._polling import PollError, PollPolicy
 from xds_client.transport._rest import AsyncRestTransport, RestTransport, make_ssl_context
+
+from ._poll_stubs import StubRestServer, cluster, pack, tls_server_context
 
 pytestmark = pytest.mark.timeout(30)
 
