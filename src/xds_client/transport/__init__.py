@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from xds_client.errors import UsageError
 
@@ -28,6 +28,19 @@ from ._base import (
     StreamSpec,
     Transport,
 )
+from ._polling import PollError, PollPolicy
+
+if TYPE_CHECKING:
+    from ._fetch import AsyncFetchTransport, FetchTransport
+    from ._rest import AsyncRestTransport, RestTransport
+
+# Polling transports load on first use: they pull in grpc, ssl and http.client.
+_LAZY = {
+    "FetchTransport": "._fetch",
+    "AsyncFetchTransport": "._fetch",
+    "RestTransport": "._rest",
+    "AsyncRestTransport": "._rest",
+}
 
 __all__ = [
     "ADS_DELTA_METHOD",
@@ -48,7 +61,25 @@ __all__ = [
     "TransportKind",
     "TRANSPORT_KINDS",
     "make_transport",
+    "PollPolicy",
+    "PollError",
+    "FetchTransport",
+    "AsyncFetchTransport",
+    "RestTransport",
+    "AsyncRestTransport",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xds_client.transport' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 TransportKind: TypeAlias = Literal["grpc", "grpc-fetch", "rest"]
 TRANSPORT_KINDS: tuple[str, ...] = ("grpc", "grpc-fetch", "rest")
@@ -75,8 +106,6 @@ def make_transport(
 
         return AsyncGrpcTransport(target) if asynchronous else GrpcTransport(target)
     if kind in ("grpc-fetch", "rest"):
-        from ._polling import PollPolicy
-
         policy = PollPolicy(interval=poll_interval)
         if kind == "grpc-fetch":
             from ._fetch import AsyncFetchTransport, FetchTransport
