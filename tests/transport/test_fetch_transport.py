@@ -208,3 +208,44 @@ def test_async_fetch(server: StubFetchServer) -> None:
             await transport.close()
 
     asyncio.run(main())
+
+
+def test_probe(server: StubFetchServer) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    live, gone = FetchTransport(server.address), FetchTransport(f"127.0.0.1:{dead}")
+    try:
+        assert live.probe(5) is True
+        assert gone.probe(0.3) is False
+    finally:
+        live.close()
+        gone.close()
+
+    async def main() -> tuple[bool, bool]:
+        alive, down = AsyncFetchTransport(server.address), AsyncFetchTransport(f"127.0.0.1:{dead}")
+        try:
+            return await alive.probe(5), await down.probe(0.3)
+        finally:
+            await alive.close()
+            await down.close()
+
+    assert asyncio.run(main()) == (True, False)
+
+
+def test_async_close_cancels_a_fetch_in_flight(server: StubFetchServer) -> None:
+    server.delay = 5.0
+
+    async def main() -> float:
+        transport = AsyncFetchTransport(server.address, policy=FAST.with_request_timeout(10))
+        stream = await transport.open(SPEC)
+        await stream.send(first())
+        task = asyncio.ensure_future(stream.recv(10))
+        await asyncio.to_thread(server.wait_requests, 1)
+        start = asyncio.get_running_loop().time()
+        await transport.close()
+        with pytest.raises(TransportError, match="closed"):
+            await asyncio.wait_for(task, 5)
+        return asyncio.get_running_loop().time() - start
+
+    assert asyncio.run(main()) < 2.0

@@ -406,3 +406,43 @@ def test_async_rest_polls_updates_and_fails(server: StubRestServer) -> None:
             await transport.close()
 
     asyncio.run(main())
+
+
+def test_probe(server: StubRestServer, ca: trustme.CA) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    assert RestTransport(server.url).probe(2) is True
+    assert RestTransport(dead).probe(0.5) is False
+    tls = StubRestServer(ssl_context=tls_server_context(ca))
+    try:
+        trusted = ChannelCredentialsConfig(ca_certificate=ca.cert_pem.bytes())
+        untrusted = ChannelCredentialsConfig(ca_certificate=trustme.CA().cert_pem.bytes())
+        assert RestTransport(ServerTarget(tls.url, credentials=trusted)).probe(2) is True
+        assert RestTransport(ServerTarget(tls.url, credentials=untrusted)).probe(2) is False
+    finally:
+        tls.close()
+
+    async def main() -> tuple[bool, bool]:
+        return (
+            await AsyncRestTransport(server.url).probe(2),
+            await AsyncRestTransport(dead).probe(0.5),
+        )
+
+    assert asyncio.run(main()) == (True, False)
+
+
+def test_async_close_aborts_a_poll_in_flight(server: StubRestServer) -> None:
+    server.delay = 5.0
+
+    async def main() -> float:
+        transport = AsyncRestTransport(server.url, policy=FAST.with_request_timeout(10))
+        stream = await transport.open(SPEC)
+        await stream.send(first())
+        task = asyncio.ensure_future(stream.recv(10))
+        await asyncio.to_thread(server.wait_requests, 1)
+        start = asyncio.get_running_loop().time()
+        await transport.close()
+        with pytest.raises(TransportError, match="closed"):
+            await asyncio.wait_for(task, 5)
+        return asyncio.get_running_loop().time() - start
+
+    assert asyncio.run(main()) < 2.0

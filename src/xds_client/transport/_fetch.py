@@ -10,6 +10,7 @@ transport calls it every poll interval with the latest request (see
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Final
 
@@ -79,6 +80,12 @@ def _poll_error(method: str, target: ServerTarget, exc: grpc.RpcError) -> PollEr
             status=code,
         )
     return PollError(f"{where}: {code.name}: {details}", retryable=code in _RETRYABLE, status=code)
+
+
+def _task_cancelling() -> bool:
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return bool(cancelling()) if callable(cancelling) else False
 
 
 def _check_spec(spec: StreamSpec, closed: bool, target: ServerTarget) -> None:
@@ -178,6 +185,18 @@ class FetchTransport:
             self._streams.add(stream)
             return stream
 
+    def probe(self, timeout: float) -> bool:
+        """True when the channel becomes ready within ``timeout`` seconds (fallback, A71)."""
+        future = grpc.channel_ready_future(self._channel)
+        try:
+            future.result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            future.cancel()
+            return False
+        except Exception:  # the channel was closed meanwhile
+            return False
+        return True
+
     def close(self) -> None:
         """Close every stream and the channel."""
         with self._lock:
@@ -218,6 +237,7 @@ class AsyncFetchTransport:
         target = self.target
         timeout = self.policy.request_timeout
         stream: AsyncPollingStream | None = None
+        in_flight: list[grpc.aio.UnaryUnaryCall[DiscoveryRequest, DiscoveryResponse]] = []
 
         async def post(call: PollCall) -> DiscoveryResponse | None:
             method = fetch_method_for(call.type_url)
@@ -226,24 +246,42 @@ class AsyncFetchTransport:
                 request_serializer=_serialize,
                 response_deserializer=DiscoveryResponse.FromString,
             )
+            rpc = unary(call.request, timeout=timeout, metadata=target.call_metadata or None)
+            in_flight.append(rpc)
             try:
-                response: DiscoveryResponse = await unary(
-                    call.request, timeout=timeout, metadata=target.call_metadata or None
-                )
+                response: DiscoveryResponse = await rpc
+            except asyncio.CancelledError:
+                # close() cancelled the call: report it like a failed poll. A
+                # cancellation of our own task must stay a cancellation.
+                if stream is not None and stream.closed and not _task_cancelling():
+                    raise PollError(f"{method}: the stream was closed", retryable=False) from None
+                raise
             except grpc.RpcError as exc:
                 error = _poll_error(method, target, exc)
                 if error is None:
                     return None
                 raise error from exc
+            finally:
+                in_flight.remove(rpc)
             return response
 
         async def closed() -> None:
+            for rpc in list(in_flight):
+                rpc.cancel()
             if stream is not None:
                 self._streams.discard(stream)
 
         stream = AsyncPollingStream(post, self.policy, on_close=closed)
         self._streams.add(stream)
         return stream
+
+    async def probe(self, timeout: float) -> bool:
+        """True when the channel becomes ready within ``timeout`` seconds (fallback, A71)."""
+        try:
+            await asyncio.wait_for(self._get_channel().channel_ready(), timeout)
+        except (asyncio.TimeoutError, grpc.RpcError):
+            return False
+        return True
 
     async def close(self) -> None:
         """Close every stream and the channel."""

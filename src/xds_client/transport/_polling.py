@@ -426,6 +426,11 @@ class AsyncPollingStream:
             if changed is not None:
                 return changed
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
     async def close(self) -> None:
         """Stop polling; wakes a waiting ``recv``."""
         if self._closed:

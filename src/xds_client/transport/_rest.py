@@ -267,6 +267,20 @@ class _RestBase:
             server_name=creds.server_name_override if creds is not None else None,
         )
 
+    def _probe(self, timeout: float) -> bool:
+        """True when a TCP connection (and TLS handshake) succeeds within ``timeout``."""
+        ep = self._endpoint
+        try:
+            with socket.create_connection((ep.host, ep.port), timeout=timeout) as sock:
+                if self._ssl_context is not None:
+                    creds = self.target.credentials
+                    name = creds.server_name_override if creds is not None else None
+                    with self._ssl_context.wrap_socket(sock, server_hostname=name or ep.host):
+                        pass
+        except OSError:  # ssl.SSLError is an OSError too
+            return False
+        return True
+
     def describe(self) -> str:
         """A log-safe description of the server (no headers)."""
         return f"REST {self.target.describe()}"
@@ -309,6 +323,10 @@ class RestTransport(_RestBase):
             self._streams.add(stream)
             return stream
 
+    def probe(self, timeout: float) -> bool:
+        """True when the server accepts a connection within ``timeout`` (fallback, A71)."""
+        return self._probe(timeout)
+
     def close(self) -> None:
         """Close every stream."""
         with self._lock:
@@ -348,6 +366,10 @@ class AsyncRestTransport(_RestBase):
         stream = AsyncPollingStream(post, self.policy, on_close=closed)
         self._streams.add(stream)
         return stream
+
+    async def probe(self, timeout: float) -> bool:
+        """True when the server accepts a connection within ``timeout`` (fallback, A71)."""
+        return await asyncio.to_thread(self._probe, timeout)
 
     async def close(self) -> None:
         """Close every stream."""
