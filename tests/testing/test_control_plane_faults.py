@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from ._xds_raw import DELTA_ADS, delta, sotw
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.service.discovery.v3.discovery_pb2 import (
     DeltaDiscoveryRequest,
@@ -23,6 +22,8 @@ from google.rpc.status_pb2 import Status
 from xds_client.errors import UsageError
 from xds_client.resources import CLUSTER, ENDPOINT
 from xds_client.testing import ControlPlane
+
+from ._xds_raw import DELTA_ADS, delta, sotw
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -100,11 +101,11 @@ def test_send_raw_responses(cp: ControlPlane, channel: grpc.Channel) -> None:
     try:
         stream.send(DiscoveryRequest(type_url=CLUSTER))
         other.send(DeltaDiscoveryRequest(type_url=CLUSTER))
-        cp.wait_for_streams(2)
+        ids = {s.kind: s.id for s in cp.wait_for_streams(2)}
         packed = AnyProto(type_url=CLUSTER, value=Cluster(name="dup").SerializeToString())
         # Wrong type_url for the Any and the same name twice: sent exactly as built.
         raw = DiscoveryResponse(version_info="x", type_url=ENDPOINT, resources=[packed, packed])
-        assert cp.send_raw(raw) == [1]
+        assert cp.send_raw(raw) == [ids["sotw"]]
         got = stream.recv()
         assert (got.type_url, len(got.resources), got.version_info) == (ENDPOINT, 2, "x")
         assert got.nonce  # filled in, so the client's ACK can be matched
@@ -116,7 +117,7 @@ def test_send_raw_responses(cp: ControlPlane, channel: grpc.Channel) -> None:
                 error_detail=Status(code=3, message="bad"),
             )
         )
-        assert cp.wait_for_nack(ENDPOINT, "x").stream_id == 1
+        assert cp.wait_for_nack(ENDPOINT, "x").stream_id == ids["sotw"]
 
         # Oversized: 20 MB in one response.
         huge = DeltaDiscoveryResponse(type_url=CLUSTER, system_version_info="big")
@@ -124,11 +125,11 @@ def test_send_raw_responses(cp: ControlPlane, channel: grpc.Channel) -> None:
         huge.resources.add(name="huge").resource.CopyFrom(
             AnyProto(type_url=CLUSTER, value=body.SerializeToString())
         )
-        assert cp.send_raw(huge) == [2]
+        assert cp.send_raw(huge) == [ids["delta"]]
         assert other.recv(timeout=15).ByteSize() > 20 * 1024 * 1024
 
         # Malformed bytes: the client cannot parse them and fails the call.
-        cp.send_raw(b"\xff\xff\xff", stream_id=1)
+        cp.send_raw(b"\xff\xff\xff", stream_id=ids["sotw"])
         assert stream.error().code() == grpc.StatusCode.INTERNAL
     finally:
         stream.close()

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from ._xds_raw import delta, sotw
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
@@ -23,6 +22,8 @@ from xds_client.errors import WaitTimeoutError
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, decode
 from xds_client.testing import ControlPlane
 from xds_client.testing._xds._store import resource_name
+
+from ._xds_raw import delta, sotw
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -177,3 +178,24 @@ def test_delta_subscribe_remove_and_initial_versions(
 def test_wait_timeout_is_clear(xds_control_plane: ControlPlane) -> None:
     with pytest.raises(WaitTimeoutError, match=r"timed out after 0\.1s waiting for"):
         xds_control_plane.wait_for_ack(CLUSTER, "9", timeout=0.1)
+
+
+def test_late_ack_is_stale_but_still_an_ack(
+    xds_control_plane: ControlPlane, channel: grpc.Channel
+) -> None:
+    cp = xds_control_plane
+    v1 = cp.set_resources(CLUSTER, [Cluster(name="a")])
+    stream = sotw(channel)
+    try:
+        stream.send(DiscoveryRequest(type_url=CLUSTER))
+        first = stream.recv()
+        cp.update(CLUSTER, [Cluster(name="b")])
+        stream.recv()
+        # The ACK of the first response arrives after the second was sent.
+        stream.send(DiscoveryRequest(type_url=CLUSTER, version_info=v1, response_nonce=first.nonce))
+        late = cp.wait_for_ack(CLUSTER, v1)
+        assert late.classification == "stale"
+        assert late.is_ack
+        assert not late.is_nack
+    finally:
+        stream.close()

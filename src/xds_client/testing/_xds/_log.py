@@ -89,13 +89,15 @@ class RecordedRequest:
 
     @property
     def is_ack(self) -> bool:
-        """True for an ACK of one of our responses."""
-        return self.classification == "ack"
+        """True when the request accepts one of our responses (its nonce is known and it
+        has no ``error_detail``), even if a newer response was sent meanwhile."""
+        return self.response_version is not None and not self.message.HasField("error_detail")
 
     @property
     def is_nack(self) -> bool:
-        """True for a NACK (``error_detail`` set on a known nonce)."""
-        return self.classification == "nack"
+        """True when the request rejects one of our responses (``error_detail`` is set
+        on a known nonce), even if a newer response was sent meanwhile."""
+        return self.response_version is not None and self.message.HasField("error_detail")
 
     @property
     def error_detail(self) -> Status | None:
@@ -147,10 +149,19 @@ class RequestLog:
 
     # -- recording -----------------------------------------------------------
 
-    def open_stream(self, kind: StreamKind, method: str, peer: str) -> StreamInfo:
+    def open_stream(
+        self,
+        kind: StreamKind,
+        method: str,
+        peer: str,
+        on_open: Callable[[StreamInfo], None] | None = None,
+    ) -> StreamInfo:
+        """Record a new stream; ``on_open(info)`` runs before any waiter wakes."""
         with self._cond:
             info = StreamInfo(len(self._streams) + 1, kind, method, peer, None, time.monotonic())
             self._streams[info.id] = info
+            if on_open is not None:
+                on_open(info)
             self._cond.notify_all()
             return info
 

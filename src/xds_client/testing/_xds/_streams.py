@@ -307,15 +307,24 @@ class Engine:
         requests: Iterator[DiscoveryRequest | DeltaDiscoveryRequest],
         context: grpc.ServicerContext,
     ) -> Iterator[DiscoveryResponse | DeltaDiscoveryResponse | bytes]:
-        info = self.log.open_stream(kind, method, context.peer())
         failure = self._take_failure()
         if failure is not None:
+            info = self.log.open_stream(kind, method, context.peer())
             self.log.close_stream(info.id)
             context.abort(failure.code, failure.details)
-        handle = StreamHandle(self, info, default_type_url)
+        handles: list[StreamHandle] = []
+
+        def register(info: StreamInfo) -> None:
+            # Runs before waiters on the log wake up, so a test that saw the
+            # stream open can already drop it or send on it.
+            handle = StreamHandle(self, info, default_type_url)
+            with self._lock:
+                self._streams[info.id] = handle
+            handles.append(handle)
+
+        info = self.log.open_stream(kind, method, context.peer(), on_open=register)
+        handle = handles[0]
         context.add_callback(lambda: handle.put(_Close()))
-        with self._lock:
-            self._streams[info.id] = handle
         reader = threading.Thread(
             target=self._read, args=(handle, requests), name=f"xds-cp-reader-{info.id}", daemon=True
         )
