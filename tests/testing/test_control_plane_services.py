@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from ._xds_raw import ADS_V2, delta, sotw
 from envoy.api.v2.listener_pb2 import Listener as V2Listener
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.core.v3.base_pb2 import Node
@@ -31,6 +30,8 @@ from xds_client.resources import (
     unwrap,
 )
 from xds_client.testing import ControlPlane
+
+from ._xds_raw import ADS_V2, delta, sotw
 
 pytestmark = pytest.mark.timeout(30)
 

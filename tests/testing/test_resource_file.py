@@ -86,3 +86,31 @@ def test_errors_name_the_entry(tmp_path: Path, text: str, message: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ResourceFileError, match="cannot read"):
         load_resources(tmp_path / "absent.yaml")
+
+
+HCM = (
+    "type.googleapis.com/"
+    "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+)
+
+
+def test_nested_any_values_resolve(tmp_path: Path) -> None:
+    path = tmp_path / "listener.yaml"
+    path.write_text(
+        f"""\
+resources:
+- "@type": {LISTENER}
+  name: ingress
+  filter_chains:
+  - filters:
+    - name: envoy.filters.network.http_connection_manager
+      typed_config:
+        "@type": {HCM}
+        stat_prefix: ingress
+        rds: {{route_config_name: local, config_source: {{ads: {{}}}}}}
+"""
+    )
+    listener = load_resources(path).resources[LISTENER]["ingress"]
+    typed = listener.filter_chains[0].filters[0].typed_config  # type: ignore[attr-defined]
+    assert typed.type_url.endswith("HttpConnectionManager")
+    assert typed.value
