@@ -9,7 +9,6 @@ from typing import TypeVar
 
 import grpc
 import pytest
-from ._store_support import FAST, PREFIX, doc, key, wait_until
 
 from xds_client.errors import ClientClosedError
 from xds_client.store import (
@@ -25,6 +24,8 @@ from xds_client.store import (
     WatchEvent,
 )
 from xds_client.testing import ResourceStoreServer
+
+from ._store_support import FAST, PREFIX, doc, key, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -126,14 +126,13 @@ class _Prefix:
     namespace: str
     labels: tuple[Requirement, ...] = field(default=())
 
-    def where(self, *, by_rv: bool = False, ns_indexed: bool = True) -> tuple[str, list[Any]]:
-        # "+column" keeps SQLite off the key index: for events the resource version
-        # range is the selective part, and for pages an equality on ns would make
-        # SQLite sort instead of walking the primary key in order.
+    def where(self, *, by_rv: bool = False) -> tuple[str, list[Any]]:
+        # "+column" keeps SQLite off the key index when another range is the
+        # selective part (events newer than a version are few).
         clauses, args = [], []
         for column, value in (("grp", self.group), ("res", self.resource), ("ns", self.namespace)):
             if value:
-                plus = "+" if by_rv or (column == "ns" and not ns_indexed) else ""
+                plus = "+" if by_rv else ""
                 clauses.append(f"{plus}{column} = ?")
                 args.append(value)
         return (" AND ".join(clauses) or "1"), args
@@ -570,14 +569,26 @@ class ResourceStoreServer:
                 "Expired",
                 f"resource version {list_rv} is older than the kept history; list again",
             )
-        # Objects unchanged since list_rv, in key order ...
-        where, args = prefix.where(ns_indexed=False)
-        unchanged = self._db.execute(
-            f"SELECT grp, res, ns, name, rv, value FROM objects "
-            f"WHERE {where} AND rv <= ? AND (grp, res, ns, name) > (?, ?, ?, ?) "
-            f"ORDER BY grp, res, ns, name LIMIT ?",
-            (*args, list_rv, *after, limit + 1),
-        ).fetchall()
+        # Objects unchanged since list_rv, in key order: the query must let SQLite
+        # walk the primary key from the token's position (no sort, no rescan).
+        if prefix.group and prefix.resource:
+            ns_clause, ns_args = (
+                ("AND +ns = ?", [prefix.namespace]) if prefix.namespace else ("", [])
+            )
+            unchanged = self._db.execute(
+                f"SELECT grp, res, ns, name, rv, value FROM objects "
+                f"WHERE grp = ? AND res = ? {ns_clause} AND rv <= ? AND (ns, name) > (?, ?) "
+                f"ORDER BY grp, res, ns, name LIMIT ?",
+                (prefix.group, prefix.resource, *ns_args, list_rv, after[2], after[3], limit + 1),
+            ).fetchall()
+        else:
+            where, args = prefix.where(by_rv=True)
+            unchanged = self._db.execute(
+                f"SELECT grp, res, ns, name, rv, value FROM objects "
+                f"WHERE {where} AND rv <= ? AND (grp, res, ns, name) > (?, ?, ?, ?) "
+                f"ORDER BY grp, res, ns, name LIMIT ?",
+                (*args, list_rv, *after, limit + 1),
+            ).fetchall()
         # ... merged with the state at list_rv of objects written since (few).
         where_rv, args_rv = prefix.where(by_rv=True)
         first_after: dict[tuple[str, str, str, str], Any] = {}
