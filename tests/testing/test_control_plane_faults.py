@@ -52,7 +52,7 @@ def test_drop_streams_ends_them_with_a_status(cp: ControlPlane, channel: grpc.Ch
         error = stream.error()
         assert error.code() == grpc.StatusCode.UNAVAILABLE
         assert error.details() == "bye"
-        cp.wait_for_streams(0)
+        cp.wait_for_streams_closed()
         assert not cp.streams(active=True)
     finally:
         stream.close()

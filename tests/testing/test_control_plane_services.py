@@ -201,3 +201,61 @@ def test_wrap_every_sotw_resource() -> None:
                 assert (wrapped.name, wrapped.version, wrapped.ttl) == ("c", "v-c", None)
             finally:
                 stream.close()
+
+
+def test_every_registered_service_answers(cp: ControlPlane, channel: grpc.Channel) -> None:
+    from xds_client.resources import resource_types
+
+    served = 0
+    for rtype in resource_types():
+        if rtype.service is None:
+            continue
+        cp.set_resources(rtype.type_url, {"r": b""}, version="1")
+        if rtype.stream_method is not None:
+            stream = sotw(channel, rtype.stream_method)
+            try:
+                stream.send(DiscoveryRequest(resource_names=["r"]))
+                assert stream.recv().type_url == rtype.type_url
+            finally:
+                stream.close()
+            served += 1
+        if rtype.delta_method is not None:
+            deltas = delta(channel, rtype.delta_method)
+            try:
+                deltas.send(DeltaDiscoveryRequest(resource_names_subscribe=["r"]))
+                assert deltas.recv().type_url == rtype.type_url
+            finally:
+                deltas.close()
+            served += 1
+        if rtype.fetch_method is not None:
+            fetch = channel.unary_unary(
+                rtype.fetch_method,
+                request_serializer=DiscoveryRequest.SerializeToString,
+                response_deserializer=DiscoveryResponse.FromString,
+            )
+            assert fetch(DiscoveryRequest(), timeout=5).type_url == rtype.type_url
+            served += 1
+    # 9 v3 and 8 v2 types: SotW + delta + Fetch each, except VHDS (delta only).
+    assert served == 17 * 3 - 4
+
+
+def test_ipv6_loopback() -> None:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    with ControlPlane(host="::1", heartbeat_interval=None) as cp:
+        assert cp.address.startswith("[::1]:")
+        assert cp.rest_url.startswith("http://[::1]:")
+        cp.set_resources(CLUSTER, [Cluster(name="six")])
+        assert post(cp.rest_url + "/v3/discovery:clusters", {})[0] == 200
+        with grpc.insecure_channel(cp.address) as channel:
+            fetch = channel.unary_unary(
+                resource_type(CLUSTER).fetch_method or "",
+                request_serializer=DiscoveryRequest.SerializeToString,
+                response_deserializer=DiscoveryResponse.FromString,
+            )
+            assert len(fetch(DiscoveryRequest(), timeout=5).resources) == 1

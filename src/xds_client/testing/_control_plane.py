@@ -236,13 +236,13 @@ class ControlPlane:
             ],
         )
         try:
-            bound = server.add_insecure_port(f"{self._host}:{port}")
+            bound = server.add_insecure_port(self._hostport(port))
         except RuntimeError as exc:
             executor.shutdown(wait=False)
-            raise TransportError(f"cannot bind {self._host}:{port}: {exc}") from exc
+            raise TransportError(f"cannot bind {self._hostport(port)}: {exc}") from exc
         if bound == 0:
             executor.shutdown(wait=False)
-            raise TransportError(f"cannot bind {self._host}:{port}")
+            raise TransportError(f"cannot bind {self._hostport(port)}")
         server.start()
         self._server, self._executor, self._port = server, executor, bound
 
@@ -262,6 +262,9 @@ class ControlPlane:
         if self._state != "running":
             raise UsageError(f"the ControlPlane is {self._state}; use it inside `with`")
 
+    def _hostport(self, port: int) -> str:
+        return f"[{self._host}]:{port}" if ":" in self._host else f"{self._host}:{port}"
+
     @property
     def port(self) -> int:
         """The gRPC port (stays the same across ``stop_serving``/``resume_serving``)."""
@@ -271,7 +274,7 @@ class ControlPlane:
     @property
     def address(self) -> str:
         """``"127.0.0.1:PORT"``: the gRPC target for clients."""
-        return f"{self._host}:{self.port}"
+        return self._hostport(self.port)
 
     @property
     def rest_url(self) -> str:
@@ -279,7 +282,7 @@ class ControlPlane:
         self._require_running()
         if self._rest_port is None:
             raise UsageError("this ControlPlane was created with rest_port=None")
-        return f"http://{self._host}:{self._rest_port}"
+        return f"http://{self._hostport(self._rest_port)}"
 
     # -- resources -------------------------------------------------------------
 
@@ -525,6 +528,18 @@ class ControlPlane:
             return f"{count} {'open ' if active else ''}streams"
 
         return self._log.wait(probe, timeout, what)
+
+    def wait_for_streams_closed(self, timeout: float = 5.0) -> None:
+        """Wait until no stream is open (e.g. after :meth:`drop_streams`)."""
+
+        def probe(_: Sequence[RecordedRequest]) -> bool | None:
+            return True if not any(s.active for s in self._log.streams()) else None
+
+        def what(_: Sequence[RecordedRequest]) -> str:
+            still = [s.id for s in self._log.streams() if s.active]
+            return f"every stream to close; still open: {still}"
+
+        self._log.wait(probe, timeout, what)
 
     async def wait_for_request_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
         """:meth:`wait_for_request` without blocking the event loop."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +25,10 @@ class _Server(ThreadingHTTPServer):
     block_on_close = True
     allow_reuse_address = True
     engine: Engine
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -86,7 +91,8 @@ class RestServer:
     """A threaded HTTP server on ``host:port`` serving the engine's snapshots."""
 
     def __init__(self, engine: Engine, host: str, port: int) -> None:
-        self._server = _Server((host, port), _Handler)
+        server_class = _Server6 if ":" in host else _Server
+        self._server = server_class((host, port), _Handler)
         self._server.engine = engine
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(
