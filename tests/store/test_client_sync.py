@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -566,3 +567,37 @@ def test_sync_client_works_inside_a_running_event_loop(client: ResourceStoreClie
 def test_pytest_plugin_fixtures(resource_store_client: ResourceStoreClient) -> None:
     resource_store_client.create(ResourceKey("g", "r", name="n"), doc())
     assert resource_store_client.read(ResourceKey("g", "r", name="n")).resource_version == 1
+
+
+def test_file_database_survives_a_restart(tmp_path: Path) -> None:
+    db = str(tmp_path / "store.sqlite")
+    with ResourceStoreServer(db) as first, ResourceStoreClient(first.address) as client:
+        rv = client.create(key("a"), doc("A"))
+        client.update(key("a"), doc("B"), resource_version=rv)
+    with ResourceStoreServer(db) as second, ResourceStoreClient(second.address) as client:
+        obj = client.read(key("a"))
+        assert obj.json()["spec"]["title"] == "B"
+        assert client.read(key("a"), resource_version=rv).json()["spec"]["title"] == "A"
+        assert client.create(key("b"), doc()) == obj.resource_version + 1
+
+
+def test_default_page_size_and_reads_at_a_version(
+    server: ResourceStoreServer, client: ResourceStoreClient
+) -> None:
+    server.put_many([(key(f"o{i:03}"), doc(str(i))) for i in range(60)])
+    page = client.list_page(PREFIX, limit=0)
+    assert len(page.items) == 50
+    assert page.next_page_token
+    rv = client.read(key("o001")).resource_version
+    later = server.put(key("other"), doc())
+    server.put(key("o001"), doc("changed"))
+    # The version of the object as it was at `later` (unchanged since rv).
+    old = client.read(key("o001"), resource_version=later)
+    assert (old.resource_version, old.json()["spec"]["title"]) == (rv, "1")
+    server.remove(key("o002"))
+    with pytest.raises(NotFoundError):
+        client.read(key("o002"), resource_version=server.resource_version)
+    server.compact()
+    assert client.read(key("o003"), resource_version=later).resource_version < later
+    with pytest.raises(ExpiredError):
+        client.read(key("o001"), resource_version=later)

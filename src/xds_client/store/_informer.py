@@ -154,7 +154,11 @@ class Informer:
         self.stop()
 
     def _run(self) -> None:
-        watch = self._open_watch()
+        try:
+            watch = self._open_watch()
+        except Exception as exc:
+            self.error = exc
+            return
         self._watch = watch
         if self._stopping:
             watch.close()
@@ -237,7 +241,11 @@ class AsyncInformer:
         await self.stop()
 
     async def _run(self) -> None:
-        watch = self._open_watch()
+        try:
+            watch = self._open_watch()
+        except Exception as exc:
+            self.error = exc
+            return
         self._watch = watch
         events: AsyncIterator[WatchEvent] = watch
         try:

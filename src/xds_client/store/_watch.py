@@ -225,13 +225,14 @@ class WatchState:
         self.last_rv = rv
         self._progress = True
         reqs = self.requirements
+        # Each access to a sub-message or bytes field allocates: read each once.
+        prev = event.previous.value or None if event.HasField("previous") else None
         if etype == _DELETED:
-            removed = event.previous.value if event.previous.value else res.value
+            removed = prev if prev is not None else res.value
             if reqs:
                 return self._selected_delete(rv, removed)
             out = WatchEvent(DELETED, rv, None, removed, self.prefix)
         else:
-            prev = event.previous.value or None
             if reqs:
                 return self._selected_change(rv, res.value, prev)
             out = WatchEvent(

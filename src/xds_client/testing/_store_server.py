@@ -532,21 +532,26 @@ class ResourceStoreServer:
         return rv
 
     def _read(self, key: pb.ResourceKey, at_rv: int) -> tuple[int, bytes]:
+        """The object now (``at_rv`` 0), or as it was at version ``at_rv``."""
         missing = _Failure(404, "NotFound", f"{key.resource} {key.name!r} not found", key=key)
+        if at_rv > self._rv:
+            raise _Failure(400, "BadRequest", f"resource version {at_rv} is in the future")
         row = self._get(key)
-        if at_rv == 0 or (row is not None and row[0] == at_rv):
+        if at_rv == 0 or (row is not None and row[0] <= at_rv):
             if row is None:
                 raise missing
             return row[0], row[2]
-        if at_rv <= self._compacted_rv:
-            raise _Failure(410, "Expired", f"resource version {at_rv} is too old", key=key)
+        # The newest write of this key at or before at_rv, from the history.
         found = self._db.execute(
-            "SELECT type, value FROM events WHERE grp=? AND res=? AND ns=? AND name=? AND rv=?",
+            "SELECT type, rv, value FROM events WHERE grp=? AND res=? AND ns=? AND name=? "
+            "AND rv <= ? ORDER BY rv DESC LIMIT 1",
             (key.group, key.resource, key.namespace, key.name, at_rv),
         ).fetchone()
+        if found is None and at_rv <= self._compacted_rv:
+            raise _Failure(410, "Expired", f"resource version {at_rv} is too old", key=key)
         if found is None or found[0] == pb.WatchEvent.DELETED:
             raise missing
-        return at_rv, bytes(found[1])
+        return int(found[1]), bytes(found[2])
 
     def _list_page(self, req: pb.ListRequest) -> pb.ListResponse:
         opts = req.options
