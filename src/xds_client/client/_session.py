@@ -467,6 +467,18 @@ class Session:
     def _apply(self, slot: _Slot, events: Iterable[Event]) -> None:
         touched: set[str] = set()
         uri = self._server_uri(slot)
+        # Events are handed to each buffer in one batch (one lock, one wake-up),
+        # in order; the watchers of a type are looked up once per response.
+        batches: dict[int, tuple[WatchEntry[Any], list[WatchEvent[Any]]]] = {}
+        watchers: dict[str, list[WatchEntry[Any]]] = {}
+
+        def deliver(entry: WatchEntry[Any], event: WatchEvent[Any]) -> None:
+            batch = batches.get(entry.id)
+            if batch is None:
+                batches[entry.id] = (entry, [event])
+            else:
+                batch[1].append(event)
+
         for event in events:
             if isinstance(event, ResponseAccepted):
                 self._metric("ack", event.type_url, uri)
@@ -482,7 +494,7 @@ class Session:
                         entry.wants(key) or key == RESPONSE_KEY or key.startswith("resources[")
                         for key in event.errors
                     ):
-                        entry.buffer.put(event)
+                        deliver(entry, event)
                 continue
             if isinstance(event, ResourceUpdated):
                 aliases: tuple[str, ...] = event.aliases
@@ -490,9 +502,14 @@ class Session:
                 aliases = ()
             if isinstance(event, (ResourceRemoved, ResourceDoesNotExist, ResourceDeletionIgnored)):
                 log.info("%s %s: %s", event.type_url, event.name, type(event).__name__)
-            for entry in self.registry.entries(event.type_url):
+            entries = watchers.get(event.type_url)
+            if entries is None:
+                entries = watchers[event.type_url] = self.registry.entries(event.type_url)
+            for entry in entries:
                 if entry.wants(event.name, aliases):
-                    entry.buffer.put(event)
+                    deliver(entry, event)
+        for entry, batch in batches.values():
+            entry.buffer.put_many(batch)
         if self.options.metrics is not None:
             for type_url in touched:
                 counts = Counter(s.status for s in slot.protocol.resource_states(type_url))

@@ -85,7 +85,9 @@ class EventBuffer:
 
     def __init__(self, maxsize: int, wake: Callable[[], None] | None = None) -> None:
         self.maxsize = maxsize
-        self._events: deque[tuple[Hashable, WatchEvent[Any]]] = deque()
+        self._events: deque[WatchEvent[Any]] = deque()
+        # Past maxsize the buffer switches to one slot per key (O(1) per put) until drained.
+        self._latest: OrderedDict[Hashable, WatchEvent[Any]] | None = None
         self.cond = threading.Condition()
         self._wake = wake
         self.closed = False
@@ -97,34 +99,53 @@ class EventBuffer:
         self._wake = wake
 
     def put(self, event: WatchEvent[Any]) -> None:
+        """Queue one event (coalescing past ``maxsize``) and wake the consumer."""
+        self.put_many((event,))
+
+    def put_many(self, events: Iterable[WatchEvent[Any]]) -> None:
+        """Queue events in order under one lock, with a single wake-up."""
         with self.cond:
             if self.closed:
                 return
-            self._events.append((event_key(event), event))
-            if len(self._events) > self.maxsize:
-                self._coalesce()
+            for event in events:
+                if self._latest is not None:
+                    key = event_key(event)
+                    if self._latest.pop(key, None) is not None:
+                        self.coalesced += 1
+                    self._latest[key] = event  # at the end: keep the order of latest changes
+                else:
+                    self._events.append(event)
+                    if len(self._events) > self.maxsize:
+                        self._coalesce()
             self.cond.notify_all()
         if self._wake is not None:
             self._wake()
 
     def _coalesce(self) -> None:
         latest: OrderedDict[Hashable, WatchEvent[Any]] = OrderedDict()
-        for key, event in self._events:
-            latest.pop(key, None)  # re-insert at the end: keep the order of latest changes
+        for event in self._events:
+            key = event_key(event)
+            if latest.pop(key, None) is not None:
+                self.coalesced += 1
             latest[key] = event
-        self.coalesced += len(self._events) - len(latest)
-        self._events = deque(latest.items())
+        self._events.clear()
+        self._latest = latest
 
     def pop(self) -> WatchEvent[Any] | None:
         """The oldest pending event, or None."""
         with self.cond:
             if self._events:
-                return self._events.popleft()[1]
+                return self._events.popleft()
+            if self._latest:
+                event = self._latest.popitem(last=False)[1]
+                if not self._latest:
+                    self._latest = None  # drained: back to plain FIFO
+                return event
             return None
 
     def __len__(self) -> int:
         with self.cond:
-            return len(self._events)
+            return len(self._events) + (len(self._latest) if self._latest is not None else 0)
 
     def close(self) -> None:
         """No more events; waiters wake up. Pending events can still be popped."""
@@ -137,7 +158,9 @@ class EventBuffer:
     def wait(self, timeout: float | None) -> bool:
         """Block the calling thread until an event is pending or the buffer closes."""
         with self.cond:
-            return self.cond.wait_for(lambda: bool(self._events) or self.closed, timeout)
+            return self.cond.wait_for(
+                lambda: bool(self._events) or bool(self._latest) or self.closed, timeout
+            )
 
 
 _ids = itertools.count(1)

@@ -274,7 +274,9 @@ class AsyncGrpcStream:
             raise TransportError(f"{self._spec.method}: stream is closed")
         try:
             await self._call.write(request)
-        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+        except grpc.RpcError as exc:
+            raise _rpc_error(self._spec, self._target, exc) from exc
+        except asyncio.InvalidStateError as exc:
             raise TransportError(f"{self._spec.method} on {self._target.uri}: {exc}") from exc
 
     async def recv(self, timeout: float | None) -> Response | None:
