@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
+from google.protobuf.duration_pb2 import Duration
+
+from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from xds_client.testing import ControlPlane
+
 from ._interop_helpers import (
     Peer,
     eds_cluster,
@@ -21,11 +27,6 @@ from ._interop_helpers import (
     route_config,
     tcp_listener,
 )
-from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
-from google.protobuf.duration_pb2 import Duration
-
-from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from xds_client.testing import ControlPlane
 
 pytestmark = [pytest.mark.interop, pytest.mark.envoy, pytest.mark.timeout(90)]
 
@@ -250,6 +251,30 @@ def test_envoy_delta_reconnect_sends_initial_versions_and_gets_no_resend(
             and any(res.HasField("resource") for res in r.message.resources)
         ]
         assert resent == []  # Envoy already held "backend" at this version
+
+
+def test_envoy_sotw_reconnect_resumes_with_last_versions(envoy_factory: Any) -> None:
+    with http_backend(b"ok") as backend_port, ControlPlane() as cp:
+        proxy_port = free_port()
+        cp.set_snapshot(base_snapshot(backend_port, proxy_port), version="1")
+        envoy = envoy_factory(cp, "GRPC")
+        for type_url in (CLUSTER, ENDPOINT, LISTENER, ROUTE):
+            cp.wait_for_ack(type_url, "1", timeout=20)
+        [first] = cp.streams(active=True)
+        mark = cp.mark()
+        cp.stop_serving()  # Envoy keeps serving traffic with what it has
+        cp.resume_serving()
+        hello = cp.wait_for_request(
+            LISTENER, lambda r: r.stream_id != first.id, timeout=20, since=mark
+        )
+        # Every type again, with the last accepted version and an empty nonce.
+        assert (hello.classification, hello.version_info) == ("initial", "1")
+        assert hello.message.response_nonce == ""
+        cp.set_resources(ENDPOINT, [endpoints("backend", backend_port)], version="2")
+        cp.wait_for_ack(ENDPOINT, "2", timeout=20, stream_id=hello.stream_id)
+        body = poll_until(lambda: fetch(f"http://127.0.0.1:{proxy_port}/"), 20, "a reply")
+        assert body == b"ok"
+        assert "backend" in names_in_dump(envoy.config_dump(), "ClustersConfigDump")
 
 
 def test_envoy_delta_ttl_heartbeats_then_expiry(envoy_factory: Any) -> None:
