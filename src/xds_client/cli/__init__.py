@@ -1,0 +1,106 @@
+"""The ``xds-client`` command line (also ``python -m xds_client``).
+
+Commands: ``serve``, ``watch``, ``fetch``, ``dump``, ``store
+get|list|watch|create|update|delete|health`` and ``demo``; see ``docs/cli.md``.
+Every failure is one line on stderr and a non-zero exit status (2 for bad
+usage: unknown type, bad address, selector or file), never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    # gRPC's C core logs connection chatter (GOAWAY ...) to stderr at INFO; our
+    # output already reports connectivity. Only effective before grpc is imported.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    return run(argv, sys.stdout, sys.stderr)
+
+
+def run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO) -> int:
+    """:func:`main` with explicit streams."""
+    # Imports stay inside: `xds-client --help` should not pay for grpc and protobuf.
+    from ._args import UsageExit, build_parser
+
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageExit as exc:
+        return exc.code
+    # The library logs NACKs and reconnections; the CLI prints them as events instead.
+    library_log = logging.getLogger("xds_client")
+    level = library_log.level
+    library_log.setLevel(logging.ERROR)
+    try:
+        return _dispatch(args, stdout, stderr)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `xds-client watch ... | head`: the reader left; that is not an error of ours.
+        return 0
+    except Exception as exc:
+        code, text = _describe(exc)
+        stderr.write(f"xds-client: error: {text}\n")
+        stderr.flush()
+        return code
+    finally:
+        library_log.setLevel(level)
+
+
+def _describe(exc: Exception) -> tuple[int, str]:
+    """Exit status and one-line message of a failure."""
+    from xds_client.errors import UsageError, XdsClientError
+
+    from ._xds import CommandError
+
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, CommandError):
+        return exc.code, text
+    if isinstance(exc, UsageError):
+        return 2, text
+    if isinstance(exc, XdsClientError):
+        return 1, text
+    if isinstance(exc, OSError):
+        return 1, text
+    # Anything else is a bug of ours; still one line, with the type to report it by.
+    return 1, f"{type(exc).__name__}: {text}"
+
+
+def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
+    import argparse
+
+    from ._output import Output
+
+    assert isinstance(args, argparse.Namespace)
+    out = Output(stdout, stderr, json_lines=bool(getattr(args, "json", False)))
+    command = args.command
+    if command == "watch":
+        from ._xds import run_watch
+
+        return run_watch(args, out)
+    if command == "fetch":
+        from ._xds import run_fetch
+
+        return run_fetch(args, out)
+    if command == "dump":
+        from ._xds import run_dump
+
+        return run_dump(args, out)
+    if command == "serve":
+        from ._serve import run_serve
+
+        return run_serve(args, out)
+    if command == "store":
+        from ._store import run_store
+
+        return run_store(args, out)
+    from ._demo import run_demo
+
+    return run_demo(args, out)

@@ -1,0 +1,201 @@
+"""What the command line prints: readable lines and tables, or JSON Lines.
+
+Every xDS or store event becomes one record with the same keys (``event``,
+``type_url``, ``name``, ``version``, ``reason``, ``error``, ``resource``;
+None where they do not apply). ``--json`` prints each record as one JSON
+line; otherwise a short line per event goes to stdout. Progress goes to
+stderr, and only when stderr is a terminal, so pipes and files stay clean.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+from google.protobuf.message import Message
+
+from xds_client.client import ConnectivityChanged
+from xds_client.errors import UnknownResourceTypeError
+from xds_client.protocol import (
+    ResourceDeletionIgnored,
+    ResourceDoesNotExist,
+    ResourceRemoved,
+    ResourceUpdated,
+    ResponseRejected,
+)
+from xds_client.resources import resource_type
+
+from ._protojson import message_to_dict
+
+__all__ = ["Output", "Progress", "kind_of", "store_record", "xds_records"]
+
+RECORD_KEYS = ("event", "type_url", "name", "version", "reason", "error", "resource")
+
+
+def kind_of(type_url: str) -> str:
+    """A short label of a type: its alias in capitals (``CDS``) or its message name."""
+    try:
+        rtype = resource_type(type_url)
+    except UnknownResourceTypeError:
+        return type_url.rsplit("/", 1)[-1]
+    if rtype.alias:
+        return rtype.alias.upper() + (" v2" if rtype.api_version == "v2" else "")
+    return rtype.message_name.rsplit(".", 1)[-1]
+
+
+def _record(event: str, **fields: Any) -> dict[str, Any]:
+    record: dict[str, Any] = dict.fromkeys(RECORD_KEYS)
+    record["event"] = event
+    record.update(fields)
+    return record
+
+
+def xds_records(event: object, *, with_resource: bool = True) -> list[dict[str, Any]]:
+    """The JSON records of one watch event (a NACK gives one per rejected name)."""
+    if isinstance(event, ResourceUpdated):
+        resource = message_to_dict(event.resource) if with_resource else None
+        return [
+            _record(
+                "updated",
+                type_url=event.type_url,
+                name=event.name,
+                version=event.version,
+                resource=resource,
+            )
+        ]
+    if isinstance(event, ResourceRemoved):
+        return [_record("removed", type_url=event.type_url, name=event.name, reason=event.reason)]
+    if isinstance(event, ResourceDoesNotExist):
+        return [_record("does_not_exist", type_url=event.type_url, name=event.name)]
+    if isinstance(event, ResourceDeletionIgnored):
+        return [_record("deletion_ignored", type_url=event.type_url, name=event.name)]
+    if isinstance(event, ResponseRejected):
+        errors = event.errors or {"(response)": "rejected"}
+        return [
+            _record(
+                "nacked", type_url=event.type_url, name=name, version=event.version, error=error
+            )
+            for name, error in sorted(errors.items())
+        ]
+    if isinstance(event, ConnectivityChanged):
+        return [
+            _record(
+                "connected" if event.connected else "disconnected",
+                server=event.server,
+                type_urls=list(event.type_urls),
+                error=event.reason,
+            )
+        ]
+    raise TypeError(f"not a watch event: {event!r}")
+
+
+def store_record(event: Any) -> dict[str, Any]:
+    """The JSON record of a store :class:`~xds_client.store.WatchEvent`."""
+    key = event.key
+    resource = None
+    if event.type not in ("bookmark", "resynced"):
+        resource = event.json()
+    return _record(
+        event.type,
+        type_url=None,
+        name=key.name if key is not None else None,
+        namespace=key.namespace if key is not None else None,
+        key=str(key) if key is not None else None,
+        version=str(event.resource_version),
+        resource=resource,
+    )
+
+
+def _text_line(record: Mapping[str, Any]) -> str:
+    event = record["event"]
+    stamp = time.strftime("%H:%M:%S")
+    if event in ("connected", "disconnected"):
+        kinds = ",".join(kind_of(t) for t in record.get("type_urls") or ())
+        tail = f"  ({record['error']})" if record.get("error") else ""
+        return f"{stamp} {event:<16} {record['server']}  [{kinds}]{tail}"
+    subject = record.get("key") or record.get("name") or ""
+    if record.get("type_url"):
+        subject = f"{kind_of(record['type_url']):<5} {subject}"
+    parts = [f"{stamp} {event:<16} {subject}".rstrip()]
+    if record.get("version"):
+        parts.append(f"version {record['version']}")
+    if record.get("reason"):
+        parts.append(f"reason {record['reason']}")
+    if record.get("error"):
+        parts.append(f"error: {record['error']}")
+    return "  ".join(parts)
+
+
+class Output:
+    """Prints records as JSON Lines (``json_lines=True``) or as readable text."""
+
+    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool) -> None:
+        self.out = out
+        self.err = err
+        self.json_lines = json_lines
+
+    def record(self, record: Mapping[str, Any]) -> None:
+        """One event: a JSON line, or a text line."""
+        if self.json_lines:
+            self.json(record)
+        else:
+            self.line(_text_line(record))
+
+    def json(self, value: Any) -> None:
+        """One JSON value on one line."""
+        self.out.write(json.dumps(value, separators=(",", ":"), default=str) + "\n")
+        self.out.flush()
+
+    def line(self, text: str = "") -> None:
+        """A line of text on stdout."""
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def table(self, headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+        """Aligned columns (text mode only)."""
+        self.out.write(format_table(headers, rows))
+        self.out.flush()
+
+    def message(self, message: Message) -> None:
+        """A protobuf message as proto JSON (one line with --json, indented otherwise)."""
+        doc = message_to_dict(message)
+        if self.json_lines:
+            self.json(doc)
+        else:
+            self.line(json.dumps(doc, indent=2))
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A plain-text table with one space-padded column per header."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class Progress:
+    """A one-line progress note on stderr, shown only when stderr is a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        isatty = getattr(stream, "isatty", None)
+        self.enabled = bool(isatty and isatty())
+        self._shown = False
+
+    def update(self, text: str) -> None:
+        """Replace the note with ``text``."""
+        if self.enabled:
+            self._stream.write("\r\x1b[K" + text)
+            self._stream.flush()
+            self._shown = True
+
+    def done(self) -> None:
+        """Erase the note."""
+        if self._shown:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._shown = False

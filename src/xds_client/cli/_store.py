@@ -1,0 +1,210 @@
+"""``store get|list|watch|create|update|delete|health``: a Grafana ResourceStore."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import sys
+import threading
+import time
+from typing import Any
+
+from xds_client.store import (
+    ResourceKey,
+    ResourceStoreClient,
+    RetryPolicy,
+    SelectorError,
+    StoredObject,
+    parse_selector,
+)
+
+from ._args import check_address
+from ._output import Output, Progress, store_record
+from ._xds import CommandError
+
+__all__ = ["run_store"]
+
+# Fail within seconds when the server is down, instead of the library's patient minute.
+_CLI_RETRY = RetryPolicy(max_attempts=3, deadline=10.0)
+_JOIN_TIMEOUT = 5.0
+
+
+def _prefix(args: argparse.Namespace) -> ResourceKey:
+    parts = args.kind.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise CommandError(
+            f"bad kind {args.kind!r}: expected GROUP/RESOURCE, "
+            "e.g. dashboard.grafana.app/dashboards",
+            2,
+        )
+    return ResourceKey(parts[0], parts[1], args.namespace)
+
+
+def _object_record(obj: StoredObject) -> dict[str, Any]:
+    key = obj.key
+    return {
+        "event": None,
+        "type_url": None,
+        "key": str(key),
+        "name": key.name,
+        "namespace": key.namespace,
+        "version": str(obj.resource_version),
+        "reason": None,
+        "error": None,
+        "resource": obj.json(),
+    }
+
+
+def _read_document(args: argparse.Namespace) -> dict[str, Any]:
+    if args.data is not None:
+        text, source = args.data, "--data"
+    elif args.file == "-":
+        text, source = sys.stdin.read(), "stdin"
+    else:
+        source = args.file
+        try:
+            with open(args.file, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise CommandError(f"cannot read {args.file}: {exc.strerror or exc}", 2) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"{source}: invalid JSON: {exc}", 2) from None
+    if not isinstance(doc, dict):
+        raise CommandError(f"{source}: expected a JSON object", 2)
+    return doc
+
+
+def run_store(args: argparse.Namespace, out: Output) -> int:
+    """Dispatch a ``store`` action."""
+    try:
+        server = check_address(args.server)
+    except ValueError as exc:
+        raise CommandError(str(exc), 2) from None
+    action = args.store_command
+    labels = getattr(args, "selector", None)
+    if labels:
+        try:
+            parse_selector(labels)  # a bad selector is a usage error, found before any I/O
+        except SelectorError as exc:
+            raise CommandError(f"bad label selector {labels!r}: {exc}", 2) from None
+    with ResourceStoreClient(server, timeout=10.0, retry=_CLI_RETRY) as client:
+        if action == "health":
+            healthy = client.is_healthy()
+            if out.json_lines:
+                out.json({"event": "health", "server": server, "healthy": healthy})
+            else:
+                out.line(f"{server}: {'SERVING' if healthy else 'NOT SERVING'}")
+            return 0 if healthy else 1
+        prefix = _prefix(args)
+        if action == "get":
+            obj = client.read(prefix.with_name(args.name))
+            if out.json_lines:
+                out.json(_object_record(obj))
+            else:
+                out.line(f"# {obj.key} @ resource version {obj.resource_version}")
+                out.line(json.dumps(obj.json(), indent=2))
+            return 0
+        if action == "list":
+            return _list(client, prefix, labels, args.limit, out)
+        if action == "watch":
+            return _watch(client, prefix, labels, args, out)
+        if action in ("create", "update"):
+            key = prefix.with_name(args.name)
+            doc = _read_document(args)
+            if action == "create":
+                rv = client.create(key, doc)
+            else:
+                rv = client.update(key, doc, resource_version=args.resource_version)
+            _written(out, action + "d", key, rv)
+            return 0
+        key = prefix.with_name(args.name)
+        rv = client.delete(key, resource_version=args.resource_version)
+        _written(out, "deleted", key, rv)
+        return 0
+
+
+def _written(out: Output, what: str, key: ResourceKey, rv: int) -> None:
+    if out.json_lines:
+        out.json(
+            {
+                "event": what,
+                "key": str(key),
+                "name": key.name,
+                "namespace": key.namespace,
+                "version": str(rv),
+            }
+        )
+    else:
+        out.line(f"{what} {key} at resource version {rv}")
+
+
+def _list(
+    client: ResourceStoreClient, prefix: ResourceKey, labels: str | None, limit: int, out: Output
+) -> int:
+    progress = Progress(out.err)
+    rows: list[tuple[str, str, str, str]] = []
+    items = client.list(prefix, labels=labels, limit=limit)
+    try:
+        for count, obj in enumerate(items, 1):
+            if out.json_lines:
+                out.json(_object_record(obj))
+            else:
+                key = obj.key
+                labels_text = ",".join(f"{k}={v}" for k, v in sorted(obj.labels.items()))
+                rows.append((key.namespace, key.name, str(obj.resource_version), labels_text))
+            if count % 100 == 0:
+                progress.update(f"listed {count} objects ({items.pages} pages) ...")
+    finally:
+        progress.done()
+    if not out.json_lines:
+        out.table(("NAMESPACE", "NAME", "VERSION", "LABELS"), rows)
+    return 0
+
+
+def _watch(
+    client: ResourceStoreClient,
+    prefix: ResourceKey,
+    labels: str | None,
+    args: argparse.Namespace,
+    out: Output,
+) -> int:
+    watch = client.watch(prefix, since=args.since, labels=labels, send_initial_events=args.initial)
+    events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    done = object()
+
+    def pump() -> None:
+        # The store watch blocks in gRPC; a thread lets --timeout and --count end it.
+        try:
+            for event in watch:
+                events.put(event)
+        except Exception as exc:
+            events.put(exc)
+        events.put(done)
+
+    reader = threading.Thread(target=pump, name="xds-client-store-watch", daemon=True)
+    reader.start()
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    count = 0
+    try:
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return 0
+            try:
+                item = events.get(timeout=remaining)
+            except queue.Empty:
+                return 0
+            if item is done:
+                return 0
+            if isinstance(item, Exception):
+                raise item
+            out.record(store_record(item))
+            count += 1
+            if args.count is not None and count >= args.count:
+                return 0
+    finally:
+        watch.close()
+        reader.join(_JOIN_TIMEOUT)

@@ -1,0 +1,213 @@
+"""``watch``, ``fetch`` and ``dump``: the xDS client commands."""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from xds_client.client import Backoff, ConnectivityChanged, XdsClient
+from xds_client.node import Node
+from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseRejected
+from xds_client.resources import ResourceType, resource_type
+
+from ._args import DEFAULT_NODE_ID, check_address
+from ._output import Output, Progress, kind_of, xds_records
+
+__all__ = ["CommandError", "run_dump", "run_fetch", "run_watch"]
+
+# A command-line client should notice a dead server quickly and come back fast.
+_CLI_BACKOFF = Backoff(initial=0.5, maximum=5.0)
+_SETTLE_QUIET = 0.3  # seconds without events after which a subscription counts as settled
+_DEFAULT_DUMP_TYPES = ("lds", "rds", "cds", "eds")
+
+
+class CommandError(Exception):
+    """A failure the command reports as one line; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _resolve(spec: str, api: str) -> ResourceType[Any]:
+    return resource_type(spec, "v2" if api == "v2" else "v3")
+
+
+def _make_client(args: argparse.Namespace, *, transport: str = "grpc") -> XdsClient:
+    options: dict[str, Any] = {
+        "api_version": args.api,
+        "transport": transport,
+        "backoff": _CLI_BACKOFF,
+    }
+    if transport == "grpc":
+        options["protocol"] = "delta" if args.delta else "sotw"
+        options["ads"] = not args.no_ads
+    else:
+        options["poll_interval"] = 1.0
+    if args.node_id or args.cluster or not args.bootstrap:
+        options["node"] = Node(id=args.node_id or DEFAULT_NODE_ID, cluster=args.cluster)
+    if args.bootstrap:
+        if args.server:
+            raise CommandError("give --server or --bootstrap, not both", 2)
+        return XdsClient.from_bootstrap(args.bootstrap, **options)
+    if not args.server:
+        raise CommandError("give the xDS server with --server HOST:PORT (or --bootstrap FILE)", 2)
+    try:
+        server = check_address(args.server, rest=transport == "rest")
+    except ValueError as exc:
+        raise CommandError(str(exc), 2) from None
+    return XdsClient(server, **options)
+
+
+@contextmanager
+def _subscribed(
+    client: XdsClient, rtypes: list[ResourceType[Any]], names: list[str] | None
+) -> Iterator[queue.SimpleQueue[object]]:
+    """Watch each type; every event lands in one queue, read by the main thread."""
+    events: queue.SimpleQueue[object] = queue.SimpleQueue()
+    with ExitStack() as stack:
+        for rtype in rtypes:
+            stack.enter_context(client.watch(rtype, names, on_event=events.put))
+        yield events
+
+
+def _unreachable(event: ConnectivityChanged) -> CommandError:
+    return CommandError(f"cannot reach xDS server {event.server}: {event.reason or 'unavailable'}")
+
+
+def _settle(events: queue.SimpleQueue[object], timeout: float, what: str) -> list[object]:
+    """Events until the first response plus a quiet spell; errors if none comes in time."""
+    deadline = time.monotonic() + timeout
+    seen: list[object] = []
+    connected = False
+    last_failure: ConnectivityChanged | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            if connected:
+                return seen
+            if last_failure is not None:
+                raise _unreachable(last_failure)
+            raise CommandError(f"no response for {what} within {timeout:g}s")
+        try:
+            event = events.get(timeout=min(remaining, _SETTLE_QUIET) if connected else remaining)
+        except queue.Empty:
+            if connected:
+                return seen
+            continue
+        if isinstance(event, ConnectivityChanged):
+            if event.connected:
+                connected = True
+            elif not connected:
+                last_failure = event
+                # Refused or unreachable before any response: a clear error, not a hang.
+                raise _unreachable(event)
+            continue
+        seen.append(event)
+
+
+def run_watch(args: argparse.Namespace, out: Output) -> int:
+    """Subscribe and print events until --count, --timeout or Ctrl-C."""
+    rtype = _resolve(args.type, args.api)
+    names = list(args.names) or None
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    count = 0
+    ever_connected = False
+    with _make_client(args) as client, _subscribed(client, [rtype], names) as events:
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return 0
+            try:
+                event = events.get(timeout=remaining)
+            except queue.Empty:
+                return 0
+            if isinstance(event, ConnectivityChanged):
+                if not event.connected and not ever_connected:
+                    raise _unreachable(event)
+                ever_connected = ever_connected or event.connected
+            for record in xds_records(event):
+                out.record(record)
+            if not isinstance(event, ConnectivityChanged):
+                count += 1
+                if args.count is not None and count >= args.count:
+                    return 0
+
+
+def run_fetch(args: argparse.Namespace, out: Output) -> int:
+    """One poll: print what the server returns, then exit."""
+    transport = args.transport
+    if transport is None:
+        transport = (
+            "rest" if (args.server or "").startswith(("http://", "https://")) else "grpc-fetch"
+        )
+    rtype = _resolve(args.type, args.api)
+    names = list(args.names) or None
+    progress = Progress(out.err)
+    progress.update(f"polling {args.server or args.bootstrap} for {kind_of(rtype.type_url)} ...")
+    try:
+        with (
+            _make_client(args, transport=transport) as client,
+            _subscribed(client, [rtype], names) as events,
+        ):
+            seen = _settle(events, args.timeout, kind_of(rtype.type_url))
+            cached = client.resources(rtype)  # before unsubscribing drops the cache
+    finally:
+        progress.done()
+    rejected = [e for e in seen if isinstance(e, ResponseRejected)]
+    missing = sorted(set(names or ()) - set(cached))
+    if out.json_lines:
+        for name in sorted(cached):
+            item = cached[name]
+            out.record(
+                xds_records(ResourceUpdated(rtype.type_url, name, item.version, item.resource))[0]
+            )
+        for name in missing:
+            out.record(xds_records(ResourceDoesNotExist(rtype.type_url, name))[0])
+        for event in rejected:
+            for record in xds_records(event):
+                out.record(record)
+        return 0
+    rows = [(kind_of(rtype.type_url), name, cached[name].version) for name in sorted(cached)]
+    rows += [(kind_of(rtype.type_url), name, "(does not exist)") for name in missing]
+    out.table(("TYPE", "NAME", "VERSION"), rows)
+    for event in rejected:
+        for record in xds_records(event):
+            out.line(f"NACKed {record['name']}: {record['error']}")
+    return 0
+
+
+def run_dump(args: argparse.Namespace, out: Output) -> int:
+    """Subscribe to every resource of some types, wait until settled, print the CSDS dump."""
+    rtypes = [_resolve(spec, args.api) for spec in (args.types or _DEFAULT_DUMP_TYPES)]
+    from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
+
+    progress = Progress(out.err)
+    progress.update("subscribing and waiting for the server to settle ...")
+    try:
+        with _make_client(args) as client, _subscribed(client, rtypes, None) as events:
+            _settle(events, args.timeout, ", ".join(kind_of(r.type_url) for r in rtypes))
+            dump = client.config_dump()
+    finally:
+        progress.done()
+    if out.json_lines:
+        out.message(dump)  # the client redacted secrets; message() redacts again, deeper
+        return 0
+    rows = []
+    errors = []
+    for item in dump.generic_xds_configs:
+        status = ClientResourceStatus.Name(item.client_status)
+        rows.append((kind_of(item.type_url), item.name, item.version_info, status))
+        if item.HasField("error_state"):
+            errors.append(f"{item.name}: {item.error_state.details}")
+    out.line(
+        f"node {dump.node.id}" + (f" (cluster {dump.node.cluster})" if dump.node.cluster else "")
+    )
+    out.table(("TYPE", "NAME", "VERSION", "STATUS"), rows)
+    for line in errors:
+        out.line("error " + line)
+    return 0
