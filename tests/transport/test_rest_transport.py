@@ -446,3 +446,17 @@ def test_async_close_aborts_a_poll_in_flight(server: StubRestServer) -> None:
         return asyncio.get_running_loop().time() - start
 
     assert asyncio.run(main()) < 2.0
+
+
+def test_user_agent_and_response_size_limit(server: StubRestServer) -> None:
+    server.set(CLUSTER, "1", {f"c{i}": pack(cluster(f"c{i}")) for i in range(50)})
+    small = ServerTarget(server.url, max_receive_message_size=1000)
+    transport = RestTransport(small, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        with pytest.raises(TransportError, match="exceeds 1000 bytes"):
+            stream.recv(5)
+        assert server.requests[0].headers["user-agent"].startswith("xds-client/")
+    finally:
+        transport.close()

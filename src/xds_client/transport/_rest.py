@@ -121,8 +121,10 @@ class _HttpPoster:
         timeout: float,
         ssl_context: ssl.SSLContext | None,
         server_name: str | None,
+        max_size: int,
     ) -> None:
         self._endpoint = endpoint
+        self._max_size = max_size
         self._headers = headers
         self._timeout = timeout
         self._ssl_context = ssl_context
@@ -157,7 +159,7 @@ class _HttpPoster:
                 conn.putheader("Content-Length", str(len(body)))
                 conn.endheaders(body)
                 answer = conn.getresponse()
-                data = answer.read()
+                data = answer.read(self._max_size + 1)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 self._drop(conn)
                 # A kept-alive connection the server closed meanwhile: retry once fresh.
@@ -167,6 +169,13 @@ class _HttpPoster:
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(conn)
                 raise self._error(path, exc) from exc
+            if len(data) > self._max_size:
+                self._drop(conn)  # the rest of the body is still unread
+                raise PollError(
+                    f"POST {path}: the response exceeds {self._max_size} bytes "
+                    "(max_receive_message_size)",
+                    retryable=False,
+                )
             if answer.will_close:
                 self._drop(conn)
             return answer.status, answer.reason, data
@@ -265,6 +274,7 @@ class _RestBase:
             timeout=self.policy.request_timeout,
             ssl_context=self._ssl_context,
             server_name=creds.server_name_override if creds is not None else None,
+            max_size=self.target.max_receive_message_size,
         )
 
     def _probe(self, timeout: float) -> bool:

@@ -30,7 +30,9 @@ from typing import Any
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 from google.protobuf import descriptor_pool, json_format
 
+from xds_client._version import __version__
 from xds_client.errors import UnknownResourceTypeError, UsageError
+from xds_client.node import USER_AGENT_NAME
 from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
 from xds_client.transport._polling import PollError
 
@@ -52,6 +54,7 @@ _log = logging.getLogger("xds_client.transport.rest")
 # Packages whose *_pb2 modules may be imported to resolve an ``@type``.
 _TRUSTED_ROOTS = frozenset({"envoy", "xds", "udpa", "validate", "google", "contrib"})
 _BODY_EXCERPT = 200
+_USER_AGENT = f"{USER_AGENT_NAME}/{__version__}"
 # Statuses worth retrying: the server or something in between is busy or broken.
 _RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -137,6 +140,7 @@ def build_request(
     all_headers = (
         ("Content-Type", "application/json"),
         ("Accept", "application/json"),
+        ("User-Agent", _USER_AGENT),
         *headers,
     )
     return HttpRequest(
