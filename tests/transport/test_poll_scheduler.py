@@ -414,3 +414,28 @@ def test_answer_at_the_requested_version_is_not_new() -> None:
     assert call is not None
     out = s.completed(call, resp("v2"), 10.0)
     assert out is not None
+
+
+def test_explicit_wildcard_then_no_names_unsubscribes() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(LISTENER, ("*", "a")), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    s.completed(call, resp("v1", LISTENER), 0.0)
+    s.submit(req(LISTENER, (), "v1"), 1.0)
+    assert s.next_due() is None
+
+
+def test_resubscribed_names_are_delivered_again() -> None:
+    # The core may drop a resource when it is unsubscribed; asking again must bring it back.
+    s = PollScheduler(policy())
+    s.submit(req(ENDPOINT, ("a", "b")), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    assert s.completed(call, resp("v1", ENDPOINT), 0.0) is not None
+    s.submit(req(ENDPOINT, ("a",), "v1"), 1.0)  # drop b ...
+    s.submit(req(ENDPOINT, ("a", "b"), "v1"), 1.0)  # ... and want it back before any poll
+    call = s.take_due(1.0)
+    assert call is not None
+    assert call.full
+    assert s.completed(call, resp("v1", ENDPOINT), 1.0) is not None

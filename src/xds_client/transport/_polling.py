@@ -144,6 +144,7 @@ class _TypeState:
     request: DiscoveryRequest
     names: frozenset[str]
     due: float
+    named: bool = False  # the last request listed names ("*" counts): [] then unsubscribes
     active: bool = True  # False after an unsubscribe: not polled
     in_flight: bool = False
     repoll: bool = False  # the subscription changed while a poll was in flight
@@ -184,16 +185,19 @@ class PollScheduler:
         type_url = request.type_url
         names = _names(request)
         state = self._types.get(type_url)
+        named = bool(request.resource_names)
         if state is None:
-            self._types[type_url] = _TypeState(request, names, due=now)
+            self._types[type_url] = _TypeState(request, names, due=now, named=named)
             return
-        if not request.resource_names and (state.names or not state.active):
-            # SotW unsubscribes a type by sending no names after named ones.
-            # The state stays, so a later subscription counts as new names.
+        if not named and (state.named or not state.active):
+            # SotW unsubscribes a type by sending no names after named ones
+            # ("*" included). The state stays, so that a later subscription
+            # counts as new names.
             state.active = False
             state.names = frozenset()
             state.request = request
             return
+        state.named = named
         if not state.active:
             state.active = True
             state.force_full = True
@@ -260,7 +264,9 @@ class PollScheduler:
         if not response.type_url:
             response.type_url = call.type_url
         key = (response.version_info, call.names)
-        if key == state.delivered:
+        if key == state.delivered and not call.full:
+            # A full poll follows added names: the core may have dropped some
+            # of them meanwhile, so its answer is handed out even if it repeats.
             return None
         if response.version_info and response.version_info == call.request.version_info:
             # The client already holds this version of these names (a new
