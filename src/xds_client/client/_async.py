@@ -23,7 +23,7 @@ from typing_extensions import Self, Unpack
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType
-from xds_client.transport import AsyncStream, AsyncTransport, make_transport
+from xds_client.transport import AsyncStream, AsyncTransport, ServerTarget, make_transport
 
 from ._bootstrap import load_bootstrap
 from ._options import (
@@ -151,7 +151,8 @@ class AsyncXdsClient:
     def __init__(
         self, servers: ServerSpec | Iterable[ServerSpec], **options: Unpack[ClientArgs]
     ) -> None:
-        server_list = servers if isinstance(servers, str) else list(servers)  # type: ignore[arg-type]
+        one = isinstance(servers, (str, ServerTarget))
+        server_list: Any = servers if one else list(servers)  # type: ignore[arg-type]
         self._options = build_options(server_list, **options)
         self._session = Session(self._options)
         self._loop: asyncio.AbstractEventLoop | None = None
