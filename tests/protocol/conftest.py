@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ._protocol_support import V2, V3, Api
 
 

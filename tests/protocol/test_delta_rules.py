@@ -7,17 +7,6 @@ another type and on a single-type stream.
 from __future__ import annotations
 
 import pytest
-from ._protocol_support import (
-    NODE,
-    Api,
-    bad_any,
-    delta,
-    delta_resource,
-    delta_response,
-    make,
-    names,
-    of,
-)
 from envoy.service.discovery.v3.discovery_pb2 import Resource
 
 from xds_client import resources
@@ -28,6 +17,18 @@ from xds_client.protocol import (
     ResourceUpdated,
     ResponseAccepted,
     ResponseRejected,
+)
+
+from ._protocol_support import (
+    NODE,
+    Api,
+    bad_any,
+    delta,
+    delta_resource,
+    delta_response,
+    make,
+    names,
+    of,
 )
 
 

@@ -9,19 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ._protocol_support import (
-    NODE,
-    V3,
-    bad_any,
-    delta,
-    delta_resource,
-    delta_response,
-    make,
-    names,
-    sotw,
-    sotw_response,
-    wrap,
-)
 from google.protobuf.any_pb2 import Any as AnyProto
 
 import xds_client
@@ -40,6 +27,20 @@ from xds_client.protocol import (
 )
 from xds_client.protocol._timers import DeadlineQueue
 from xds_client.protocol._validation import nack_message
+
+from ._protocol_support import (
+    NODE,
+    V3,
+    bad_any,
+    delta,
+    delta_resource,
+    delta_response,
+    make,
+    names,
+    sotw,
+    sotw_response,
+    wrap,
+)
 
 PROTOCOL_SRC = Path(xds_client.__file__).parent / "protocol"
 FORBIDDEN = {"grpc", "threading", "asyncio", "socket", "time"}

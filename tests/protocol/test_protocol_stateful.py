@@ -18,16 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hypothesis.strategies as st
-from ._protocol_support import (
-    NODE,
-    bad_any,
-    delta_resource,
-    delta_response,
-    make,
-    pack,
-    sotw_response,
-    wrap,
-)
 from envoy.service.discovery.v3.discovery_pb2 import Resource
 from google.protobuf.any_pb2 import Any as AnyProto
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -42,6 +32,17 @@ from xds_client.protocol import (
     ResponseAccepted,
     ResponseRejected,
     SotwProtocol,
+)
+
+from ._protocol_support import (
+    NODE,
+    bad_any,
+    delta_resource,
+    delta_response,
+    make,
+    pack,
+    sotw_response,
+    wrap,
 )
 
 CDS = resources.CLUSTER  # full state in SotW
@@ -220,7 +221,15 @@ class ProtocolMachine(RuleBasedStateMachine):
         else:
             removed = ()
             unnamed = unnamed_bad == 0
-        response = self._response(type_url, nonce, version, items, removed, wrong_type == 0, unnamed)
+        response = self._response(
+            type_url,
+            nonce=nonce,
+            version=version,
+            items=items,
+            removed=removed,
+            wrong_type=wrong_type == 0,
+            unnamed_bad=unnamed,
+        )
         events = self.p.receive(response, self.now)
         if not model.active(type_url):
             assert events == []
@@ -238,10 +247,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 continue
             if tag == "hb":
                 if held is None:
-                    continue
-                if self.delta and held.version != rversion:
-                    bad = True
-                    continue
+                    continue  # nothing to keep alive (delta: "no such resource")
                 changes[name] = Held(held.raw, None, held.version)
                 changes[name].deadline = (
                     self.now + ttl if ttl else (held.deadline and self.now + TTL)
@@ -277,6 +283,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     def _response(
         self,
         type_url: str,
+        *,
         nonce: str,
         version: str,
         items: list[tuple[str, str | None, float | None]],
@@ -327,7 +334,9 @@ class ProtocolMachine(RuleBasedStateMachine):
                 n: (c.raw, c.ttl_deadline, c.resource_version)
                 for n, c in self.p.resources(type_url).items()
             }
-            want = {n: (h.raw, h.deadline, h.version) for n, h in self.model.cache[type_url].items()}
+            want = {
+                n: (h.raw, h.deadline, h.version) for n, h in self.model.cache[type_url].items()
+            }
             assert got == want
 
 

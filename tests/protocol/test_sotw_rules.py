@@ -7,6 +7,18 @@ another type and on a single-type stream.
 from __future__ import annotations
 
 import pytest
+from google.protobuf.any_pb2 import Any as AnyProto
+from google.protobuf.message import Message
+
+from xds_client.protocol import (
+    RESPONSE_KEY,
+    ResourceDeletionIgnored,
+    ResourceRemoved,
+    ResourceUpdated,
+    ResponseAccepted,
+    ResponseRejected,
+)
+
 from ._protocol_support import (
     NODE,
     Api,
@@ -18,17 +30,6 @@ from ._protocol_support import (
     sotw,
     sotw_response,
     wrap,
-)
-from google.protobuf.any_pb2 import Any as AnyProto
-from google.protobuf.message import Message
-
-from xds_client.protocol import (
-    RESPONSE_KEY,
-    ResourceDeletionIgnored,
-    ResourceRemoved,
-    ResourceUpdated,
-    ResponseAccepted,
-    ResponseRejected,
 )
 
 

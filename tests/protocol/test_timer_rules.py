@@ -6,6 +6,17 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
+from google.protobuf.message import Message
+
+from xds_client.protocol import (
+    ResourceDoesNotExist,
+    ResourceRemoved,
+    ResourceUpdated,
+    ResponseAccepted,
+    SotwProtocol,
+)
+
 from ._protocol_support import (
     Api,
     Harness,
@@ -17,16 +28,6 @@ from ._protocol_support import (
     sotw,
     sotw_response,
     wrap,
-)
-from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
-from google.protobuf.message import Message
-
-from xds_client.protocol import (
-    ResourceDoesNotExist,
-    ResourceRemoved,
-    ResourceUpdated,
-    ResponseAccepted,
-    SotwProtocol,
 )
 
 # (name, resource version, body or None for a heartbeat, ttl)
