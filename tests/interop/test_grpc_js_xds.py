@@ -6,6 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+
+from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from xds_client.testing import ControlPlane
+
 from ._interop_helpers import (
     Peer,
     api_listener,
@@ -15,12 +20,8 @@ from ._interop_helpers import (
     route_config,
     write_bootstrap,
 )
-from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
-from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from xds_client.testing import ControlPlane
-
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(90)]
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / ".peers" / "grpc-js-xds" / "node_modules"

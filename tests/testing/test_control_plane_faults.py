@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
@@ -228,3 +229,16 @@ def test_async_with_and_async_waits() -> None:
                     stream.close()
 
     asyncio.run(scenario())
+
+
+def test_factory_fixture_and_ports_closed_on_exit(
+    xds_control_plane_factory: Callable[..., ControlPlane],
+) -> None:
+    primary = xds_control_plane_factory()
+    fallback = xds_control_plane_factory(rest_port=None)
+    assert primary.port != fallback.port
+    grpc_port, rest_port = primary.port, int(primary.rest_url.rsplit(":", 1)[1])
+    primary.close()
+    for port in (grpc_port, rest_port):
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,6 +22,28 @@ def xds_control_plane() -> Iterator[ControlPlane]:
 
     with ControlPlane() as control_plane:
         yield control_plane
+
+
+@pytest.fixture
+def xds_control_plane_factory() -> Iterator[Callable[..., ControlPlane]]:
+    """Start extra control planes (``factory(**ControlPlane kwargs)``), all closed after the test.
+
+    For tests with several servers, such as primary and fallback.
+    """
+    from xds_client.testing import ControlPlane
+
+    started: list[ControlPlane] = []
+
+    def start(**kwargs: Any) -> ControlPlane:
+        control_plane = ControlPlane(**kwargs).start()
+        started.append(control_plane)
+        return control_plane
+
+    try:
+        yield start
+    finally:
+        for control_plane in reversed(started):
+            control_plane.close()
 
 
 @pytest.fixture
