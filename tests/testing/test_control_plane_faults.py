@@ -242,3 +242,15 @@ def test_factory_fixture_and_ports_closed_on_exit(
     for port in (grpc_port, rest_port):
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_busy_rest_port_is_a_clear_error() -> None:
+    from xds_client.errors import TransportError
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        baseline = threading.active_count()
+        with pytest.raises(TransportError, match="REST port"):
+            ControlPlane(rest_port=busy.getsockname()[1]).start()
+        assert threading.active_count() <= baseline

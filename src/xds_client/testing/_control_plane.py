@@ -126,7 +126,14 @@ class ControlPlane:
                 raise UsageError(f"a ControlPlane can start once; this one is {self._state}")
             self._start_grpc(self._requested_port)
             if self._requested_rest_port is not None:
-                self._rest = RestServer(self._engine, self._host, self._requested_rest_port)
+                try:
+                    self._rest = RestServer(self._engine, self._host, self._requested_rest_port)
+                except OSError as exc:
+                    self._stop_grpc()
+                    self._state = "closed"
+                    raise TransportError(
+                        f"cannot bind the REST port {self._requested_rest_port}: {exc}"
+                    ) from exc
                 self._rest_port = self._rest.port
             self._state = "running"
             if self._heartbeat_interval is not None:
