@@ -5,6 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+
+from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from xds_client.testing import ControlPlane
+
 from ._interop_helpers import (
     api_listener,
     eds_cluster,
@@ -14,10 +19,6 @@ from ._interop_helpers import (
     route_config,
     write_bootstrap,
 )
-from envoy.config.cluster.v3.cluster_pb2 import Cluster
-
-from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from xds_client.testing import ControlPlane
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
 
