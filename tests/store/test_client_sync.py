@@ -427,9 +427,11 @@ def test_watch_relists_after_410_and_converges(
     assert {name: obj.value for name, obj in view.items() if obj} == current
 
 
+@pytest.mark.parametrize("as_details", [False, True], ids=["error-event", "status-details"])
 def test_watch_since_too_old_relists(
-    server: ResourceStoreServer, client: ResourceStoreClient
+    server: ResourceStoreServer, client: ResourceStoreClient, as_details: bool
 ) -> None:
+    server.errors_as_details = as_details
     rv = server.put(key("a"), doc())
     server.put(key("b"), doc())
     server.compact()
