@@ -403,17 +403,34 @@ def test_async_stream_fails_after_retries_and_wakes_on_send() -> None:
     run(main)
 
 
-def test_answer_at_the_requested_version_is_not_new() -> None:
-    # A new stream of a client that already holds v1: the server's v1 changes nothing.
+def test_new_stream_asks_in_full_then_with_the_accepted_version() -> None:
+    # A new stream of a client that already holds v1 (after a reconnect): the
+    # first poll gets a complete answer, so the driver sees the server work.
     s = PollScheduler(policy())
     s.submit(req(version="v1"), 0.0)
     call = s.take_due(0.0)
     assert call is not None
-    assert s.completed(call, resp("v1"), 0.0) is None
+    assert call.full
+    assert call.request.version_info == ""
+    assert s.completed(call, resp("v1"), 0.0) is not None
+    s.submit(req(version="v1"), 0.0)  # the ACK
     call = s.take_due(10.0)
     assert call is not None
-    out = s.completed(call, resp("v2"), 10.0)
-    assert out is not None
+    assert not call.full
+    assert call.request.version_info == "v1"
+    assert s.completed(call, resp("v1"), 10.0) is None  # a server without 304s
+
+
+def test_answer_at_the_requested_version_is_not_new() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    s.completed(call, resp("v1"), 0.0)
+    s.submit(req(version="v2"), 0.0)  # e.g. the server moved on and back, as seen by the core
+    call = s.take_due(10.0)
+    assert call is not None
+    assert s.completed(call, resp("v2"), 10.0) is None
 
 
 def test_explicit_wildcard_then_no_names_unsubscribes() -> None:

@@ -10,9 +10,12 @@ import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 from google.protobuf.message import Message
+from tenacity import wait_fixed
 
 from xds_client import (
     AsyncXdsClient,
+    Backoff,
+    ConnectivityChanged,
     Node,
     ResourceUpdated,
     UsageError,
@@ -22,6 +25,8 @@ from xds_client import (
 from xds_client.resources import CLUSTER, V2_CLUSTER
 from xds_client.testing import ControlPlane
 from xds_client.transport import TransportKind
+
+from ._poll_stubs import StubRestServer, cluster, pack
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -129,3 +134,41 @@ def test_async_client_polls(cp: ControlPlane, transport: TransportKind) -> None:
             await client.wait_for(Cluster, "b", timeout=10)
 
     asyncio.run(main())
+
+
+def test_rest_outage_reports_connectivity_and_recovers_without_changes() -> None:
+    server = StubRestServer()
+    server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
+    events: list[object] = []
+    try:
+        with (
+            XdsClient(
+                server.url,
+                transport="rest",
+                poll_interval=0.05,
+                node=NODE,
+                backoff=Backoff(strategy=wait_fixed(0.05)),
+            ) as client,
+            client.watch(Cluster, "a") as watch,
+        ):
+
+            def next_connectivity() -> ConnectivityChanged:
+                while True:
+                    event = watch.get(10)
+                    events.append(event)
+                    if isinstance(event, ConnectivityChanged):
+                        return event
+
+            assert next_connectivity().connected is True
+            server.fail(503, count=3)  # one stream's worth of retries: it fails
+            down = next_connectivity()
+            assert down.connected is False
+            assert down.reason is not None
+            assert "503" in down.reason
+            # The data did not change, yet the new stream reports the server up again.
+            assert next_connectivity().connected is True
+            assert client.resources(Cluster)["a"].version == "1"
+            updates = [e for e in events if isinstance(e, ResourceUpdated)]
+            assert len(updates) == 1  # the full re-fetch after reconnecting changed nothing
+    finally:
+        server.close()

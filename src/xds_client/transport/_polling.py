@@ -187,7 +187,13 @@ class PollScheduler:
         state = self._types.get(type_url)
         named = bool(request.resource_names)
         if state is None:
-            self._types[type_url] = _TypeState(request, names, due=now, named=named)
+            # The first poll of a type on a new stream asks for everything: a
+            # 304 would leave the driver unsure the server works (it marks a
+            # stream up, and resets its backoff, on the first response), and
+            # the core ignores resources whose bytes did not change.
+            self._types[type_url] = _TypeState(
+                request, names, due=now, named=named, force_full=True
+            )
             return
         if not named and (state.named or not state.active):
             # SotW unsubscribes a type by sending no names after named ones
