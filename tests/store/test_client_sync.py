@@ -603,3 +603,24 @@ def test_default_page_size_and_reads_at_a_version(
     assert client.read(key("o003"), resource_version=later).resource_version < later
     with pytest.raises(ExpiredError):
         client.read(key("o001"), resource_version=later)
+
+
+def test_server_and_client_leave_no_threads_behind() -> None:
+    before = {t.ident for t in threading.enumerate()}
+    with ResourceStoreServer() as srv, ResourceStoreClient(srv.address, retry=FAST) as client:
+        client.create(key("a"), doc())
+        with client.watch(PREFIX, since=1) as watch:
+            srv.put(key("b"), doc())
+            assert next(watch).type == "added"
+        with client.informer(PREFIX) as informer:
+            informer.wait_synced(10)
+    wait_until(
+        lambda: (
+            not [
+                t
+                for t in threading.enumerate()
+                if t.ident not in before and t.name.startswith(("resource-store", "store-informer"))
+            ]
+        ),
+        what="server and informer threads to end",
+    )

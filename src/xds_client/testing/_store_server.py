@@ -180,6 +180,7 @@ class ResourceStoreServer:
         self._cond = threading.Condition(self._lock)
         self._conn: sqlite3.Connection | None = None
         self._server: grpc.Server | None = None
+        self._executor: futures.ThreadPoolExecutor | None = None
         self._port = 0
         self._rv = 0
         self._compacted_rv = 0
@@ -222,11 +223,10 @@ class ResourceStoreServer:
         row = conn.execute("SELECT v FROM meta WHERE k = 'compacted'").fetchone()
         self._compacted_rv = int(row[0]) if row else 0
         self._closed = False
-        server = grpc.server(
-            futures.ThreadPoolExecutor(
-                max_workers=self._max_workers, thread_name_prefix="resource-store"
-            )
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=self._max_workers, thread_name_prefix="resource-store"
         )
+        server = grpc.server(self._executor)
         pb_grpc.add_ResourceStoreServicer_to_server(_StoreServicer(self), server)
         pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
         self._port = server.add_insecure_port("127.0.0.1:0")
@@ -242,6 +242,10 @@ class ResourceStoreServer:
             self._cond.notify_all()
         if server is not None:
             server.stop(grace=None).wait(10)
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            # grpc does not stop the pool it was given; its idle threads would outlive us.
+            executor.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
