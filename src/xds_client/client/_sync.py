@@ -395,8 +395,17 @@ class XdsClient:
             log.exception("xds client I/O thread crashed")
         finally:
             self._perform(self._session.close())
-            for key in list(self._streams):
-                self._drop_stream(key)
+            # Stop every reader first, then join them: closing takes one poll, not one per stream.
+            streams = list(self._streams.values())
+            self._streams.clear()
+            for _, stream, stop, _ in streams:
+                stop.set()
+                try:
+                    stream.close()
+                except Exception:
+                    log.exception("closing a stream failed")
+            for _, _, _, reader in streams:
+                reader.join(_JOIN_TIMEOUT)
             for transport in self._transports.values():
                 try:
                     transport.close()

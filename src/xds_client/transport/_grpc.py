@@ -185,6 +185,8 @@ class GrpcStream:
         self._closed = True
         self._requests.put(None)
         self._call.cancel()
+        # Wake a recv() that is waiting, so its caller notices the close at once.
+        self._responses.put(TransportError(f"{self._spec.method}: stream closed locally"))
         if threading.current_thread() is not self._reader:
             self._reader.join(_CLOSE_JOIN_TIMEOUT)
 
