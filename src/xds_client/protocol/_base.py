@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from xds_client.errors import UnknownResourceTypeError
 from xds_client.resources import ResourceType, resource_type
 
-from ._cache import CachedResource, ResourceState, TypeCache
+from ._cache import CachedResource, ResourceState, TypeCache, new_cached_resource
 from ._config import ProtocolConfig
 from ._errors import ProtocolUsageError
 from ._events import (
@@ -22,9 +22,9 @@ from ._events import (
     ResourceDeletionIgnored,
     ResourceDoesNotExist,
     ResourceRemoved,
-    ResourceUpdated,
     ResponseAccepted,
     ResponseRejected,
+    new_resource_updated,
 )
 from ._subscriptions import Subscription, normalize_names
 from ._timers import DeadlineQueue
@@ -288,16 +288,17 @@ class ProtocolCore:
         now: float,
         events: list[Event],
     ) -> None:
-        """Cache a changed resource and tell watchers."""
+        """Cache a changed resource and tell watchers (the hot path of a large response)."""
         st.cache.put(
-            CachedResource(
+            new_cached_resource(
                 name, version, message, raw, ttl,
                 None if ttl is None else now + ttl, now, aliases, resource_version,
             )
         )  # fmt: skip
-        self._arm_ttl(st, name, ttl, now)
+        if ttl is not None or self._timers:
+            self._arm_ttl(st, name, ttl, now)
         self._arrived(st, name, aliases)
-        events.append(ResourceUpdated(st.type_url, name, version, message, aliases))
+        events.append(new_resource_updated(st.type_url, name, version, message, aliases))
 
     def _refresh(
         self,
@@ -335,12 +336,17 @@ class ProtocolCore:
             self._timers.arm(key, now + ttl)
 
     def _arrived(self, st: TypeState, name: str, aliases: tuple[str, ...]) -> None:
-        st.failures.pop(name, None)
-        st.deletion_ignored.discard(name)
-        st.subs.ambiguous.discard(name)
-        for key in (name, *aliases):
-            st.dne.pop(key, None)
-            self._timers.cancel((_DNE, st.type_url, key))
+        # Empty containers are skipped: this runs once per changed resource.
+        if st.failures:
+            st.failures.pop(name, None)
+        if st.deletion_ignored:
+            st.deletion_ignored.discard(name)
+        if st.subs.ambiguous:
+            st.subs.ambiguous.discard(name)
+        if st.dne or self._timers:
+            for key in (name, *aliases):
+                st.dne.pop(key, None)
+                self._timers.cancel((_DNE, st.type_url, key))
 
     def _delete(self, st: TypeState, name: str, now: float, events: list[Event]) -> None:
         """The server deleted ``name`` (absent from full state, or delta removal)."""

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeVar
 
 from google.protobuf.message import Message
 
-__all__ = ["CachedResource", "ResourceState", "ResourceStatus", "TypeCache"]
+__all__ = [
+    "CachedResource",
+    "ResourceState",
+    "ResourceStatus",
+    "TypeCache",
+    "new_cached_resource",
+]
 
 M = TypeVar("M", bound=Message)
 
@@ -60,6 +66,42 @@ class ResourceState:
     """Version of the rejected update (NACKED only)."""
     failed_at: float | None = None
     """When the update was rejected (NACKED only)."""
+
+
+_new = object.__new__
+(
+    _set_name, _set_version, _set_resource, _set_raw, _set_ttl, _set_deadline, _set_updated,
+    _set_aliases, _set_rversion,
+) = (getattr(CachedResource, f.name).__set__ for f in fields(CachedResource))  # fmt: skip
+
+
+def new_cached_resource(  # noqa: PLR0917 - positional like the dataclass it builds
+    name: str,
+    version: str,
+    resource: Message,
+    raw: bytes,
+    ttl: float | None,
+    ttl_deadline: float | None,
+    last_updated: float,
+    aliases: tuple[str, ...],
+    resource_version: str,
+) -> CachedResource[Any]:
+    """``CachedResource(...)`` for the hot path of a large response.
+
+    A frozen dataclass sets each field through ``object.__setattr__``; the slot
+    setters do the same at about half the cost, which shows at 10,000 resources.
+    """
+    entry: CachedResource[Any] = _new(CachedResource)
+    _set_name(entry, name)
+    _set_version(entry, version)
+    _set_resource(entry, resource)
+    _set_raw(entry, raw)
+    _set_ttl(entry, ttl)
+    _set_deadline(entry, ttl_deadline)
+    _set_updated(entry, last_updated)
+    _set_aliases(entry, aliases)
+    _set_rversion(entry, resource_version)
+    return entry
 
 
 class TypeCache:

@@ -7,8 +7,8 @@ watchers; none of them refers back to the protocol object.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Generic, Literal, TypeAlias, TypeVar
+from dataclasses import dataclass, fields
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
@@ -42,6 +42,26 @@ class ResourceUpdated(Generic[M]):
     """The decoded message."""
     aliases: tuple[str, ...] = ()
     """Alternative names the server gave (VHDS); a subscription to any of them is satisfied."""
+
+
+_new = object.__new__
+_set_type_url, _set_name, _set_version, _set_resource, _set_aliases = (
+    getattr(ResourceUpdated, f.name).__set__ for f in fields(ResourceUpdated)
+)
+
+
+def new_resource_updated(
+    type_url: str, name: str, version: str, resource: Message, aliases: tuple[str, ...]
+) -> ResourceUpdated[Any]:
+    """``ResourceUpdated(...)`` for the hot path: slot setters instead of the frozen
+    dataclass's ``object.__setattr__`` per field (about half the cost)."""
+    event: ResourceUpdated[Any] = _new(ResourceUpdated)
+    _set_type_url(event, type_url)
+    _set_name(event, name)
+    _set_version(event, version)
+    _set_resource(event, resource)
+    _set_aliases(event, aliases)
+    return event
 
 
 @dataclass(frozen=True, slots=True)

@@ -202,8 +202,12 @@ class SotwProtocol(ProtocolCore):
 
     def _parse(
         self, st: TypeState, response: DiscoveryResponse, errors: dict[str, str]
-    ) -> tuple[str | None, dict[str, _Item], bool]:
-        """Name every resource; a problem of the whole response comes back first."""
+    ) -> tuple[str | None, dict[str, _Item | None], bool]:
+        """Name every resource; a problem of the whole response comes back first.
+
+        A bare resource whose bytes equal a cached one maps to None: it is
+        neither decoded nor copied (the common case of a large re-push).
+        """
         type_url = st.type_url
         rtype = st.rtype
         if rtype is None:
@@ -212,9 +216,11 @@ class SotwProtocol(ProtocolCore):
                 {},
                 False,
             )
-        items: dict[str, _Item] = {}
+        items: dict[str, _Item | None] = {}
         unnamed = False
         cache = st.cache
+        name_of_raw = cache.name_of_raw
+        decode = rtype.decode
         for index, packed in enumerate(response.resources):
             packed_type = packed.type_url
             message: Message | None = None
@@ -224,7 +230,12 @@ class SotwProtocol(ProtocolCore):
             if packed_type == type_url:
                 value: bytes = packed.value
                 raw: bytes | None = value
-                name = cache.name_of_raw(value)  # same bytes as cached: no decode
+                name = name_of_raw(value)  # same bytes as cached: no decode
+                if name is not None:
+                    if name in items:
+                        return f"resource name {name!r} appears more than once", {}, False
+                    items[name] = None
+                    continue
             elif packed_type in _WRAPPERS:
                 try:
                     wrapped = unwrap(packed)
@@ -257,7 +268,7 @@ class SotwProtocol(ProtocolCore):
                     unnamed = True
                     continue
                 try:
-                    message = rtype.decode(raw)
+                    message = decode(raw)
                     name = resource_name(message)
                 except ResourceError as exc:
                     errors[f"resources[{index}]"] = str(exc)
@@ -273,7 +284,7 @@ class SotwProtocol(ProtocolCore):
         st: TypeState,
         *,
         version: str,
-        items: dict[str, _Item],
+        items: dict[str, _Item | None],
         unnamed: bool,
         errors: dict[str, str],
         now: float,
@@ -283,13 +294,25 @@ class SotwProtocol(ProtocolCore):
         assert rtype is not None
         validator = self.config.validators.get(st.type_url)
         subs = st.subs
+        wildcard = subs.wildcard
+        names = subs.names
         cache = st.cache
+        cached = cache.entries.get
         staged: list[tuple[_Item, Message]] = []
         refreshes: list[_Item] = []
+        quiet = not (st.failures or st.deletion_ignored or subs.ambiguous)
         for name, item in items.items():
-            if not subs.wants(name, item.aliases):
+            if item is None:  # a bare resource with the bytes of the cached one
+                entry = cached(name)
+                if entry is None or not (wildcard or name in names or subs.wants(name)):
+                    continue
+                if quiet and entry.ttl is None and not entry.resource_version:
+                    continue  # a refresh would change nothing
+                refreshes.append(_Item(name, entry.raw, None, None, "", ()))
                 continue
-            entry = cache.get(name)
+            if not wildcard and name not in names and not subs.wants(name, item.aliases):
+                continue
+            entry = cached(name)
             if item.raw is None:
                 if entry is None:
                     continue  # heartbeat for something we do not hold: nothing to keep alive
@@ -311,10 +334,11 @@ class SotwProtocol(ProtocolCore):
                 except ResourceError as exc:
                     errors[name] = str(exc)
                     continue
-            reason = validate(validator, message)
-            if reason is not None:
-                errors[name] = reason
-                continue
+            if validator is not None:
+                reason = validate(validator, message)
+                if reason is not None:
+                    errors[name] = reason
+                    continue
             staged.append((item, message))
         if errors and self.config.reject_whole_response:
             return

@@ -27,30 +27,31 @@ RESPONSE_KEY = "(response)"
 
 # Field that carries the name, per message type (ClusterLoadAssignment says cluster_name).
 _NAME_FIELDS = ("name", "cluster_name")
-_name_field_cache: dict[str, str | None] = {}
+_name_field_cache: dict[type[Message], str | None] = {}
 
 
 def resource_name(message: Message) -> str:
     """The name a bare resource carries in its body; raises :class:`ResourceError`."""
-    descriptor = message.DESCRIPTOR
-    full_name = descriptor.full_name
+    cls = type(message)
     try:
-        field_name = _name_field_cache[full_name]
+        field_name = _name_field_cache[cls]  # by class: no descriptor lookup per resource
     except KeyError:
+        descriptor = message.DESCRIPTOR
         field_name = None
         for candidate in _NAME_FIELDS:
             fd = descriptor.fields_by_name.get(candidate)
             if fd is not None and fd.type == FieldDescriptor.TYPE_STRING:
                 field_name = candidate
                 break
-        _name_field_cache[full_name] = field_name
+        _name_field_cache[cls] = field_name
     if field_name is None:
         raise ResourceError(
-            f"{full_name} has no name field; send it in a Resource wrapper with a name"
+            f"{message.DESCRIPTOR.full_name} has no name field; "
+            "send it in a Resource wrapper with a name"
         )
     name = getattr(message, field_name)
     if not isinstance(name, str) or not name:
-        raise ResourceError(f"{full_name} has an empty {field_name}")
+        raise ResourceError(f"{message.DESCRIPTOR.full_name} has an empty {field_name}")
     return name
 
 
