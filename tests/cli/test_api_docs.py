@@ -1,0 +1,37 @@
+"""docs/api.md is generated from the docstrings and must be current."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "gen_api_docs", ROOT / "tools" / "gen_api_docs.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_api_reference_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    # After changing a public docstring: python tools/gen_api_docs.py
+    assert _tool().main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_api_reference_is_deterministic_and_complete() -> None:
+    tool = _tool()
+    first = tool.render()
+    assert first == tool.render()
+    assert " at 0x" not in first
+    for name in ("### `XdsClient`", "### `ResourceStoreClient`", "### `ControlPlane`",
+                 "### `main`", "### `ResourceUpdated`"):  # fmt: skip
+        assert name in first
