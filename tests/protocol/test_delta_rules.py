@@ -257,11 +257,9 @@ def test_rule_15_names_unsubscribed_under_wildcard_stay_ambiguous(api: Api, mode
     assert list(drop.resource_names_unsubscribe) == ["*"]
 
 
-def test_rule_16_aliases_map_to_the_resource(mode: str) -> None:
-    from ._protocol_support import V3
-
-    h = delta(V3, mode, does_not_exist_timeout=5.0)
-    vhds = resources.VIRTUAL_HOST
+def test_rule_16_aliases_map_to_the_resource(api: Api, mode: str) -> None:
+    h = delta(api, mode, does_not_exist_timeout=5.0)
+    vhds = resources.VIRTUAL_HOST if api.name == "v3" else resources.V2_VIRTUAL_HOST
     h.p.subscribe(vhds, ["rc/foo.example.com"])
     (req,) = of(vhds, h.start())
     assert list(req.resource_names_subscribe) == ["rc/foo.example.com"]

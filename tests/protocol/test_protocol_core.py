@@ -114,6 +114,8 @@ def test_misuse_raises_usage_errors() -> None:
         ProtocolConfig(node=NODE, does_not_exist_timeout=0)
     with pytest.raises(ProtocolUsageError):
         ProtocolConfig(node=NODE, nack_code=0)
+    with pytest.raises(ProtocolUsageError, match="keyed by type URL"):
+        ProtocolConfig(node=NODE, validators={"cds": lambda m: None})
     with pytest.raises(ProtocolUsageError):
         DeltaProtocol(object())  # type: ignore[arg-type]
 

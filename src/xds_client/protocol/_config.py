@@ -50,6 +50,12 @@ class ProtocolConfig:
             raise ProtocolUsageError(
                 f"does_not_exist_timeout must be positive or None, got {timeout!r}"
             )
+        for key in self.validators:
+            if not isinstance(key, str) or "/" not in key:
+                raise ProtocolUsageError(
+                    f"validators are keyed by type URL, got {key!r}; "
+                    "resources.type_url_of() converts aliases and classes"
+                )
         if not 1 <= self.nack_code <= 16:
             raise ProtocolUsageError(
                 f"nack_code must be a non-OK google.rpc.Code (1..16), got {self.nack_code!r}"
