@@ -12,6 +12,7 @@ from envoy.service.discovery.v3.discovery_pb2 import Resource
 from xds_client import resources
 from xds_client.protocol import (
     RESPONSE_KEY,
+    ResourceDeletionIgnored,
     ResourceDoesNotExist,
     ResourceRemoved,
     ResourceUpdated,
@@ -283,3 +284,16 @@ def test_rule_16_aliases_map_to_the_resource(api: Api, mode: str) -> None:
     # Unsubscribing the alias forgets the resource it mapped to.
     h.p.unsubscribe(vhds, ["rc/foo.example.com"])
     assert "rc/vh1" not in h.p.resources(vhds)
+
+
+def test_rule_13_ignore_resource_deletion_keeps_removed(api: Api, mode: str) -> None:
+    h = delta(api, mode, ignore_resource_deletion=True)
+    h.p.subscribe(api.cds, ["c1"])
+    h.start()
+    h.receive(delta_response(api.cds, "n1", [res(api.cds, "c1", "1")]))
+    events = h.receive(delta_response(api.cds, "n2", removed=["c1"]))
+    assert [e for e in events if isinstance(e, ResourceDeletionIgnored)] == [
+        ResourceDeletionIgnored(api.cds, "c1")
+    ]
+    assert names(events, ResourceRemoved) == []
+    assert set(h.p.resources(api.cds)) == {"c1"}
