@@ -624,3 +624,23 @@ def test_server_and_client_leave_no_threads_behind() -> None:
         ),
         what="server and informer threads to end",
     )
+
+
+def test_closing_the_client_ends_a_watch_with_a_clear_error(server: ResourceStoreServer) -> None:
+    client = ResourceStoreClient(server.address, retry=FAST)
+    watch = client.watch(PREFIX, since=1)
+    errors: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            next(watch)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    server.wait_for_watchers(1)
+    client.close()
+    thread.join(10)
+    assert len(errors) == 1
+    assert isinstance(errors[0], ClientClosedError)

@@ -347,6 +347,8 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
             except grpc.aio.AioRpcError as exc:
                 if self._closed.is_set():
                     continue
+                if self._client._closed:
+                    raise ClientClosedError("the client was closed during the watch") from exc
                 error = from_rpc_error(exc, exc.trailing_metadata())
             except asyncio.CancelledError:
                 if self._closed.is_set() and not _current_task_cancelling():

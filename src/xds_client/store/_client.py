@@ -386,6 +386,8 @@ class Watch(Iterator[WatchEvent]):
             except grpc.RpcError as exc:
                 if self._closed.is_set():
                     continue
+                if self._client._closed:
+                    raise ClientClosedError("the client was closed during the watch") from exc
                 error = from_rpc_error(exc, exc.trailing_metadata())
             else:
                 try:

@@ -207,6 +207,19 @@ class ResourceStoreServer:
         """Open the database and start serving."""
         if self._server is not None:
             return self
+        self._open_db()
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=self._max_workers, thread_name_prefix="resource-store"
+        )
+        server = grpc.server(self._executor)
+        pb_grpc.add_ResourceStoreServicer_to_server(_StoreServicer(self), server)
+        pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
+        self._port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self._server = server
+        return self
+
+    def _open_db(self) -> None:
         conn = sqlite3.connect(self._db_path, check_same_thread=False, isolation_level=None)
         conn.executescript(_SCHEMA)
         if self._db_path != ":memory:":
@@ -223,16 +236,6 @@ class ResourceStoreServer:
         row = conn.execute("SELECT v FROM meta WHERE k = 'compacted'").fetchone()
         self._compacted_rv = int(row[0]) if row else 0
         self._closed = False
-        self._executor = futures.ThreadPoolExecutor(
-            max_workers=self._max_workers, thread_name_prefix="resource-store"
-        )
-        server = grpc.server(self._executor)
-        pb_grpc.add_ResourceStoreServicer_to_server(_StoreServicer(self), server)
-        pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
-        self._port = server.add_insecure_port("127.0.0.1:0")
-        server.start()
-        self._server = server
-        return self
 
     def stop(self) -> None:
         """Stop serving, end every stream and close the database."""
