@@ -157,3 +157,10 @@ def test_unreachable_server_is_one_line(cli: Any) -> None:
     assert result.code == 1
     (line,) = result.err.strip().splitlines()
     assert line.startswith("xds-client: error: 503")
+
+
+def test_watch_of_unreachable_server_is_one_line(cli: Any) -> None:
+    result = cli("store", "watch", "-s", "127.0.0.1:1", KIND, "--timeout", "30")
+    assert result.code == 1
+    (line,) = result.err.strip().splitlines()
+    assert line.startswith("xds-client: error: 503")

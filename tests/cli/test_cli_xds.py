@@ -245,3 +245,10 @@ def test_version(cli: Any) -> None:
     result = cli("--version")
     assert result.code == 0
     assert result.out.startswith("xds-client ")
+
+
+def test_fetch_rest_with_host_port(cli: Any, served: ControlPlane) -> None:
+    rest_address = served.rest_url.removeprefix("http://")
+    result = cli("fetch", "-s", rest_address, "--transport", "rest", "--json", "lds")
+    assert result.code == 0, result.err
+    assert [r["name"] for r in result.json_lines()] == ["ingress"]

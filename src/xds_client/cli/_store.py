@@ -171,6 +171,9 @@ def _watch(
     args: argparse.Namespace,
     out: Output,
 ) -> int:
+    # The watch retries an unreachable server forever; a one-item list first turns a
+    # wrong address into one clear error instead of a silent wait.
+    client.list_page(prefix, labels=labels, limit=1)
     watch = client.watch(prefix, since=args.since, labels=labels, send_initial_events=args.initial)
     events: queue.SimpleQueue[Any] = queue.SimpleQueue()
     done = object()

@@ -60,6 +60,8 @@ def _make_client(args: argparse.Namespace, *, transport: str = "grpc") -> XdsCli
         server = check_address(args.server, rest=transport == "rest")
     except ValueError as exc:
         raise CommandError(str(exc), 2) from None
+    if transport == "rest" and "://" not in server:
+        server = "http://" + server  # `--transport rest -s HOST:PORT` means plain HTTP
     return XdsClient(server, **options)
 
 
