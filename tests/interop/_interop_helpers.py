@@ -23,6 +23,7 @@ from envoy.config.core.v3.address_pb2 import Address, SocketAddress
 from envoy.config.core.v3.base_pb2 import Locality
 from envoy.config.core.v3.config_source_pb2 import (
     AggregatedConfigSource,
+    ApiConfigSource,
     ApiVersion,
     ConfigSource,
 )
@@ -65,17 +66,32 @@ def ads_source() -> ConfigSource:
     return ConfigSource(ads=AggregatedConfigSource(), resource_api_version=ApiVersion.V3)
 
 
-def hcm(route_config_name: str) -> HttpConnectionManager:
+def rest_source(cluster: str) -> ConfigSource:
+    """Poll the REST-JSON API through the static ``cluster`` every 0.2 s."""
+    return ConfigSource(
+        api_config_source=ApiConfigSource(
+            api_type=ApiConfigSource.REST,
+            transport_api_version=ApiVersion.V3,
+            cluster_names=[cluster],
+            refresh_delay=Duration(nanos=200_000_000),
+            request_timeout=Duration(seconds=1),
+        ),
+        resource_api_version=ApiVersion.V3,
+    )
+
+
+def hcm(route_config_name: str, source: ConfigSource | None = None) -> HttpConnectionManager:
     return HttpConnectionManager(
         stat_prefix="ingress",
-        rds=Rds(config_source=ads_source(), route_config_name=route_config_name),
+        rds=Rds(config_source=source or ads_source(), route_config_name=route_config_name),
         # The Router message has no set fields, so its bytes are empty.
         http_filters=[HttpFilter(name="router", typed_config=AnyProto(type_url=ROUTER_TYPE_URL))],
     )
 
 
-def _packed_hcm(route_config_name: str) -> AnyProto:
-    return AnyProto(type_url=HCM_TYPE_URL, value=hcm(route_config_name).SerializeToString())
+def _packed_hcm(route_config_name: str, source: ConfigSource | None = None) -> AnyProto:
+    value = hcm(route_config_name, source).SerializeToString()
+    return AnyProto(type_url=HCM_TYPE_URL, value=value)
 
 
 def api_listener(name: str, route_config_name: str) -> Listener:
@@ -85,7 +101,9 @@ def api_listener(name: str, route_config_name: str) -> Listener:
     )
 
 
-def tcp_listener(name: str, port: int, route_config_name: str) -> Listener:
+def tcp_listener(
+    name: str, port: int, route_config_name: str, source: ConfigSource | None = None
+) -> Listener:
     """An Envoy listener on 127.0.0.1:port routing HTTP through RDS."""
     return Listener(
         name=name,
@@ -95,7 +113,7 @@ def tcp_listener(name: str, port: int, route_config_name: str) -> Listener:
                 filters=[
                     Filter(
                         name="envoy.filters.network.http_connection_manager",
-                        typed_config=_packed_hcm(route_config_name),
+                        typed_config=_packed_hcm(route_config_name, source),
                     )
                 ]
             )
@@ -116,12 +134,12 @@ def route_config(name: str, cluster: str) -> RouteConfiguration:
     )
 
 
-def eds_cluster(name: str) -> Cluster:
+def eds_cluster(name: str, source: ConfigSource | None = None) -> Cluster:
     return Cluster(
         name=name,
         type=Cluster.EDS,
         connect_timeout=Duration(seconds=1),
-        eds_cluster_config=Cluster.EdsClusterConfig(eds_config=ads_source()),
+        eds_cluster_config=Cluster.EdsClusterConfig(eds_config=source or ads_source()),
         lb_policy=Cluster.ROUND_ROBIN,
     )
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
+from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
 
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
@@ -24,6 +25,7 @@ from ._interop_helpers import (
     free_port,
     http_backend,
     poll_until,
+    rest_source,
     route_config,
     tcp_listener,
 )
@@ -40,11 +42,57 @@ def envoy_binary() -> str | None:
     return found[0] if found else None
 
 
-def bootstrap(cp_port: int, api_type: str) -> dict[str, Any]:
+def static_cluster(name: str, port: int, *, http2: bool) -> dict[str, Any]:
+    cluster: dict[str, Any] = {
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [
+                {
+                    "lb_endpoints": [
+                        {
+                            "endpoint": {
+                                "address": {
+                                    "socket_address": {"address": "127.0.0.1", "port_value": port}
+                                }
+                            }
+                        }
+                    ]
+                }
+            ],
+        },
+    }
+    if http2:
+        cluster["typed_extension_protocol_options"] = {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/"
+                "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}},
+            }
+        }
+    return cluster
+
+
+def bootstrap(cp: ControlPlane, api_type: str) -> dict[str, Any]:
+    """ADS over gRPC (``GRPC``/``DELTA_GRPC``), or CDS and LDS polled over ``REST``."""
+    node = {"id": "envoy-peer", "cluster": "interop"}
+    admin = {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}}
+    if api_type == "REST":
+        rest = json_format.MessageToDict(rest_source("xds_rest"), preserving_proto_field_name=True)
+        rest_port = int(cp.rest_url.rsplit(":", 1)[1])
+        return {
+            "node": node,
+            "admin": admin,
+            "dynamic_resources": {"cds_config": rest, "lds_config": rest},
+            "static_resources": {"clusters": [static_cluster("xds_rest", rest_port, http2=False)]},
+        }
     ads = {"ads": {}, "resource_api_version": "V3"}
+    backoff = {"base_interval": "0.1s", "max_interval": "0.5s"}
     return {
-        "node": {"id": "envoy-peer", "cluster": "interop"},
-        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
+        "node": node,
+        "admin": admin,
         "dynamic_resources": {
             "ads_config": {
                 "api_type": api_type,
@@ -53,12 +101,7 @@ def bootstrap(cp_port: int, api_type: str) -> dict[str, Any]:
                     {
                         "envoy_grpc": {
                             "cluster_name": "xds_cluster",
-                            "retry_policy": {
-                                "retry_back_off": {
-                                    "base_interval": "0.1s",
-                                    "max_interval": "0.5s",
-                                }
-                            },
+                            "retry_policy": {"retry_back_off": backoff},
                         }
                     }
                 ],
@@ -66,41 +109,7 @@ def bootstrap(cp_port: int, api_type: str) -> dict[str, Any]:
             "cds_config": ads,
             "lds_config": ads,
         },
-        "static_resources": {
-            "clusters": [
-                {
-                    "name": "xds_cluster",
-                    "type": "STATIC",
-                    "connect_timeout": "1s",
-                    "typed_extension_protocol_options": {
-                        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                            "@type": "type.googleapis.com/"
-                            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                            "explicit_http_config": {"http2_protocol_options": {}},
-                        }
-                    },
-                    "load_assignment": {
-                        "cluster_name": "xds_cluster",
-                        "endpoints": [
-                            {
-                                "lb_endpoints": [
-                                    {
-                                        "endpoint": {
-                                            "address": {
-                                                "socket_address": {
-                                                    "address": "127.0.0.1",
-                                                    "port_value": cp_port,
-                                                }
-                                            }
-                                        }
-                                    }
-                                ]
-                            }
-                        ],
-                    },
-                }
-            ]
-        },
+        "static_resources": {"clusters": [static_cluster("xds_cluster", cp.port, http2=True)]},
     }
 
 
@@ -126,7 +135,7 @@ def envoy_factory(tmp_path: Path) -> Iterator[Any]:
 
     def start(cp: ControlPlane, api_type: str) -> Envoy:
         config = tmp_path / f"envoy-{api_type}.json"
-        config.write_text(json.dumps(bootstrap(cp.port, api_type)))
+        config.write_text(json.dumps(bootstrap(cp, api_type)))
         admin_file = tmp_path / f"admin-{api_type}.txt"
         peer = Peer(
             [
@@ -310,3 +319,27 @@ def test_envoy_delta_ttl_heartbeats_then_expiry(envoy_factory: Any) -> None:
             "the TTL to expire in Envoy",
         )
         assert "backend" in names_in_dump(envoy.config_dump(), "ClustersConfigDump")
+
+
+def test_envoy_polls_rest_json(envoy_factory: Any) -> None:
+    with http_backend(b"over rest") as backend_port, ControlPlane() as cp:
+        proxy_port = free_port()
+        source = rest_source("xds_rest")
+        cp.set_snapshot(
+            {
+                CLUSTER: [eds_cluster("backend", source)],
+                ENDPOINT: [endpoints("backend", backend_port)],
+                LISTENER: [tcp_listener("ingress", proxy_port, "local_route", source)],
+                ROUTE: [route_config("local_route", "backend")],
+            },
+            version="1",
+        )
+        envoy_factory(cp, "REST")
+        body = poll_until(
+            lambda: fetch(f"http://127.0.0.1:{proxy_port}/"), 20, "a reply proxied over REST config"
+        )
+        assert body == b"over rest"
+        rest = [r for r in cp.requests() if r.kind == "rest"]
+        assert {r.type_url for r in rest} == {CLUSTER, ENDPOINT, LISTENER, ROUTE}
+        # Envoy polls with the version it holds; the answer is then 304, not a resend.
+        cp.wait_for_request(CLUSTER, lambda r: r.kind == "rest" and r.version_info == "1")

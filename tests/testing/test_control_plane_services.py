@@ -259,3 +259,14 @@ def test_ipv6_loopback() -> None:
                 response_deserializer=DiscoveryResponse.FromString,
             )
             assert len(fetch(DiscoveryRequest(), timeout=5).resources) == 1
+
+
+def test_rest_json_renders_nested_any_values(cp: ControlPlane) -> None:
+    from tests.interop._interop_helpers import HCM_TYPE_URL, ROUTER_TYPE_URL, tcp_listener
+
+    cp.set_resources(LISTENER, [tcp_listener("ingress", 10000, "local_route")])
+    status, reply = post(cp.rest_url + "/v3/discovery:listeners", {})
+    assert status == 200
+    text = json.dumps(reply)
+    assert HCM_TYPE_URL in text
+    assert ROUTER_TYPE_URL in text

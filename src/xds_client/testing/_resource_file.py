@@ -16,20 +16,18 @@ an ``envoy.service.discovery.v3.Resource`` wrapper holding a named resource.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import descriptor_pool, json_format
+from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from xds_client.errors import UnknownResourceTypeError, UsageError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, resource_type
+from xds_client.testing._xds._descriptors import message_class_for
 
 __all__ = ["LoadedResources", "ResourceFileError", "load_resources", "parse_resources"]
 
@@ -129,8 +127,7 @@ def _parse_one(item: Any, where: str) -> tuple[str, str, Message]:
 def _import_nested_types(value: Any) -> None:
     """Import the modules that define nested ``Any`` values (``"@type"`` keys).
 
-    ``ParseDict`` only knows messages whose module was imported; xds-protos lays
-    each protobuf package out as a Python package of ``*_pb2`` modules.
+    ``ParseDict`` only knows messages whose module was imported.
     """
     if isinstance(value, list):
         for item in value:
@@ -140,18 +137,6 @@ def _import_nested_types(value: Any) -> None:
         return
     type_url = value.get("@type")
     if isinstance(type_url, str):
-        full_name = type_url.rsplit("/", 1)[-1]
-        try:
-            descriptor_pool.Default().FindMessageTypeByName(full_name)
-        except KeyError:
-            package = full_name.rsplit(".", 1)[0]
-            try:
-                spec = importlib.util.find_spec(package)
-            except (ImportError, ValueError):
-                spec = None
-            locations = (spec.submodule_search_locations if spec else None) or []
-            for info in pkgutil.iter_modules(locations):
-                if info.name.endswith("_pb2"):
-                    importlib.import_module(f"{package}.{info.name}")
+        message_class_for(type_url)
     for item in value.values():
         _import_nested_types(item)

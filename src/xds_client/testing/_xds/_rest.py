@@ -11,8 +11,9 @@ from typing import Any
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 from google.protobuf import json_format
 
-from xds_client.resources import resource_type, resource_types
+from xds_client.resources import resource_types
 
+from ._descriptors import import_nested
 from ._streams import Engine
 
 __all__ = ["RestServer"]
@@ -67,7 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
         if response is None:
             self._reply(HTTPStatus.NOT_MODIFIED)
             return
-        resource_type(type_url).message_class  # noqa: B018 - JSON of an Any needs its descriptor
+        import_nested(response)  # JSON of an Any needs its message's descriptor
         try:
             body = json_format.MessageToJson(response, preserving_proto_field_name=True)
         except (TypeError, KeyError, json_format.Error) as exc:
