@@ -442,3 +442,17 @@ def test_status_json_and_write_retry_rules() -> None:
     )
     assert surely_not_sent(refused)
     assert not surely_not_sent(from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "x"), ()))
+
+
+def test_events_and_objects_are_immutable() -> None:
+    state = WatchState(PREFIX, (), since=1, policy=NO_JITTER)
+    state.stream_opened()
+    event = state.on_event(ev(A, 2, obj("a", 2)))
+    assert event is not None
+    with pytest.raises(AttributeError):
+        event.type = "deleted"  # type: ignore[misc]
+    stored = core.read_result(
+        PREFIX.with_name("a"), pb.ReadResponse(resource_version=2, value=b"{}"), None
+    )
+    with pytest.raises(AttributeError):
+        stored.value = b"x"  # type: ignore[misc]

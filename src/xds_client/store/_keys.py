@@ -122,10 +122,10 @@ class StoredObject:
     """A resource as stored: its key, resource version and JSON bytes.
 
     ``json()`` decodes on demand (and caches), so listing many objects costs no
-    JSON work unless the caller asks for it. Treat instances as read-only.
+    JSON work unless the caller asks for it. Instances are immutable.
     """
 
-    __slots__ = ("_doc", "_key", "_prefix", "resource_version", "value")
+    __slots__ = ("_doc", "_key", "_prefix", "_rv", "_value")
 
     def __init__(
         self,
@@ -135,19 +135,27 @@ class StoredObject:
         key: ResourceKey | None = None,
         prefix: ResourceKey | None = None,
     ) -> None:
-        self.resource_version: int = resource_version
-        """The version of this object (increases with every write)."""
-        self.value: bytes = value
-        """The JSON document as bytes."""
+        self._rv = resource_version
+        self._value = value
         self._key = key
         self._prefix = prefix
         self._doc: Any = _UNSET
+
+    @property
+    def resource_version(self) -> int:
+        """The version of this object (increases with every write)."""
+        return self._rv
+
+    @property
+    def value(self) -> bytes:
+        """The JSON document as bytes."""
+        return self._value
 
     def json(self) -> Any:
         """The decoded JSON document (decoded once, then cached; do not mutate it)."""
         doc = self._doc
         if doc is _UNSET:
-            doc = self._doc = json.loads(self.value)
+            doc = self._doc = json.loads(self._value)
         return doc
 
     @property
