@@ -22,6 +22,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, Discovery
 from xds_client import (
     ConnectivityChanged,
     CountingMetrics,
+    ResourceDeletionIgnored,
     ResourceDoesNotExist,
     ResourceRemoved,
     ResourceUpdated,
@@ -160,41 +161,62 @@ def test_shared_subscription_and_unsubscribe(
 # ---------------------------------------------------------------------------- NACK
 
 
-@pytest.mark.parametrize("protocol", ["sotw", "delta"])
-def test_nack_by_validator(cp: ControlPlane, make_client: MakeClient, protocol: str) -> None:
-    def no_long_timeouts(c: Cluster) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "ads", "api_version"),
+    [("sotw", True, "v3"), ("delta", True, "v3"), ("sotw", False, "v2"), ("delta", False, "v2")],
+)
+def test_nack_by_validator(
+    cp: ControlPlane, make_client: MakeClient, protocol: str, ads: bool, api_version: str
+) -> None:
+    def no_long_timeouts(c: Any) -> None:
         if c.connect_timeout.seconds > 10:
             raise ResourceValidationError(f"connect_timeout {c.connect_timeout.seconds}s too long")
 
+    v2 = api_version == "v2"
+    make, type_url = (v2_cluster, V2_CLUSTER) if v2 else (cluster, CLUSTER)
     metrics = CountingMetrics()
-    cp.set_resources(Cluster, {"a": cluster("a", 1)}, version="1")
+    cp.set_resources(type_url, {"a": make("a", 1)}, version="1")
     client = make_client(
-        cp.address, protocol=protocol, validators={Cluster: no_long_timeouts}, metrics=metrics
-    )
-    with client.watch(Cluster, "a") as watch:
+        cp.address, protocol=protocol, ads=ads, api_version=api_version,
+        validators={"cds": no_long_timeouts}, metrics=metrics,
+    )  # fmt: skip
+    with client.watch("cds", "a") as watch:
         watch.next(ResourceUpdated)
-        cp.update(Cluster, {"a": cluster("a", 60)}, version="2")
+        cp.update(type_url, {"a": make("a", 60)}, version="2")
         rejected = watch.next(ResponseRejected)
         assert "too long" in rejected.errors["a"]
-        nack = cp.wait_for_nack(Cluster, version="2")
+        nack = cp.wait_for_nack(type_url, version="2")
         assert nack.error_detail is not None
         assert "connect_timeout 60s too long" in nack.error_detail.message
         if protocol == "sotw":
             assert nack.version_info == "1"  # the last good version stays
         # The cached value is the last good one; CSDS shows the NACK.
-        assert client.resources(Cluster)["a"].resource.connect_timeout.seconds == 1
+        assert client.resources("cds")["a"].resource.connect_timeout.seconds == 1
         dump = client.config_dump()
         (entry,) = [g for g in dump.generic_xds_configs if g.name == "a"]
+        assert entry.type_url == type_url
         assert entry.client_status == ClientResourceStatus.NACKED
         assert "too long" in entry.error_state.details
-        assert entry.error_state.version_info == "2" if protocol == "sotw" else True
-        assert metrics.nacks[CLUSTER] >= 1
-        assert metrics.acks[CLUSTER] >= 1
-        assert metrics.resource_counts[CLUSTER] == {"NACKED": 1}
+        if protocol == "sotw":
+            assert entry.error_state.version_info == "2"
+        assert metrics.nacks[type_url] >= 1
+        assert metrics.acks[type_url] >= 1
+        assert metrics.resource_counts[type_url] == {"NACKED": 1}
         # A new watcher learns of the cached value and the cached error at once.
-        with client.watch(Cluster, "a") as late:
+        with client.watch("cds", "a") as late:
             assert late.next(ResourceUpdated, timeout=1).resource.connect_timeout.seconds == 1
             assert "a" in late.next(ResponseRejected, timeout=1).errors
+
+
+def test_ignore_resource_deletion(cp: ControlPlane, make_client: MakeClient) -> None:
+    cp.set_resources(Cluster, {"a": cluster("a"), "b": cluster("b")}, version="1")
+    client = make_client(cp.address, server_features=["ignore_resource_deletion"])
+    with client.watch(Cluster, ["a", "b"]) as watch:
+        watch.next(ResourceUpdated)
+        watch.next(ResourceUpdated)
+        cp.remove(Cluster, ["a"], version="2")
+        assert watch.next(ResourceDeletionIgnored).name == "a"
+        assert set(client.resources(Cluster)) == {"a", "b"}
 
 
 # ---------------------------------------------------------------------------- timers
@@ -240,12 +262,13 @@ def test_ttl_expiry_and_heartbeats(
 
 
 @pytest.mark.parametrize("protocol", ["sotw", "delta"])
+@pytest.mark.parametrize("ads", [True, False], ids=["ads", "per-type"])
 def test_server_restart_resumes_with_versions(
-    cp: ControlPlane, make_client: MakeClient, protocol: str
+    cp: ControlPlane, make_client: MakeClient, protocol: str, ads: bool
 ) -> None:
     cp.set_resources(Cluster, {"a": cluster("a")}, version="1")
     metrics = CountingMetrics()
-    client = make_client(cp.address, protocol=protocol, metrics=metrics)
+    client = make_client(cp.address, protocol=protocol, ads=ads, metrics=metrics)
     with client.watch(Cluster, "a") as watch:
         updated = watch.next(ResourceUpdated)
         cp.wait_for_ack(Cluster)

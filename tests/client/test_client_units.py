@@ -442,3 +442,27 @@ def test_bootstrap_sources(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(BootstrapError, match="not valid JSON"):
         load_bootstrap(path)
+
+
+def test_channel_options_carry_size_keepalive_and_tls_name() -> None:
+    from xds_client import Keepalive
+    from xds_client.transport._grpc import channel_options
+
+    target = ServerTarget(
+        "h:1",
+        credentials=ChannelCredentialsConfig(server_name_override="xds.test"),
+        keepalive=Keepalive(time=30, timeout=5, permit_without_calls=True),
+        channel_options=(("grpc.primary_user_agent", "me"),),
+    )
+    options = dict(channel_options(target))
+    assert options["grpc.max_receive_message_length"] == 256 * 1024 * 1024
+    assert options["grpc.keepalive_time_ms"] == 30_000
+    assert options["grpc.keepalive_timeout_ms"] == 5_000
+    assert options["grpc.keepalive_permit_without_calls"] == 1
+    assert options["grpc.ssl_target_name_override"] == "xds.test"
+    assert options["grpc.primary_user_agent"] == "me"
+    # The session aligns gRPC's own reconnect backoff with the client's policy.
+    s = session(["h:1"], backoff=Backoff(initial=0.2, maximum=3))
+    aligned = dict(s.target(0).channel_options)
+    assert aligned["grpc.initial_reconnect_backoff_ms"] == 200
+    assert aligned["grpc.max_reconnect_backoff_ms"] == 3000
