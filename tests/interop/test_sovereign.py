@@ -29,7 +29,7 @@ from google.protobuf.message import Message
 from google.rpc.status_pb2 import Status
 
 from xds_client import Node, XdsClient
-from xds_client.resources import CLUSTER, LISTENER, decode
+from xds_client.resources import CLUSTER, LISTENER, V2_CLUSTER, decode
 from xds_client.transport import StreamSpec
 from xds_client.transport._polling import PollPolicy
 from xds_client.transport._rest import RestTransport
@@ -275,3 +275,54 @@ def test_xds_client_over_rest(sovereign: Sovereign) -> None:
         assert "422" not in sovereign.statuses("/v3/discovery:listeners")
         assert "ingress" not in client.resources(Listener)
     assert "422" not in sovereign.statuses("/v3/discovery:clusters")
+
+
+def post(sovereign: Sovereign, path: str, body: dict[str, object]) -> int:
+    port = int(sovereign.url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        answer.read()
+        return answer.status
+    finally:
+        conn.close()
+
+
+def test_sovereign_reads_only_snake_case(sovereign: Sovereign) -> None:
+    # Why our requests use the proto field names: the camelCase version is ignored.
+    node = {"id": "edge-1", "cluster": "edge"}
+    path = "/v3/discovery:listeners"
+    assert post(sovereign, path, {"node": node}) == 200
+    transport = RestTransport(sovereign.url, policy=PollPolicy(interval=0.2, request_timeout=5))
+    stream = transport.open(StreamSpec("", False, (LISTENER,)))
+    try:
+        stream.send(DiscoveryRequest(type_url=LISTENER, node=NODE.to_proto()))
+        response = stream.recv(10)
+        assert response is not None
+        version = response.version_info
+    finally:
+        transport.close()
+    assert post(sovereign, path, {"node": node, "version_info": version}) == 304
+    assert post(sovereign, path, {"node": node, "versionInfo": version}) == 200
+    assert post(sovereign, path, {"node": {"id": "x"}}) == 422  # node.cluster is required
+    detail = {"code": 3, "message": "bad"}
+    assert post(sovereign, path, {"node": node, "error_detail": detail}) == 422
+    assert post(sovereign, path, {"node": node, "error_detail": {**detail, "details": []}}) == 200
+
+
+def test_v2_rest_polling(sovereign: Sovereign) -> None:
+    transport = RestTransport(sovereign.url, policy=PollPolicy(interval=0.2, request_timeout=5))
+    stream = transport.open(StreamSpec("", False, (V2_CLUSTER,)))
+    try:
+        stream.send(DiscoveryRequest(type_url=V2_CLUSTER, node=NODE.to_proto()))
+        response = stream.recv(10)
+        assert response is not None
+        assert response.type_url == V2_CLUSTER
+        cluster = decode(response.resources[0], V2_CLUSTER)
+        assert getattr(cluster, "name", None) == "backend"
+        stream.send(DiscoveryRequest(type_url=V2_CLUSTER, version_info=response.version_info))
+        assert stream.recv(0.6) is None
+        assert wait_until(lambda: "304" in sovereign.statuses("/v2/discovery:clusters"), 5)
+    finally:
+        transport.close()
