@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import selectors
 import socket
 import threading
 from http import HTTPStatus
@@ -26,6 +27,10 @@ class _Server(ThreadingHTTPServer):
     block_on_close = True
     allow_reuse_address = True
     engine: Engine
+
+    def handle_request_noblock(self) -> None:
+        """Accept and dispatch one ready connection (the stdlib's own step)."""
+        self._handle_request_noblock()  # type: ignore[attr-defined]
 
 
 class _Server6(_Server):
@@ -96,15 +101,27 @@ class RestServer:
         self._server = server_class((host, port), _Handler)
         self._server.engine = engine
         self.port: int = self._server.server_address[1]
+        # serve_forever() polls for shutdown; a wake-up socket lets close()
+        # return at once instead of after a poll interval.
+        self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name=f"xds-cp-rest-{self.port}",
-            daemon=True,
+            target=self._serve, name=f"xds-cp-rest-{self.port}", daemon=True
         )
         self._thread.start()
 
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._server, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while True:
+                for key, _ in selector.select():
+                    if key.fileobj is self._wake_r:
+                        return
+                    self._server.handle_request_noblock()
+
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._wake_w.send(b"x")
         self._thread.join(timeout=5.0)
+        self._server.server_close()  # joins the request threads
+        self._wake_r.close()
+        self._wake_w.close()
