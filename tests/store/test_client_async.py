@@ -316,3 +316,45 @@ def test_informer(server: ResourceStoreServer) -> None:
 
     run(server, body)
     assert log[5:] == [("update", "a1"), ("delete", "a2"), ("add", "a9")]
+
+
+def test_pages_initial_events_and_old_versions(server: ResourceStoreServer) -> None:
+    server.put_many([(key(f"o{i:03}"), doc(str(i))) for i in range(60)])
+
+    async def body(client: AsyncResourceStoreClient) -> None:
+        page = await client.list_page(PREFIX, limit=0)
+        assert len(page.items) == 50
+        rest = await client.list_page(PREFIX, page_token=page.next_page_token)
+        assert (len(rest.items), rest.next_page_token) == (10, "")
+        it = client.list(PREFIX, limit=25)
+        assert len([o async for o in it]) == 60
+        assert (it.pages, it.resource_version) == (3, server.resource_version)
+
+        async with client.watch(PREFIX, send_initial_events=True) as watch:
+            names = []
+            async for event in watch:
+                if event.initial_events_end:
+                    break
+                names.append(event.key.name if event.key else "")
+        assert names == [f"o{i:03}" for i in range(60)]
+
+        old = server.resource_version
+        server.put(key("late"), doc())
+        server.compact()
+        async with client.watch(PREFIX, since=old - 1) as watch:
+            kinds = [(await watch.__anext__()).type for _ in range(62)]  # 61 added + resynced
+            assert kinds[-1] == "resynced"
+            assert watch.state.resyncs == 1
+
+    run(server, body)
+
+
+def test_unreachable_server() -> None:
+    async def main() -> None:
+        retry = FAST.with_max_attempts(2).with_deadline(None)
+        async with AsyncResourceStoreClient("127.0.0.1:1", timeout=2, retry=retry) as client:
+            assert await client.is_healthy() is False
+            with pytest.raises(UnavailableError):
+                await client.read(key("a"))
+
+    asyncio.run(main())
