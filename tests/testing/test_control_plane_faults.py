@@ -6,6 +6,7 @@ import asyncio
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -151,8 +152,16 @@ def test_stop_and_resume_on_the_same_port(cp: ControlPlane, channel: grpc.Channe
         )
     finally:
         stream.close()
+    rest = cp.rest_url
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", int(rest.rsplit(":", 1)[1])), timeout=2).close()
     cp.resume_serving()
     assert cp.port == port
+    assert cp.rest_url == rest
+    with urllib.request.urlopen(
+        urllib.request.Request(rest + "/v3/discovery:clusters", data=b"{}"), timeout=5
+    ) as reply:
+        assert reply.status == 200
     again = sotw(channel)
     try:
         again.send(DiscoveryRequest(type_url=CLUSTER))

@@ -641,20 +641,28 @@ class ControlPlane:
         return self._engine.send_raw(response, stream_id)
 
     def stop_serving(self) -> None:
-        """Close the gRPC port (ending every stream); state and logs are kept."""
+        """Close the gRPC and REST ports (ending every stream); state and logs are kept."""
         with self._lock:
             self._require_running()
             self._stop_grpc()
+            if self._rest is not None:
+                self._rest.close()
+                self._rest = None
 
     def resume_serving(self) -> None:
-        """Listen again on the same gRPC port after :meth:`stop_serving`."""
+        """Listen again on the same ports after :meth:`stop_serving`."""
         with self._lock:
             self._require_running()
-            if self._server is None:
-                self._start_grpc(self._port)
+            self._resume()
+
+    def _resume(self) -> None:
+        if self._server is None:
+            self._start_grpc(self._port)
+        if self._rest is None and self._rest_port is not None:
+            self._rest = RestServer(self._engine, self._host, self._rest_port)
 
     def refuse_connections(self, seconds: float) -> None:
-        """Stop serving now and resume on the same port after ``seconds``."""
+        """Stop serving now and resume on the same ports after ``seconds``."""
         self.stop_serving()
         timer = threading.Timer(seconds, self._resume_if_running)
         timer.daemon = True
@@ -665,5 +673,5 @@ class ControlPlane:
 
     def _resume_if_running(self) -> None:
         with self._lock:
-            if self._state == "running" and self._server is None:
-                self._start_grpc(self._port)
+            if self._state == "running":
+                self._resume()
