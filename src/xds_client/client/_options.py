@@ -157,6 +157,7 @@ class ClientOptions:
     queue_size: int = 1000
     metrics: Metrics | None = None
     fallback_probe_interval: float = 1.0
+    lazy_decode: bool = False
 
     @property
     def per_type(self) -> bool:
@@ -214,6 +215,7 @@ def build_options(
     queue_size: int = 1000,
     metrics: Metrics | None = None,
     fallback_probe_interval: float = 1.0,
+    lazy_decode: bool = False,
 ) -> ClientOptions:
     """Check the client arguments and turn them into :class:`ClientOptions`.
 
@@ -282,6 +284,7 @@ def build_options(
         queue_size=queue_size,
         metrics=metrics,
         fallback_probe_interval=fallback_probe_interval,
+        lazy_decode=lazy_decode,
     )
 
 
@@ -289,9 +292,7 @@ def resolve_type(spec: ResourceSpec, api_version: ApiVersion) -> ResourceType[An
     """The registered type for a class, type URL or alias, checked against the API version."""
     try:
         rtype = resource_type(spec, api_version)
-    except UnknownResourceTypeError:
-        raise
-    except (TypeError, AttributeError) as exc:
+    except (TypeError, AttributeError) as exc:  # not a class, URL or alias at all
         raise UnknownResourceTypeError(spec) from exc
     if rtype.api_version != api_version:
         hint = f" (alias {rtype.alias!r})" if rtype.alias else ""
@@ -327,6 +328,7 @@ class ClientArgs(TypedDict, total=False):
     queue_size: int
     metrics: Metrics | None
     fallback_probe_interval: float
+    lazy_decode: bool
 
 
 def normalize_names(names: str | Iterable[str] | None) -> frozenset[str] | None:

@@ -34,7 +34,7 @@ from xds_client.protocol import (
     ResponseRejected,
     SotwProtocol,
 )
-from xds_client.resources import ResourceType
+from xds_client.resources import ResourceType, resource_type
 from xds_client.transport import (
     ADS_DELTA_METHOD,
     ADS_METHOD,
@@ -139,6 +139,7 @@ class Session:
             ignore_resource_deletion=options.ignore_resource_deletion,
             reject_whole_response=options.reject_whole_response,
             validators=dict(options.validators),
+            lazy_decode=options.lazy_decode,
         )
         self._targets = tuple(self._with_backoff(t) for t in options.servers)
 
@@ -199,8 +200,6 @@ class Session:
         return method
 
     def _spec(self, slot: _Slot) -> StreamSpec:
-        from xds_client.resources import resource_type
-
         types = tuple(slot.protocol.subscribed_types()) or tuple(sorted(slot.type_urls))
         first = resource_type(types[0]) if slot.key == ADS_SLOT else resource_type(slot.key)
         return StreamSpec(self._method(first), self.options.protocol == "delta", types)

@@ -189,7 +189,8 @@ class XdsClient:
     ``ignore_resource_deletion``, ``node_in_every_request``,
     ``reject_whole_response``, ``validators`` (type -> callable that raises to
     NACK), ``queue_size`` (per watch, before coalescing), ``metrics``
-    (:class:`Metrics`), ``fallback_probe_interval``.
+    (:class:`Metrics`), ``fallback_probe_interval``, ``lazy_decode`` (cache only the
+    bytes and decode on access of ``CachedResource.resource``: less memory).
     """
 
     def __init__(
