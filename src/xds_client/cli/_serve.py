@@ -6,12 +6,19 @@ import argparse
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
 
-from xds_client.testing import ControlPlane, ResourceFileError, ResourceStoreServer
+from google.protobuf.message import Message
+
+from xds_client.testing import (
+    ControlPlane,
+    ResourceFileError,
+    ResourceStoreServer,
+    load_resources,
+)
 
 from ._output import Output, kind_of
 
@@ -26,15 +33,25 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+def _load(cp: ControlPlane, path: Path, previous: frozenset[str]) -> tuple[str, dict[str, int]]:
+    """Serve exactly the file: types it no longer has are emptied. Returns version, counts."""
+    loaded = load_resources(path)  # a bad file raises ResourceFileError: one line, exit 2
+    snapshot: dict[str, Mapping[str, Message]] = dict(loaded.resources)
+    for gone in previous - snapshot.keys():
+        snapshot[gone] = {}
+    version = cp.set_snapshot(snapshot, version=loaded.version)
+    return version, {type_url: len(items) for type_url, items in loaded.resources.items()}
+
+
 def run_serve(args: argparse.Namespace, out: Output, stop: threading.Event | None = None) -> int:
     """Serve ``--resources`` until SIGINT/SIGTERM (or ``stop`` is set), reloading on change."""
     path = Path(args.resources)
     stop = stop or threading.Event()
     with ExitStack() as stack:
         cp = stack.enter_context(ControlPlane(port=args.port, rest_port=args.rest_port or 0))
-        version = cp.load_file(path)  # a bad file raises ResourceFileError: one line, exit 2
+        version, counts = _load(cp, path, frozenset())
         stamp = _stamp(path)
-        _announce(out, "serving", cp, version)
+        _announce(out, "serving", cp, version, counts)
         if args.store_db:
             store = stack.enter_context(ResourceStoreServer(args.store_db))
             _emit(
@@ -49,7 +66,7 @@ def run_serve(args: argparse.Namespace, out: Output, stop: threading.Event | Non
                 continue  # unchanged, or being replaced: look again later
             stamp = current
             try:
-                version = cp.load_file(path)
+                version, counts = _load(cp, path, frozenset(counts))
             except ResourceFileError as exc:
                 # Keep serving the last good resources; say why the new file was refused.
                 _emit(
@@ -58,18 +75,16 @@ def run_serve(args: argparse.Namespace, out: Output, stop: threading.Event | Non
                     f"reload failed, still serving the previous resources: {exc}",
                 )
                 continue
-            _announce(out, "reloaded", cp, version)
+            _announce(out, "reloaded", cp, version, counts)
     _emit(out, {"event": "stopped"}, "stopped")
     return 0
 
 
-def _announce(out: Output, event: str, cp: ControlPlane, version: str) -> None:
-    counts: dict[str, int] = {}
-    for alias in ("lds", "rds", "cds", "eds", "sds", "rtds", "ecds", "srds"):
-        n = len(cp.resources(alias))
-        if n:
-            counts[kind_of(_url(alias))] = n
-    summary = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no resources"
+def _announce(
+    out: Output, event: str, cp: ControlPlane, version: str, counts: Mapping[str, int]
+) -> None:
+    by_kind = {kind_of(type_url): n for type_url, n in counts.items()}
+    summary = ", ".join(f"{n} {kind}" for kind, n in by_kind.items()) or "no resources"
     _emit(
         out,
         {
@@ -78,16 +93,10 @@ def _announce(out: Output, event: str, cp: ControlPlane, version: str) -> None:
             "address": cp.address,
             "rest_url": cp.rest_url,
             "version": version,
-            "resources": counts,
+            "resources": by_kind,
         },
         f"{event} xDS on {cp.address} (REST {cp.rest_url}), version {version}: {summary}",
     )
-
-
-def _url(alias: str) -> str:
-    from xds_client.resources import type_url_of
-
-    return type_url_of(alias)
 
 
 def _emit(out: Output, record: dict[str, object], text: str) -> None:
