@@ -14,6 +14,8 @@ import tenacity
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.extensions.transport_sockets.tls.v3.secret_pb2 import Secret
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
+from hypothesis import given
+from hypothesis import strategies as st
 
 from xds_client import (
     Backoff,
@@ -466,3 +468,37 @@ def test_channel_options_carry_size_keepalive_and_tls_name() -> None:
     aligned = dict(s.target(0).channel_options)
     assert aligned["grpc.initial_reconnect_backoff_ms"] == 200
     assert aligned["grpc.max_reconnect_backoff_ms"] == 3000
+
+
+@given(
+    maxsize=st.integers(min_value=1, max_value=6),
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("put"), st.sampled_from("abcd"), st.integers(0, 9)),
+            st.tuples(st.just("remove"), st.sampled_from("abcd"), st.just(0)),
+            st.tuples(st.just("pop"), st.just(""), st.just(0)),
+        ),
+        max_size=60,
+    ),
+)
+def test_buffer_never_loses_the_latest_state(maxsize: int, ops: list[tuple[str, str, int]]) -> None:
+    buffer = EventBuffer(maxsize)
+    latest: dict[str, Any] = {}  # what a consumer must end up believing, per name
+    seen: dict[str, Any] = {}
+    for op, name, version in ops:
+        if op == "put":
+            event: Any = updated(name, str(version))
+        elif op == "remove":
+            event = ResourceRemoved(CLUSTER, name, "deleted")
+        else:
+            popped = buffer.pop()
+            if popped is not None:
+                seen[popped.name] = popped  # type: ignore[union-attr]
+            continue
+        buffer.put(event)
+        latest[name] = event
+        # Bounded: plain FIFO up to maxsize, then one pending event per name.
+        assert len(buffer) <= max(maxsize, 4)
+    while (popped := buffer.pop()) is not None:
+        seen[popped.name] = popped  # type: ignore[union-attr]
+    assert seen == latest
