@@ -101,6 +101,13 @@ class _State:
             return list(self.requests)
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """Clients that hang up (closed streams, failed TLS handshakes) are not errors here."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
+
+
 class StubRestServer(_State):
     """``POST /<v>/discovery:<type>`` on 127.0.0.1:0, optionally over TLS."""
 
@@ -151,7 +158,7 @@ class StubRestServer(_State):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         if ssl_context is not None:
             self._server.socket = ssl_context.wrap_socket(self._server.socket, server_side=True)
         scheme = "https" if ssl_context is not None else "http"

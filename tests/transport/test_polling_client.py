@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from typing import Literal
 
 import pytest
+import trustme
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 from google.protobuf.message import Message
@@ -24,9 +26,9 @@ from xds_client import (
 )
 from xds_client.resources import CLUSTER, V2_CLUSTER
 from xds_client.testing import ControlPlane
-from xds_client.transport import TransportKind
+from xds_client.transport import ChannelCredentialsConfig, TransportKind
 
-from ._poll_stubs import StubRestServer, cluster, pack
+from ._poll_stubs import StubRestServer, cluster, pack, tls_server_context
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -170,5 +172,30 @@ def test_rest_outage_reports_connectivity_and_recovers_without_changes() -> None
             assert client.resources(Cluster)["a"].version == "1"
             updates = [e for e in events if isinstance(e, ResourceUpdated)]
             assert len(updates) == 1  # the full re-fetch after reconnecting changed nothing
+    finally:
+        server.close()
+
+
+def test_rest_over_https_with_bearer_token(caplog: pytest.LogCaptureFixture) -> None:
+    ca = trustme.CA()
+    server = StubRestServer(ssl_context=tls_server_context(ca))
+    server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
+    token = "t0k3n-never-logged"
+    try:
+        with (
+            caplog.at_level(logging.DEBUG),
+            XdsClient(
+                server.url,
+                transport="rest",
+                poll_interval=0.1,
+                node=NODE,
+                credentials=ChannelCredentialsConfig(ca_certificate=ca.cert_pem.bytes()),
+                bearer_token=token,
+            ) as client,
+        ):
+            assert client.wait_for(Cluster, "a", timeout=10).name == "a"
+        assert server.requests[0].headers["authorization"] == f"Bearer {token}"
+        assert server.url.startswith("https://")
+        assert all(token not in record.getMessage() for record in caplog.records)
     finally:
         server.close()
