@@ -172,6 +172,8 @@ class ResourceStoreServer:
         """Send errors as ``google.rpc.Status`` details (gRPC status) instead of in responses."""
         self.filter_labels = filter_labels
         """Apply label selectors on the server (turn off to test client-side filtering)."""
+        self.initial_event_delay = 0.0
+        """Seconds to wait before each initial watch event (holds a stream mid-way)."""
         self.calls: collections.Counter[str] = collections.Counter()
         """How many times each method was called."""
         self._db_path = db or ":memory:"
@@ -832,6 +834,8 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
             s._cond.notify_all()
         try:
             for rv, value in initial:
+                if s.initial_event_delay:
+                    time.sleep(s.initial_event_delay)
                 if watcher.flag == "drop":
                     context.abort(grpc.StatusCode.UNAVAILABLE, "injected: watch dropped")
                 if watcher.flag == "end":
