@@ -7,14 +7,21 @@ is wanted, held, expired or missing lives here once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from xds_client.errors import UnknownResourceTypeError
 from xds_client.resources import ResourceType, resource_type
 
-from ._cache import CachedResource, ResourceState, TypeCache, new_cached_resource
+from ._cache import (
+    CachedResource,
+    ResourceState,
+    TypeCache,
+    new_cached_resource,
+    new_lazy_cached_resource,
+    with_changes,
+)
 from ._config import ProtocolConfig
 from ._errors import ProtocolUsageError
 from ._events import (
@@ -289,12 +296,17 @@ class ProtocolCore:
         events: list[Event],
     ) -> None:
         """Cache a changed resource and tell watchers (the hot path of a large response)."""
-        st.cache.put(
-            new_cached_resource(
-                name, version, message, raw, ttl,
-                None if ttl is None else now + ttl, now, aliases, resource_version,
+        deadline = None if ttl is None else now + ttl
+        if self.config.lazy_decode and st.rtype is not None:
+            # Lean mode: keep the bytes only; the event still carries the message.
+            entry = new_lazy_cached_resource(
+                name, version, st.rtype.decode, raw, ttl, deadline, now, aliases, resource_version
             )
-        )  # fmt: skip
+        else:
+            entry = new_cached_resource(
+                name, version, message, raw, ttl, deadline, now, aliases, resource_version
+            )
+        st.cache.put(entry)
         if ttl is not None or self._timers:
             self._arm_ttl(st, name, ttl, now)
         self._arrived(st, name, aliases)
@@ -317,7 +329,7 @@ class ProtocolCore:
         new_rversion = entry.resource_version if resource_version is None else resource_version
         if changed or new_version != entry.version or new_rversion != entry.resource_version:
             st.cache.put(
-                replace(
+                with_changes(
                     entry, ttl=ttl, ttl_deadline=deadline,
                     version=new_version, resource_version=new_rversion,
                 )

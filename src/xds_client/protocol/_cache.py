@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeVar
 
@@ -14,6 +14,8 @@ __all__ = [
     "ResourceStatus",
     "TypeCache",
     "new_cached_resource",
+    "new_lazy_cached_resource",
+    "with_changes",
 ]
 
 M = TypeVar("M", bound=Message)
@@ -102,6 +104,70 @@ def new_cached_resource(  # noqa: PLR0917 - positional like the dataclass it bui
     _set_aliases(entry, aliases)
     _set_rversion(entry, resource_version)
     return entry
+
+
+class _LazyCachedResource(CachedResource[M]):
+    """A cached resource that keeps only its bytes and decodes them on each access.
+
+    Built by :func:`new_lazy_cached_resource` when ``ProtocolConfig.lazy_decode`` is set:
+    a decoded Cluster costs several times its serialized size in memory.
+    """
+
+    __slots__ = ("_decode",)
+    _decode: Callable[[bytes], M]
+
+    @property
+    def resource(self) -> M:
+        """The message, decoded from ``raw`` on every access (keep it if you reuse it)."""
+        return self._decode(self.raw)
+
+
+_set_decode = _LazyCachedResource._decode.__set__  # type: ignore[misc,attr-defined]
+
+
+def new_lazy_cached_resource(  # noqa: PLR0917 - positional like new_cached_resource
+    name: str,
+    version: str,
+    decode: Callable[[bytes], Message],
+    raw: bytes,
+    ttl: float | None,
+    ttl_deadline: float | None,
+    last_updated: float,
+    aliases: tuple[str, ...],
+    resource_version: str,
+) -> CachedResource[Any]:
+    """A :class:`CachedResource` whose ``resource`` is ``decode(raw)``, computed on access."""
+    entry: _LazyCachedResource[Any] = _new(_LazyCachedResource)
+    _set_name(entry, name)
+    _set_version(entry, version)
+    _set_decode(entry, decode)
+    _set_raw(entry, raw)
+    _set_ttl(entry, ttl)
+    _set_deadline(entry, ttl_deadline)
+    _set_updated(entry, last_updated)
+    _set_aliases(entry, aliases)
+    _set_rversion(entry, resource_version)
+    return entry
+
+
+def with_changes(
+    entry: CachedResource[Any],
+    *,
+    version: str,
+    ttl: float | None,
+    ttl_deadline: float | None,
+    resource_version: str,
+) -> CachedResource[Any]:
+    """A copy of ``entry`` with new versions and TTL, lazy or not like ``entry``."""
+    if isinstance(entry, _LazyCachedResource):
+        return new_lazy_cached_resource(
+            entry.name, version, entry._decode, entry.raw, ttl, ttl_deadline,
+            entry.last_updated, entry.aliases, resource_version,
+        )  # fmt: skip
+    return new_cached_resource(
+        entry.name, version, entry.resource, entry.raw, ttl, ttl_deadline,
+        entry.last_updated, entry.aliases, resource_version,
+    )  # fmt: skip
 
 
 class TypeCache:
