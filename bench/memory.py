@@ -1,0 +1,206 @@
+"""RSS per cached Cluster, and reconnecting while holding them all (delta).
+
+Each client runs in a fresh subprocess (``python -m bench.memory MODE ADDRESS N``)
+so its RSS is its own: RSS is read once the stream is up and again once all N
+clusters are cached (after a GC), and the difference is divided by N. The
+server then drops the stream, and the time from the drop to the arrival of
+the reconnected stream's first request (with N ``initial_resource_versions``)
+is measured by the server.
+
+Modes: ``sdk`` (XdsClient, delta, one wildcard watch), ``lean`` (the same with
+``lazy_decode=True``: bytes kept, decoded on access), ``raw`` (generated stub,
+``Cluster.FromString`` into a dict of messages, and the versions for the
+reconnect).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench._clients import RawStream, node
+from bench._data import CDS
+from bench._harness import Config, Row, median, ratio_at_most, rss_bytes, sdk_below
+from bench._server import ServerProcess
+
+_TIMEOUT = 120.0
+
+
+def _say(*parts: object) -> None:
+    print(*parts, flush=True)
+
+
+def _settled_rss() -> int:
+    gc.collect()
+    time.sleep(0.2)
+    gc.collect()
+    return rss_bytes()
+
+
+def _child_sdk(address: str, n: int, lean: bool) -> None:
+    from envoy.config.cluster.v3.cluster_pb2 import Cluster
+
+    from xds_client import ResourceUpdated, XdsClient
+
+    options: dict[str, Any] = {"lazy_decode": True} if lean else {}
+    with XdsClient(
+        address, node=node(), protocol="delta", does_not_exist_timeout=None, **options
+    ) as client:
+        watch = client.watch(Cluster)
+        time.sleep(0.3)
+        _say("ready", _settled_rss())
+        seen = 0
+        while seen < n:
+            if isinstance(watch.get(timeout=_TIMEOUT), ResourceUpdated):
+                seen += 1
+        _say("cached", _settled_rss(), len(client.resources(Cluster)))
+        sys.stdin.readline()  # the parent drops the stream meanwhile; the client reconnects
+
+
+def _child_raw(address: str, n: int) -> None:
+    from envoy.config.cluster.v3.cluster_pb2 import Cluster
+    from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
+
+    stream = RawStream(address, delta=True)
+    stream.send(DeltaDiscoveryRequest(node=node(), type_url=CDS, resource_names_subscribe=["*"]))
+    time.sleep(0.3)
+    _say("ready", _settled_rss())
+    cache: dict[str, Any] = {}
+    versions: dict[str, str] = {}
+    while len(cache) < n:
+        response = stream.recv()
+        for resource in response.resources:
+            cache[resource.name] = Cluster.FromString(resource.resource.value)
+            versions[resource.name] = resource.version
+        stream.send(DeltaDiscoveryRequest(type_url=CDS, response_nonce=response.nonce))
+        del response
+    _say("cached", _settled_rss(), len(cache))
+    with contextlib.suppress(Exception):
+        stream.recv()
+    stream.close()
+    stream = RawStream(address, delta=True)
+    request = DeltaDiscoveryRequest(node=node(), type_url=CDS, resource_names_subscribe=["*"])
+    request.initial_resource_versions.update(versions)
+    stream.send(request)
+    sys.stdin.readline()
+    stream.close()
+
+
+def _run_child(server: ServerProcess, mode: str, n: int) -> tuple[float, float]:
+    """(RSS bytes per cached cluster, ms from drop to the new stream's first request)."""
+    server.call("reset")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.memory", mode, server.address, str(n)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    try:
+        ready = proc.stdout.readline().split()
+        if not ready or ready[0] != "ready":
+            raise RuntimeError(f"bench.memory {mode}: no ready line")
+        server.call("wait_streams", "delta", 1, 60.0)
+        server.call("send", "delta", "bulk")
+        cached = proc.stdout.readline().split()
+        if not cached or cached[0] != "cached" or int(cached[2]) != n:
+            raise RuntimeError(f"bench.memory {mode}: got {cached!r}")
+        per = (int(cached[1]) - int(ready[1])) / n
+        dropped_at: float = server.call("abort", "delta")
+        info = server.call("wait_streams", "delta", 2, 60.0)
+        if info["first_versions"] != n:
+            raise RuntimeError(f"{mode}: reconnect sent {info['first_versions']} versions")
+        reconnect_ms = (info["first_at"] - dropped_at) * 1000
+        proc.stdin.write("quit\n")
+        proc.stdin.flush()
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    return per, reconnect_ms
+
+
+def _build_request_ms(n: int) -> tuple[float, float]:
+    """(SDK, raw) ms to build and serialize the first request of a reconnected stream."""
+    from envoy.service.discovery.v3.discovery_pb2 import (
+        DeltaDiscoveryRequest,
+        DeltaDiscoveryResponse,
+    )
+
+    from bench._data import cluster_name, make_cluster
+    from xds_client.protocol import DeltaProtocol, ProtocolConfig
+
+    raw = make_cluster(0).SerializeToString()
+    response = DeltaDiscoveryResponse(type_url=CDS, nonce="1")
+    for i in range(n):
+        res = response.resources.add(name=cluster_name(i), version="1")
+        res.resource.type_url = CDS
+        res.resource.value = raw  # the same bytes are fine: delta names them
+    protocol = DeltaProtocol(ProtocolConfig(node=node(), does_not_exist_timeout=None))
+    protocol.subscribe(CDS, None)
+    protocol.connected(0.0)
+    protocol.requests_to_send()
+    protocol.receive(response, 1.0)
+    protocol.disconnected(2.0)
+    protocol.connected(3.0)
+    start = time.perf_counter()
+    requests = protocol.requests_to_send()
+    for request in requests:
+        request.SerializeToString()
+    sdk = (time.perf_counter() - start) * 1000
+    versions = {cluster_name(i): "1" for i in range(n)}
+    start = time.perf_counter()
+    request = DeltaDiscoveryRequest(node=node(), type_url=CDS, resource_names_subscribe=["*"])
+    request.initial_resource_versions.update(versions)
+    request.SerializeToString()
+    return sdk, (time.perf_counter() - start) * 1000
+
+
+def run(server: ServerProcess, cfg: Config) -> list[Row]:
+    n = cfg.rss_clusters
+    server.call("prepare_bulk", n, 1000)
+    results: dict[str, list[tuple[float, float]]] = {"sdk": [], "lean": [], "raw": []}
+    reps = max(1, min(cfg.reps, 3))  # each run caches 100,000 clusters in a new process
+    for _ in range(reps):
+        for mode in ("raw", "sdk", "lean"):
+            results[mode].append(_run_child(server, mode, n))
+    builds = [_build_request_ms(cfg.reconnect_resources) for _ in range(reps)]
+    rss = {mode: [r[0] for r in runs] for mode, runs in results.items()}
+    rec = {mode: [r[1] for r in runs] for mode, runs in results.items()}
+    return [
+        Row(
+            f"RSS per cached Cluster, {n:,} cached", "XdsClient (decoded)", "B",
+            median(rss["sdk"]), median(rss["raw"]), target="<= 1.15x raw dict of messages",
+            check=ratio_at_most(1.15), samples_sdk=rss["sdk"], samples_raw=rss["raw"],
+        ),
+        Row(
+            f"RSS per cached Cluster, {n:,} cached", "XdsClient(lazy_decode=True)", "B",
+            median(rss["lean"]), median(rss["raw"]), target="reported",
+            samples_sdk=rss["lean"], samples_raw=rss["raw"],
+        ),
+        Row(
+            f"reconnect holding {n:,} delta resources", "drop -> first request at the server",
+            "ms", median(rec["sdk"]), median(rec["raw"]), target="< 100 ms",
+            check=sdk_below(100.0), samples_sdk=rec["sdk"], samples_raw=rec["raw"],
+        ),
+        Row(
+            f"reconnect holding {cfg.reconnect_resources:,} delta resources",
+            "build + serialize the first request", "ms",
+            median([b[0] for b in builds]), median([b[1] for b in builds]), target="< 100 ms",
+            check=sdk_below(100.0),
+        ),
+    ]  # fmt: skip
+
+
+if __name__ == "__main__":
+    mode, address, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if mode == "raw":
+        _child_raw(address, count)
+    else:
+        _child_sdk(address, count, lean=mode == "lean")
