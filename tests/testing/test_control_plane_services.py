@@ -270,3 +270,18 @@ def test_rest_json_renders_nested_any_values(cp: ControlPlane) -> None:
     text = json.dumps(reply)
     assert HCM_TYPE_URL in text
     assert ROUTER_TYPE_URL in text
+
+
+def test_fetch_with_current_version_gets_the_same_answer(
+    cp: ControlPlane, channel: grpc.Channel
+) -> None:
+    version = cp.set_resources(CLUSTER, [Cluster(name="a")])
+    fetch = channel.unary_unary(
+        resource_type(CLUSTER).fetch_method or "",
+        request_serializer=DiscoveryRequest.SerializeToString,
+        response_deserializer=DiscoveryResponse.FromString,
+    )
+    first = fetch(DiscoveryRequest(), timeout=5)
+    again = fetch(DiscoveryRequest(version_info=version), timeout=5)
+    assert first == again
+    assert len(again.resources) == 1

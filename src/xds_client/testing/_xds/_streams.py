@@ -380,8 +380,14 @@ class Engine:
         kind: StreamKind,
         method: str,
         peer: str,
+        *,
+        not_modified: bool = True,
     ) -> DiscoveryResponse | None:
-        """Answer a unary ``Fetch*`` or REST poll; None when ``version_info`` is current."""
+        """Answer a unary ``Fetch*`` or REST poll.
+
+        With ``not_modified``, None when the request's ``version_info`` is current
+        (REST answers 304); otherwise always the full answer.
+        """
         info = self.log.open_stream(kind, method, peer)
         try:
             type_url = request.type_url or default_type_url
@@ -397,7 +403,7 @@ class Engine:
             )
             node_id = request.node.id if request.HasField("node") else None
             snap = self.store.view(node_id, type_url)
-            if request.version_info and request.version_info == snap.version:
+            if not_modified and request.version_info and request.version_info == snap.version:
                 return None
             names = set(request.resource_names)
             selected = [
@@ -424,12 +430,12 @@ class Engine:
             failure = self._take_failure()
             if failure is not None:
                 context.abort(failure.code, failure.details)
-            response = self.fetch(request, default_type_url, "fetch", method, context.peer())
-            if response is None:
-                # Like go-control-plane: an up-to-date poll gets no new config.
-                response = DiscoveryResponse(
-                    version_info=request.version_info, type_url=request.type_url or default_type_url
-                )
+            # gRPC has no "not modified": an up-to-date poll gets the same
+            # version again, in full, so no client can read it as deletions.
+            response = self.fetch(
+                request, default_type_url, "fetch", method, context.peer(), not_modified=False
+            )
+            assert response is not None
             return response
 
         return behavior
