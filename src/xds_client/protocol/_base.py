@@ -174,6 +174,8 @@ class ProtocolCore:
             st.dne.pop(name, None)
             if not st.subs.wildcard:
                 st.failures.pop(name, None)
+            elif name not in st.cache:
+                st.subs.ambiguous.discard(name)  # nothing held: nothing to be unsure about
         if wildcard_removed:
             candidates: Iterable[str] = list(st.cache)
         else:
