@@ -216,6 +216,8 @@ def test_lifecycle_errors() -> None:
     cp.close()  # idempotent
     with pytest.raises(UsageError):
         cp.start()
+    with pytest.raises(UsageError):
+        cp.start_heartbeats(0.1)
 
 
 def test_async_with_and_async_waits() -> None:

@@ -572,6 +572,7 @@ class ControlPlane:
 
     def start_heartbeats(self, interval: float = 1.0) -> None:
         """Send heartbeats every ``interval`` seconds (restarts a running timer)."""
+        self._require_running()  # a closed control plane must not grow a thread
         self.stop_heartbeats()
         stop = threading.Event()
 
