@@ -210,7 +210,7 @@ def _is(
 
 
 @contextmanager
-def _clients(cp: ControlPlane, story: Story) -> Iterator[dict[str, XdsClient]]:
+def _clients(cp: ControlPlane) -> Iterator[dict[str, XdsClient]]:
     # Fast reconnects keep the restart step short.
     backoff = Backoff(initial=0.2, maximum=1.0)
     with ExitStack() as stack:
@@ -274,7 +274,7 @@ def _tell(story: Story, pace: Pace) -> None:
         story.step("Two clients subscribe over ADS: one speaks delta xDS, one state-of-the-world")
         story.say("each watches every listener and cluster (wildcard), the route by name,")
         story.say("and the endpoints of the clusters it knows")
-        clients = stack.enter_context(_clients(cp, story))
+        clients = stack.enter_context(_clients(cp))
         watches: dict[str, dict[str, Any]] = {}
         mark = story.mark()
         for label, client in clients.items():
@@ -399,7 +399,7 @@ def _tell(story: Story, pace: Pace) -> None:
             rows = []
             for alias in ("lds", "rds", "cds", "eds"):
                 for name, cached in sorted(client.resources(alias).items()):
-                    rows.append((kind_of(cached_type(alias)), name, _short(cached.version)))
+                    rows.append((alias.upper(), name, _short(cached.version)))
             story.out.line(f"  {label} client:")
             for line in format_table(("TYPE", "NAME", "VERSION"), rows).splitlines():
                 story.out.line("    " + line)
@@ -407,9 +407,3 @@ def _tell(story: Story, pace: Pace) -> None:
         for _, record in story.records:
             counts[record["event"]] = counts.get(record["event"], 0) + 1
         story.say("events seen: " + ", ".join(f"{n} {e}" for e, n in sorted(counts.items())))
-
-
-def cached_type(alias: str) -> str:
-    from xds_client.resources import type_url_of
-
-    return type_url_of(alias)
