@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -181,6 +182,9 @@ def test_node_in_every_request() -> None:
             backoff=FAST_BACKOFF,
         ) as client, client.watch(Cluster, "a"):  # fmt: skip
             client.wait_for(Cluster, "a", timeout=10)
+            deadline = time.monotonic() + 5
+            while len(server.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
     finally:
         server.close()
     assert len(server.requests) >= 2  # the subscription and its ACK

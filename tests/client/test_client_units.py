@@ -297,12 +297,15 @@ def test_session_backoff_and_a57_reset() -> None:
 def test_session_fallback_and_return_to_primary() -> None:
     s = session(["p:1", "s:2"], fallback_probe_interval=0.5)
     watch(s, ["a"])
-    first = [a for a in s.step(0.0) if isinstance(a, OpenStream)]
-    assert [a.server for a in first] == [0]
+    actions = s.step(0.0)
+    assert [a.server for a in actions if isinstance(a, OpenStream)] == [0]
+    # Until a response arrives, the client checks whether the server answers at all.
+    assert ProbeServer("ads", 0) in actions
     s.on_failure("ads", 1, RuntimeError("refused"), 0.1)
     actions = s.step(0.1)
     opened = [a for a in actions if isinstance(a, OpenStream)]
     assert [a.server for a in opened] == [1]  # the secondary at once
+    s.on_probe("ads", 0, False, 0.15)  # the primary did not answer
     s.on_response("ads", 2, response("1", "a"), 0.2)
     assert s.current_server() == "s:2"
     assert s.next_wakeup() == pytest.approx(0.7)
@@ -316,6 +319,26 @@ def test_session_fallback_and_return_to_primary() -> None:
     assert CloseStream("ads", 2) in actions
     assert [a.server for a in actions if isinstance(a, OpenStream)] == [0]
     assert s.current_server() == "p:1"
+
+
+def test_session_reports_a_silent_stream_up_once_its_server_answers() -> None:
+    s = session(["p:1"])
+    entry = watch(s, ["a"])
+    assert ProbeServer("ads", 0) in s.step(0.0)
+    s.on_probe("ads", 0, True, 0.05)  # up: the server answers
+    s.on_response("ads", 1, response("1", "a"), 0.1)
+    s.on_failure("ads", 1, RuntimeError("reset"), 0.2)
+    actions = s.step(0.2)
+    assert ProbeServer("ads", 0) in actions
+    s.on_probe("ads", 0, False, 0.3)
+    assert s.next_wakeup() == pytest.approx(1.3)  # checked again after the probe interval
+    assert ProbeServer("ads", 0) in s.step(1.3)
+    s.on_probe("ads", 0, True, 1.4)
+    kinds = []
+    while (event := entry.buffer.pop()) is not None:
+        if isinstance(event, ConnectivityChanged):
+            kinds.append(event.connected)
+    assert kinds == [True, False, True]
 
 
 def test_session_per_type_streams_use_type_services() -> None:

@@ -115,6 +115,9 @@ class _Slot:
     got_response: bool = False
     retry_at: float | None = None
     probe_at: float | None = None
+    """When to check whether the primary is back (while on a fallback server)."""
+    ready_check_at: float = 0.0
+    """When to check again whether the current server's channel is up."""
     probing: bool = False
     reported: bool | None = None
     """Connectivity last told to watchers: None before anything was told."""
@@ -336,10 +339,16 @@ class Session:
                     for request in slot.protocol.requests_to_send():
                         slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
                         actions.append(SendRequest(slot.key, slot.attempt, request))
-                if slot.probe_at is not None and now >= slot.probe_at and not slot.probing:
-                    slot.probe_at = None
-                    slot.probing = True
-                    actions.append(ProbeServer(slot.key, 0))
+                if slot.open and not slot.probing:
+                    if slot.reported is not True and now >= slot.ready_check_at:
+                        # A resumed delta stream may stay silent when nothing changed: a
+                        # ready channel is then the only sign that the stream is up.
+                        slot.probing = True
+                        actions.append(ProbeServer(slot.key, slot.server))
+                    elif slot.probe_at is not None and now >= slot.probe_at:
+                        slot.probe_at = None
+                        slot.probing = True
+                        actions.append(ProbeServer(slot.key, 0))
             return actions
 
     def next_wakeup(self) -> float | None:
@@ -352,8 +361,11 @@ class Session:
                     times.append(deadline)
                 if not slot.open and slot.retry_at is not None:
                     times.append(slot.retry_at)
-                if slot.probe_at is not None and not slot.probing:
-                    times.append(slot.probe_at)
+                if slot.open and not slot.probing:
+                    if slot.reported is not True:
+                        times.append(slot.ready_check_at)
+                    elif slot.probe_at is not None:
+                        times.append(slot.probe_at)
             return min(times) if times else None
 
     def _current(self, key: str, attempt: int) -> _Slot | None:
@@ -414,13 +426,24 @@ class Session:
                 )
 
     def on_probe(self, key: str, server: int, ok: bool, now: float) -> None:
-        """Result of a :class:`ProbeServer`; a reachable primary takes over again."""
+        """Result of a :class:`ProbeServer`.
+
+        For the current server: its channel is up, so is the stream. For the
+        primary while on a fallback: a reachable primary takes over again.
+        """
         with self.lock:
             slot = self._slots.get(key)
             if slot is None or self.closed:
                 return
             slot.probing = False
             if slot.server == server:
+                if ok and slot.open and slot.reported is not True:
+                    slot.reported = True
+                    self._broadcast(slot, ConnectivityChanged(
+                        True, self._server_uri(slot), tuple(sorted(slot.type_urls))
+                    ))  # fmt: skip
+                elif not ok:
+                    slot.ready_check_at = now + self.options.fallback_probe_interval
                 return
             if not ok:
                 slot.probe_at = now + self.options.fallback_probe_interval

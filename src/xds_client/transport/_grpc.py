@@ -107,6 +107,26 @@ def _rpc_error(spec: StreamSpec, target: ServerTarget, exc: grpc.RpcError) -> Tr
     return TransportError(f"{spec.method} on {target.uri}: {name}: {details}")
 
 
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+_UNREACHABLE = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.UNKNOWN,
+)
+
+
+def _raw(data: bytes) -> bytes:
+    return data
+
+
+def _answered(exc: grpc.RpcError) -> bool:
+    """Whether a failed probe still proves that the server is there (e.g. UNIMPLEMENTED)."""
+    code_fn = getattr(exc, "code", None)
+    code = code_fn() if callable(code_fn) else None
+    return isinstance(code, grpc.StatusCode) and code not in _UNREACHABLE
+
+
 class _End:
     """Marks the end of the response queue (server closed the stream cleanly)."""
 
@@ -130,12 +150,10 @@ class GrpcStream:
         self._responses: queue.SimpleQueue[Response | TransportError | _End] = queue.SimpleQueue()
         metadata = target.call_metadata or None
         self._call: Any = call_factory(self._request_iter(), metadata=metadata)
-        self._reader = threading.Thread(
-            target=self._read,
-            name=f"xds-grpc-reader {spec.method.rsplit('/', 1)[-1]}",
-            daemon=True,
-        )
-        self._reader.start()
+        self._lock = threading.Lock()
+        # A blocking recv(None) reads the call in the caller's thread (one thread hop
+        # less per response); the reader thread starts only for a recv with a timeout.
+        self._reader: threading.Thread | None = None
 
     def _request_iter(self) -> Iterator[Request]:
         while True:
@@ -166,7 +184,37 @@ class GrpcStream:
             raise TransportError(f"{self._spec.method}: stream is closed")
         self._requests.put(request)
 
+    def _start_reader(self) -> None:
+        with self._lock:
+            if self._reader is None:
+                self._reader = threading.Thread(
+                    target=self._read,
+                    name=f"xds-grpc-reader {self._spec.method.rsplit('/', 1)[-1]}",
+                    daemon=True,
+                )
+                self._reader.start()
+
+    def _recv_direct(self) -> Response:
+        try:
+            response: Response = next(self._call)
+        except StopIteration:
+            raise TransportError(
+                f"{self._spec.method} on {self._target.uri}: server ended stream"
+            ) from None
+        except grpc.RpcError as exc:
+            if self._closed:
+                raise TransportError(f"{self._spec.method}: stream closed locally") from exc
+            raise _rpc_error(self._spec, self._target, exc) from exc
+        except Exception as exc:  # a deserialization failure ends the stream, too
+            raise TransportError(f"{self._spec.method} on {self._target.uri}: {exc}") from exc
+        return response
+
     def recv(self, timeout: float | None) -> Response | None:
+        if timeout is None and self._reader is None:
+            if self._closed:
+                raise TransportError(f"{self._spec.method}: stream closed locally")
+            return self._recv_direct()
+        self._start_reader()
         try:
             item = self._responses.get(timeout=timeout)
         except queue.Empty:
@@ -185,10 +233,12 @@ class GrpcStream:
         self._closed = True
         self._requests.put(None)
         self._call.cancel()
-        # Wake a recv() that is waiting, so its caller notices the close at once.
+        # Wake a recv() that is waiting, so its caller notices the close at once
+        # (a direct recv(None) is woken by the cancel).
         self._responses.put(TransportError(f"{self._spec.method}: stream closed locally"))
-        if threading.current_thread() is not self._reader:
-            self._reader.join(_CLOSE_JOIN_TIMEOUT)
+        reader = self._reader
+        if reader is not None and threading.current_thread() is not reader:
+            reader.join(_CLOSE_JOIN_TIMEOUT)
 
 
 class GrpcTransport:
@@ -220,14 +270,22 @@ class GrpcTransport:
         return stream
 
     def probe(self, timeout: float) -> bool:
-        """True when the channel becomes ready within ``timeout`` seconds (fallback, A71)."""
-        future = grpc.channel_ready_future(self._channel)
+        """True when the server answers a health check within ``timeout`` seconds.
+
+        Used to see that a stream is up when the server has nothing to send, and
+        whether a primary is back (gRFC A71). Any answer counts, UNIMPLEMENTED
+        included; a plain RPC is used rather than a connectivity subscription, whose
+        polling thread outlives the channel.
+        """
+        check = self._channel.unary_unary(
+            _HEALTH_CHECK, request_serializer=_raw, response_deserializer=_raw
+        )
         try:
-            future.result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            future.cancel()
-            return False
-        except Exception:  # the channel was closed meanwhile
+            check(b"", timeout=timeout, wait_for_ready=True,
+                  metadata=self.target.call_metadata or None)  # fmt: skip
+        except grpc.RpcError as exc:
+            return _answered(exc)
+        except ValueError:  # the channel was closed meanwhile
             return False
         return True
 
@@ -338,11 +396,17 @@ class AsyncGrpcTransport:
         return stream
 
     async def probe(self, timeout: float) -> bool:
-        """True when the channel becomes ready within ``timeout`` seconds (fallback, A71)."""
-        try:
-            await asyncio.wait_for(self._get_channel().channel_ready(), timeout)
-        except (asyncio.TimeoutError, grpc.RpcError):
+        """True when the server answers a health check within ``timeout`` seconds."""
+        if self._closed:
             return False
+        check = self._get_channel().unary_unary(
+            _HEALTH_CHECK, request_serializer=_raw, response_deserializer=_raw
+        )
+        try:
+            await check(b"", timeout=timeout, wait_for_ready=True,
+                        metadata=self.target.call_metadata or None)  # fmt: skip
+        except grpc.RpcError as exc:
+            return _answered(exc)
         return True
 
     async def close(self) -> None:
