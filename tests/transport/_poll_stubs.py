@@ -111,7 +111,9 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 class StubRestServer(_State):
     """``POST /<v>/discovery:<type>`` on 127.0.0.1:0, optionally over TLS."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None, camel_case: bool = False):
+    def __init__(
+        self, ssl_context: ssl.SSLContext | None = None, camel_case: bool = False, port: int = 0
+    ):
         super().__init__()
         self.camel_case = camel_case
         state = self
@@ -158,7 +160,7 @@ class StubRestServer(_State):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", port), Handler)
         if ssl_context is not None:
             self._server.socket = ssl_context.wrap_socket(self._server.socket, server_side=True)
         scheme = "https" if ssl_context is not None else "http"

@@ -116,15 +116,32 @@ def test_unimplemented_fails_at_once_with_a_clear_message(server: StubFetchServe
         transport.close()
 
 
-def test_transient_status_is_retried(server: StubFetchServer) -> None:
+def test_transient_status_is_retried_once_the_stream_worked(server: StubFetchServer) -> None:
     server.set(CLUSTER, "1", {})
-    server.fail(grpc.StatusCode.UNAVAILABLE, count=2, body="restarting")
     transport = FetchTransport(server.address, policy=FAST)
     try:
         stream = transport.open(SPEC)
         stream.send(first())
         assert stream.recv(5) is not None
-        assert len(server.requests) == 3
+        server.fail(grpc.StatusCode.UNAVAILABLE, count=2, body="restarting")
+        server.set(CLUSTER, "2", {})
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "2"
+        assert len(server.requests) == 4
+    finally:
+        transport.close()
+
+
+def test_failure_before_any_success_fails_at_once(server: StubFetchServer) -> None:
+    server.fail(grpc.StatusCode.UNAVAILABLE, count=5, body="starting")
+    transport = FetchTransport(server.address, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        with pytest.raises(TransportError, match="UNAVAILABLE: starting"):
+            stream.recv(5)
+        assert len(server.requests) == 1  # the driver backs off and may fall back
     finally:
         transport.close()
 

@@ -201,7 +201,10 @@ def test_failures_back_off_through_tenacity_then_fail_the_stream() -> None:
     s = PollScheduler(policy())
     s.submit(req(), 0.0)
     err = PollError("boom", retryable=True)
-    now = 0.0
+    call = s.take_due(0.0)
+    assert call is not None
+    s.completed(call, None, 0.0)  # the stream worked once
+    now = 10.0
     for _ in range(2):
         call = s.take_due(now)
         assert call is not None
@@ -218,6 +221,15 @@ def test_failures_back_off_through_tenacity_then_fail_the_stream() -> None:
     call = s.take_due(now + 12.0)
     assert call is not None
     assert s.failed(call, err, now + 12.0) is False
+
+
+def test_failure_before_any_success_fails_at_once() -> None:
+    s = PollScheduler(policy())
+    s.submit(req(), 0.0)
+    call = s.take_due(0.0)
+    assert call is not None
+    assert s.failed(call, PollError("refused", retryable=True), 0.0) is True
+    assert s.next_due() == 2.0  # still backed off, should the stream be polled again
 
 
 def test_non_retryable_failure_fails_at_once() -> None:
@@ -304,12 +316,15 @@ def test_stream_retries_then_fails_and_stays_failed() -> None:
     cause = ConnectionRefusedError("refused")
     err = PollError("refused", retryable=True)
     err.__cause__ = cause
-    script = Script(err, resp("v1"), err, err)
+    script = Script(resp("v1"), err, resp("v2"), err, err)
     stream = PollingStream(script, FAST)
     stream.send(req())
     got = stream.recv(2.0)
-    assert got is not None  # one failure is retried
+    assert got is not None
     assert got.version_info == "v1"
+    got = stream.recv(2.0)
+    assert got is not None  # one failure is retried
+    assert got.version_info == "v2"
     with pytest.raises(TransportError, match="refused") as info:
         stream.recv(2.0)
     assert info.value.__cause__ is cause

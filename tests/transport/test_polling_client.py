@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, TypeVar
 
 import pytest
 import trustme
@@ -22,6 +23,7 @@ from xds_client import (
     ResourceUpdated,
     UsageError,
     WaitTimeoutError,
+    Watch,
     XdsClient,
 )
 from xds_client.resources import CLUSTER, V2_CLUSTER
@@ -33,6 +35,7 @@ from ._poll_stubs import StubRestServer, cluster, pack, tls_server_context
 pytestmark = pytest.mark.timeout(60)
 
 NODE = Node("poller", cluster="edge")
+T = TypeVar("T")
 CASES: list[tuple[TransportKind, Literal["v2", "v3"]]] = [
     ("rest", "v3"),
     ("rest", "v2"),
@@ -141,7 +144,6 @@ def test_async_client_polls(cp: ControlPlane, transport: TransportKind) -> None:
 def test_rest_outage_reports_connectivity_and_recovers_without_changes() -> None:
     server = StubRestServer()
     server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
-    events: list[object] = []
     try:
         with (
             XdsClient(
@@ -154,26 +156,37 @@ def test_rest_outage_reports_connectivity_and_recovers_without_changes() -> None
             client.watch(Cluster, "a") as watch,
         ):
 
-            def next_connectivity() -> ConnectivityChanged:
+            def next_event(kind: type[T]) -> T:
                 while True:
                     event = watch.get(10)
-                    events.append(event)
-                    if isinstance(event, ConnectivityChanged):
+                    assert kind is ResourceUpdated or not isinstance(event, ResourceUpdated)
+                    if isinstance(event, kind):
                         return event
 
-            assert next_connectivity().connected is True
+            next_event(ResourceUpdated)
+            seen = len(server.requests)
             server.fail(503, count=3)  # one stream's worth of retries: it fails
-            down = next_connectivity()
-            assert down.connected is False
+            down = next_event(ConnectivityChanged)
+            while down.connected:
+                down = next_event(ConnectivityChanged)
             assert down.reason is not None
             assert "503" in down.reason
-            # The data did not change, yet the new stream reports the server up again.
-            assert next_connectivity().connected is True
+            assert next_event(ConnectivityChanged).connected is True
+            # The new stream fetched everything again; nothing changed, so no update.
+            refetch = server.wait_requests(seen + 4)[seen + 3]
+            assert refetch.request.version_info == ""  # the new stream's first poll is full
+            with pytest.raises(WaitTimeoutError):
+                watch_quiet(watch, 0.3)
             assert client.resources(Cluster)["a"].version == "1"
-            updates = [e for e in events if isinstance(e, ResourceUpdated)]
-            assert len(updates) == 1  # the full re-fetch after reconnecting changed nothing
     finally:
         server.close()
+
+
+def watch_quiet(watch: Watch[Cluster], seconds: float) -> None:
+    """Raise WaitTimeoutError unless a resource update arrives within ``seconds``."""
+    while True:
+        event = watch.get(seconds)
+        assert not isinstance(event, ResourceUpdated), event
 
 
 def test_rest_over_https_with_bearer_token(caplog: pytest.LogCaptureFixture) -> None:
@@ -199,3 +212,36 @@ def test_rest_over_https_with_bearer_token(caplog: pytest.LogCaptureFixture) -> 
         assert all(token not in record.getMessage() for record in caplog.records)
     finally:
         server.close()
+
+
+def test_rest_fallback_and_probe_back_to_the_primary() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        primary_port = int(s.getsockname()[1])
+    secondary = StubRestServer()
+    secondary.set(CLUSTER, "s1", {"a": pack(cluster("a", timeout=2))})
+    primary: StubRestServer | None = None
+    try:
+        with (
+            XdsClient(
+                [f"http://127.0.0.1:{primary_port}", secondary.url],
+                transport="rest",
+                poll_interval=0.1,
+                node=NODE,
+                backoff=Backoff(strategy=wait_fixed(0.05)),
+                fallback_probe_interval=0.1,
+            ) as client,
+            client.watch(Cluster, "a"),
+        ):
+            found = client.wait_for(Cluster, "a", timeout=15)
+            assert found.connect_timeout.seconds == 2  # from the fallback
+            primary = StubRestServer(port=primary_port)
+            primary.set(CLUSTER, "p1", {"a": pack(cluster("a", timeout=1))})
+            client.wait_for(
+                Cluster, "a", predicate=lambda c: c.connect_timeout.seconds == 1, timeout=15
+            )
+            assert client.current_server(Cluster) == f"http://127.0.0.1:{primary_port}"
+    finally:
+        secondary.close()
+        if primary is not None:
+            primary.close()

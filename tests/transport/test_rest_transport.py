@@ -168,13 +168,15 @@ def test_headers_are_sent_and_never_logged(
     secret = "Bearer s3cr3t-t0ken"
     target = ServerTarget(server.url, call_metadata=(("authorization", secret),))
     assert secret not in repr(target)
-    server.fail(503, count=1)
     transport = RestTransport(target, policy=FAST)
     stream = transport.open(SPEC)
     try:
         with caplog.at_level(logging.DEBUG):
             server.set(CLUSTER, "1", {})
             stream.send(first())
+            assert stream.recv(5) is not None
+            server.fail(503, count=1)
+            server.set(CLUSTER, "2", {})
             assert stream.recv(5) is not None
         assert server.requests[-1].headers["authorization"] == secret
         assert caplog.records  # the retry was logged ...
@@ -186,28 +188,47 @@ def test_headers_are_sent_and_never_logged(
 
 def test_5xx_backs_off_and_recovers(server: StubRestServer) -> None:
     server.set(CLUSTER, "1", {})
-    server.fail(500, count=2, body="database down")
     transport = RestTransport(server.url, policy=FAST)
     stream = transport.open(SPEC)
     try:
         stream.send(first())
         assert stream.recv(5) is not None
-        assert len(server.requests) == 3
+        server.fail(500, count=2, body="database down")
+        server.set(CLUSTER, "2", {})
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "2"
+        assert len(server.requests) == 4
     finally:
         transport.close()
 
 
 def test_persistent_5xx_fails_the_stream_with_the_status(server: StubRestServer) -> None:
-    server.fail(503, count=10, body="overloaded")
+    server.set(CLUSTER, "1", {})
     transport = RestTransport(server.url, policy=FAST)
     stream = transport.open(SPEC)
     try:
         stream.send(first())
+        assert stream.recv(5) is not None
+        server.fail(503, count=10, body="overloaded")
         with pytest.raises(TransportError, match=r"503.*overloaded") as info:
             stream.recv(5)
         assert isinstance(info.value, PollError)
         assert info.value.status == 503
-        assert len(server.requests) == 3  # failures_before_error
+        assert len(server.requests) == 1 + 3  # failures_before_error
+    finally:
+        transport.close()
+
+
+def test_5xx_before_any_success_fails_at_once(server: StubRestServer) -> None:
+    server.fail(503, count=10, body="starting")
+    transport = RestTransport(server.url, policy=FAST)
+    stream = transport.open(SPEC)
+    try:
+        stream.send(first())
+        with pytest.raises(TransportError, match="503"):
+            stream.recv(5)
+        assert len(server.requests) == 1  # the client backs off and may fall back
     finally:
         transport.close()
 

@@ -12,9 +12,11 @@ module keeps what the stream would: the latest request per type URL.
 - Unchanged answers produce nothing: ``None`` from the poster (REST 304, 404)
   or the same ``version_info`` for the same names as the last delivered
   response.
-- Failures back off with a tenacity wait strategy; a non-retryable failure, or
-  ``failures_before_error`` retryable ones in a row, fail the stream with a
-  :class:`~xds_client.errors.TransportError` so the driver reconnects.
+- Failures back off with a tenacity wait strategy; a non-retryable failure,
+  ``failures_before_error`` retryable ones in a row, or any failure before the
+  stream's first successful poll, fail the stream with a
+  :class:`~xds_client.errors.TransportError` so the driver reconnects (and
+  falls back to another server, gRFC A71).
 
 :class:`PollScheduler` holds that state and does no I/O; :class:`PollingStream`
 (threads) and :class:`AsyncPollingStream` (asyncio) are thin loops around it
@@ -172,6 +174,7 @@ class PollScheduler:
         self._rng = rng or random.Random()
         self._types: dict[str, _TypeState] = {}
         self._node: Node | None = None
+        self._worked = False  # some poll of this stream succeeded
 
     def submit(self, request: Request, now: float) -> None:
         """Take a request from the protocol core (subscription, ACK or NACK)."""
@@ -257,6 +260,7 @@ class PollScheduler:
         self, call: PollCall, response: DiscoveryResponse | None, now: float
     ) -> DiscoveryResponse | None:
         """Record a successful poll; returns the response if it carries something new."""
+        self._worked = True
         state = self._types[call.type_url]
         state.in_flight = False
         if not state.active:  # unsubscribed while in flight
@@ -290,6 +294,10 @@ class PollScheduler:
         state.failures += 1
         state.due = now + self.policy.backoff_delay(state.failures)
         if not error.retryable or state.failures >= self.policy.failures_before_error:
+            return True
+        if not self._worked:
+            # Like a stream that fails before its first response: the driver
+            # reports it at once, backs off, and may fall back to another server.
             return True
         _log.debug(
             "poll of %s failed (%d in a row), retrying in %.2fs: %s",
