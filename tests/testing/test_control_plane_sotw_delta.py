@@ -199,3 +199,30 @@ def test_late_ack_is_stale_but_still_an_ack(
         assert not late.is_nack
     finally:
         stream.close()
+
+
+def test_subscriptions_are_tracked_per_stream(
+    xds_control_plane: ControlPlane, channel: grpc.Channel
+) -> None:
+    cp = xds_control_plane
+    sotw_stream, delta_stream = sotw(channel), delta(channel)
+    try:
+        sotw_stream.send(DiscoveryRequest(type_url=LISTENER, node=Node(id="s")))
+        delta_stream.send(
+            DeltaDiscoveryRequest(type_url=ENDPOINT, resource_names_subscribe=["x", "y"])
+        )
+        legacy = cp.wait_for_subscription(LISTENER, wildcard=True, node_id="s")
+        named = cp.wait_for_subscription(ENDPOINT, ["x", "y"], exact=True)
+        assert legacy != named
+        delta_stream.send(
+            DeltaDiscoveryRequest(type_url=ENDPOINT, resource_names_unsubscribe=["x"])
+        )
+        assert cp.wait_for_subscription(ENDPOINT, ["y"], exact=True) == named
+        assert cp.subscriptions(ENDPOINT)[named].names == frozenset({"y"})
+        with pytest.raises(WaitTimeoutError, match=r"streams have \{"):
+            cp.wait_for_subscription(ENDPOINT, ["x"], timeout=0.2)
+    finally:
+        sotw_stream.close()
+        delta_stream.close()
+    cp.wait_for_streams_closed()
+    assert cp.subscriptions(ENDPOINT) == {}

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ._control_plane import ControlPlane
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
     from ._store_server import ResourceStoreServer
-    from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo
+    from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo, Subscription
 
 # public name -> module that defines it (loaded on first use)
 _EXPORTS: dict[str, str] = {
@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "RecordedRequest": "xds_client.testing._xds._log",
     "RecordedResponse": "xds_client.testing._xds._log",
     "StreamInfo": "xds_client.testing._xds._log",
+    "Subscription": "xds_client.testing._xds._log",
     "load_resources": "xds_client.testing._resource_file",
     "LoadedResources": "xds_client.testing._resource_file",
     "ResourceFileError": "xds_client.testing._resource_file",
@@ -36,6 +37,7 @@ __all__: list[str] = [
     "RecordedRequest",
     "RecordedResponse",
     "StreamInfo",
+    "Subscription",
     "load_resources",
     "LoadedResources",
     "ResourceFileError",

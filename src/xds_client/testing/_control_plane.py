@@ -30,7 +30,7 @@ from typing_extensions import Self
 from xds_client.errors import TransportError, UnknownResourceTypeError, UsageError
 from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
 
-from ._xds._log import RecordedRequest, RecordedResponse, RequestLog, StreamInfo
+from ._xds._log import RecordedRequest, RecordedResponse, RequestLog, StreamInfo, Subscription
 from ._xds._rest import RestServer
 from ._xds._store import Entry, ResourcesInput, SnapshotInput, Store, TypeSpec, entries_from
 from ._xds._streams import Engine, _Heartbeat
@@ -535,6 +535,53 @@ class ControlPlane:
             return f"{count} {'open ' if active else ''}streams"
 
         return self._log.wait(probe, timeout, what)
+
+    def subscriptions(self, type: TypeSpec) -> dict[int, Subscription]:
+        """What each open stream is subscribed to for ``type``, by stream id."""
+        return self._log.subscriptions(_type_url(type))
+
+    def wait_for_subscription(
+        self,
+        type: TypeSpec,
+        names: Iterable[str] = (),
+        *,
+        wildcard: bool | None = None,
+        exact: bool = False,
+        timeout: float = 5.0,
+        node_id: str | None = None,
+    ) -> int:
+        """Wait until an open stream subscribes to ``names`` of ``type``; returns its id.
+
+        The stream's subscription must include ``names`` (equal them with
+        ``exact=True``) and, when ``wildcard`` is given, be wildcard or not.
+        Works for SotW and delta alike, since the subscription is what the
+        control plane tracks per stream.
+        """
+        type_url, wanted = _type_url(type), frozenset(names)
+
+        def fits(stream_id: int, sub: Subscription) -> bool:
+            if wildcard is not None and sub.wildcard != wildcard:
+                return False
+            if node_id is not None and self._log.stream(stream_id).node_id != node_id:
+                return False
+            return sub.names == wanted if exact else wanted <= sub.names
+
+        def probe(_: Sequence[RecordedRequest]) -> int | None:
+            found = self._log.subscriptions(type_url)
+            return next((i for i, sub in sorted(found.items()) if fits(i, sub)), None)
+
+        def what(_: Sequence[RecordedRequest]) -> str:
+            seen = {
+                i: (sorted(sub.names), "wildcard" if sub.wildcard else "named")
+                for i, sub in self._log.subscriptions(type_url).items()
+            }
+            return f"a subscription to {sorted(wanted)} of {type_url}; streams have {seen}"
+
+        return self._log.wait(probe, timeout, what)
+
+    async def wait_for_subscription_async(self, *args: Any, **kwargs: Any) -> int:
+        """:meth:`wait_for_subscription` without blocking the event loop."""
+        return await asyncio.to_thread(self.wait_for_subscription, *args, **kwargs)
 
     def wait_for_streams_closed(self, timeout: float = 5.0) -> None:
         """Wait until no stream is open (e.g. after :meth:`drop_streams`)."""

@@ -26,6 +26,7 @@ __all__ = [
     "RequestLog",
     "StreamInfo",
     "StreamKind",
+    "Subscription",
 ]
 
 StreamKind = Literal["sotw", "delta", "fetch", "rest"]
@@ -118,6 +119,16 @@ class RecordedRequest:
 
 
 @dataclass(frozen=True)
+class Subscription:
+    """What one stream is subscribed to for one type, as the control plane tracks it."""
+
+    wildcard: bool
+    """True for a wildcard subscription (legacy empty first request, or ``"*"``)."""
+    names: frozenset[str]
+    """Names subscribed explicitly (besides a wildcard)."""
+
+
+@dataclass(frozen=True)
 class RecordedResponse:
     """A response the control plane sent."""
 
@@ -146,6 +157,7 @@ class RequestLog:
         self._streams: dict[int, StreamInfo] = {}
         self._requests: list[RecordedRequest] = []
         self._responses: list[RecordedResponse] = []
+        self._subscriptions: dict[int, dict[str, Subscription]] = {}
 
     # -- recording -----------------------------------------------------------
 
@@ -218,7 +230,21 @@ class RequestLog:
             self._cond.notify_all()
             return rec
 
+    def set_subscription(self, stream_id: int, type_url: str, subscription: Subscription) -> None:
+        with self._cond:
+            self._subscriptions.setdefault(stream_id, {})[type_url] = subscription
+            self._cond.notify_all()
+
     # -- reading -------------------------------------------------------------
+
+    def subscriptions(self, type_url: str) -> dict[int, Subscription]:
+        """Subscriptions to ``type_url`` of the open streams, by stream id."""
+        with self._cond:
+            return {
+                stream_id: by_type[type_url]
+                for stream_id, by_type in self._subscriptions.items()
+                if type_url in by_type and self._streams[stream_id].active
+            }
 
     def streams(self) -> list[StreamInfo]:
         with self._cond:

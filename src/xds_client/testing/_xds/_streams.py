@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from xds_client.resources import (
     resource_type,
 )
 
-from ._log import RequestKind, RequestLog, StreamInfo, StreamKind
+from ._log import RequestKind, RequestLog, StreamInfo, StreamKind, Subscription
 from ._store import Entry, Store, TypeSnapshot, endpoints_type_for
 
 __all__ = ["Engine", "StreamHandle"]
@@ -454,9 +454,16 @@ class _Session:
     def view(self, type_url: str) -> TypeSnapshot:
         return self.engine.store.view(self.stream.node_id, type_url)
 
+    types: Mapping[str, _SotwType | _DeltaType]
+
     def handle(self, event: _Event) -> list[_Out]:
         if isinstance(event, _Request):
-            return self.on_request(event)
+            answers = self.on_request(event)
+            state = self.types.get(event.type_url)
+            if state is not None:
+                subscription = Subscription(state.wildcard, frozenset(state.names))
+                self.engine.log.set_subscription(self.stream.info.id, event.type_url, subscription)
+            return answers
         if isinstance(event, _Changed):
             out: list[_Out] = []
             for type_url in sorted(event.type_urls, key=_push_order):
