@@ -46,7 +46,6 @@ __all__ = ["Watch", "XdsClient"]
 M = TypeVar("M", bound=Message)
 log = logging.getLogger("xds_client.client")
 
-_READ_POLL = 0.2  # how often a reader thread checks whether its stream was dropped
 _JOIN_TIMEOUT = 1.0
 
 
@@ -482,13 +481,19 @@ class XdsClient:
     def _read(self, key: str, attempt: int, stream: Stream, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
-                response = stream.recv(_READ_POLL)
+                response = stream.recv(None)  # closing the stream wakes it
             except Exception as exc:
                 if not stop.is_set():
                     self._inbox.put(("failure", key, attempt, exc))
                 return
             if response is not None:
-                self._inbox.put(("response", key, attempt, response))
+                # Applied here (the session is thread-safe): watchers get the update one
+                # thread hop sooner, and the I/O thread only has to send the ACK.
+                try:
+                    self._session.on_response(key, attempt, response, time.monotonic())
+                except Exception:
+                    log.exception("applying a response failed")
+                self._wake()
 
     def _probe(self, action: ProbeServer) -> None:
         transport = self._transport(action.server)
