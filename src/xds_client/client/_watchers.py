@@ -45,7 +45,8 @@ class ConnectivityChanged:
     """
 
     connected: bool
-    """True once a (re)opened stream delivered its first response."""
+    """True once a (re)opened stream delivered a response or its server answered a
+    probe (a resumed delta stream may have nothing to send); False when it failed."""
     server: str
     """URI of the server the stream talks to (no credentials)."""
     type_urls: tuple[str, ...]
