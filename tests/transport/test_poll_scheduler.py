@@ -471,3 +471,26 @@ def test_resubscribed_names_are_delivered_again() -> None:
     assert call is not None
     assert call.full
     assert s.completed(call, resp("v1", ENDPOINT), 1.0) is not None
+
+
+def test_unexpected_poster_errors_fail_the_stream_typed() -> None:
+    bug = KeyError("oops")
+    stream = PollingStream(Script(bug), FAST)
+    stream.send(req())
+    with pytest.raises(TransportError, match="oops") as info:
+        stream.recv(2.0)
+    assert info.value.__cause__ is bug
+    stream.close()
+
+    async def main() -> None:
+        async def post(call: PollCall) -> DiscoveryResponse | None:
+            raise bug
+
+        astream = AsyncPollingStream(post, FAST)
+        await astream.send(req())
+        with pytest.raises(TransportError, match="oops") as ainfo:
+            await astream.recv(2.0)
+        assert ainfo.value.__cause__ is bug
+        await astream.close()
+
+    run(main)

@@ -366,12 +366,13 @@ class PollingStream:
                     continue
             try:
                 response = self._poster(call)
-            except PollError as exc:
+            except Exception as exc:
+                error = _as_poll_error(call, exc)
                 with self._cond:
-                    if not self._scheduler.failed(call, exc, self._clock()) or self._closed:
+                    if not self._scheduler.failed(call, error, self._clock()) or self._closed:
                         continue
-                    self._error = exc
-                raise
+                    self._error = error
+                raise error from error.__cause__
             with self._cond:
                 changed = self._scheduler.completed(call, response, self._clock())
             if changed is not None:
@@ -437,11 +438,12 @@ class AsyncPollingStream:
                 continue
             try:
                 response = await self._poster(call)
-            except PollError as exc:
-                if not self._scheduler.failed(call, exc, self._clock()) or self._closed:
+            except Exception as exc:
+                error = _as_poll_error(call, exc)
+                if not self._scheduler.failed(call, error, self._clock()) or self._closed:
                     continue
-                self._error = exc
-                raise
+                self._error = error
+                raise error from error.__cause__
             changed = self._scheduler.completed(call, response, self._clock())
             if changed is not None:
                 return changed
@@ -465,6 +467,15 @@ class AsyncPollingStream:
             raise TransportError(f"polling stream failed: {self._error}") from self._error
         if self._closed:
             raise TransportError("polling stream is closed")
+
+
+def _as_poll_error(call: PollCall, exc: Exception) -> PollError:
+    """The poster's PollError, or an unexpected error wrapped as a non-retryable one."""
+    if isinstance(exc, PollError):
+        return exc
+    error = PollError(f"poll of {call.type_url} failed: {exc!r}", retryable=False)
+    error.__cause__ = exc
+    return error
 
 
 def _wait_time(now: float, due: float | None, deadline: float | None) -> float | None:

@@ -169,6 +169,10 @@ class _HttpPoster:
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(conn)
                 raise self._error(path, exc) from exc
+            except (ValueError, AttributeError) as exc:
+                # What http.client raises when close() pulls the socket away mid-read.
+                self._drop(conn)
+                raise self._error(path, exc) from exc
             if len(data) > self._max_size:
                 self._drop(conn)  # the rest of the body is still unread
                 raise PollError(
