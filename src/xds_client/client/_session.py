@@ -119,6 +119,8 @@ class _Slot:
     ready_check_at: float = 0.0
     """When to check again whether the current server's channel is up."""
     probing: bool = False
+    probe_for_primary: bool = False
+    """What the probe in flight checks: the primary's return, or the current stream."""
     reported: bool | None = None
     """Connectivity last told to watchers: None before anything was told."""
     type_urls: set[str] = field(default_factory=set)
@@ -341,13 +343,15 @@ class Session:
                         actions.append(SendRequest(slot.key, slot.attempt, request))
                 if slot.open and not slot.probing:
                     if slot.reported is not True and now >= slot.ready_check_at:
-                        # A resumed delta stream may stay silent when nothing changed: a
-                        # ready channel is then the only sign that the stream is up.
+                        # A resumed delta stream may stay silent when nothing changed: the
+                        # server answering a probe is then the sign that the stream is up.
                         slot.probing = True
+                        slot.probe_for_primary = False
                         actions.append(ProbeServer(slot.key, slot.server))
                     elif slot.probe_at is not None and now >= slot.probe_at:
                         slot.probe_at = None
                         slot.probing = True
+                        slot.probe_for_primary = True
                         actions.append(ProbeServer(slot.key, 0))
             return actions
 
@@ -428,7 +432,7 @@ class Session:
     def on_probe(self, key: str, server: int, ok: bool, now: float) -> None:
         """Result of a :class:`ProbeServer`.
 
-        For the current server: its channel is up, so is the stream. For the
+        For the current server: it answers, so the stream is up. For the
         primary while on a fallback: a reachable primary takes over again.
         """
         with self.lock:
@@ -436,7 +440,9 @@ class Session:
             if slot is None or self.closed:
                 return
             slot.probing = False
-            if slot.server == server:
+            if not slot.probe_for_primary:
+                if server != slot.server:
+                    return  # the stream moved on meanwhile
                 if ok and slot.open and slot.reported is not True:
                     slot.reported = True
                     self._broadcast(slot, ConnectivityChanged(
@@ -445,6 +451,8 @@ class Session:
                 elif not ok:
                     slot.ready_check_at = now + self.options.fallback_probe_interval
                 return
+            if slot.server == server:
+                return  # already back on it
             if not ok:
                 slot.probe_at = now + self.options.fallback_probe_interval
                 return
