@@ -303,7 +303,7 @@ class ListIterator(Iterator[StoredObject]):
     def __init__(self, client: ResourceStoreClient, pager: ListPager) -> None:
         self._client = client
         self._pager = pager
-        self._items: Iterator[StoredObject] = iter(())
+        self._items = self._generate()
 
     @property
     def resource_version(self) -> int:
@@ -315,19 +315,18 @@ class ListIterator(Iterator[StoredObject]):
         """How many pages were fetched so far."""
         return self._pager.pages
 
-    def __iter__(self) -> ListIterator:
-        return self
+    def __iter__(self) -> Iterator[StoredObject]:
+        # The generator itself, so a for loop runs without a Python call per item.
+        return self._items
 
     def __next__(self) -> StoredObject:
-        while True:
-            item = next(self._items, None)
-            if item is not None:
-                return item
-            pager = self._pager
-            if pager.done:
-                raise StopIteration
-            page = self._client._call(self._client._stub.List, pager.request(), pager.on_page)
-            self._items = iter(page.items)
+        return next(self._items)
+
+    def _generate(self) -> Iterator[StoredObject]:
+        pager, client = self._pager, self._client
+        while not pager.done:
+            page = client._call(client._stub.List, pager.request(), pager.on_page)
+            yield from page.items
 
 
 class Watch(Iterator[WatchEvent]):

@@ -131,7 +131,6 @@ class StoredObject:
         self,
         resource_version: int,
         value: bytes,
-        *,
         key: ResourceKey | None = None,
         prefix: ResourceKey | None = None,
     ) -> None:

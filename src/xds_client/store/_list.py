@@ -176,7 +176,8 @@ class ListPager:
         if self.resource_version == 0:
             self.resource_version = resp.resource_version
         prefix, reqs = self._prefix, self._reqs
-        items = [StoredObject(w.resource_version, w.value, prefix=prefix) for w in resp.items]
+        # Positional arguments: this runs once per listed item.
+        items = [StoredObject(w.resource_version, w.value, None, prefix) for w in resp.items]
         if reqs:
             items = [o for o in items if matches(reqs, labels_of(o.json()))]
         self.token = resp.next_page_token
