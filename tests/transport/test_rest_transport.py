@@ -481,3 +481,17 @@ def test_user_agent_and_response_size_limit(server: StubRestServer) -> None:
         assert server.requests[0].headers["user-agent"].startswith("xds-client/")
     finally:
         transport.close()
+
+
+def test_https_without_credentials_uses_the_system_roots(ca: trustme.CA) -> None:
+    # The test CA is in no system store: verification must fail, not be skipped.
+    server = StubRestServer(ssl_context=tls_server_context(ca))
+    transport = RestTransport(server.url, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        with pytest.raises(TransportError, match="TLS verification failed"):
+            stream.recv(5)
+    finally:
+        transport.close()
+        server.close()
