@@ -193,3 +193,24 @@ def test_rule_18_disabled_and_not_for_wildcard(kind: str, api: Api, mode: str) -
     w.start()
     assert w.p.next_deadline() is None
     assert w.advance(60) == []
+
+
+def test_rule_18_one_timer_per_name_per_stream(kind: str, api: Api, mode: str) -> None:
+    h = harness(kind, api, mode, does_not_exist_timeout=5.0)
+    h.p.subscribe(api.eds, ["a"])
+    h.start()
+    respond(h, api.eds, "n1", [("a", "1", make(api.eds, "a"), 2.0)])
+    h.flush()
+    assert h.advance(3) == [ResourceRemoved(api.eds, "a", "ttl_expired")]
+    # Later requests repeat the name (a SotW ACK does), but it was already
+    # requested on this stream: no second timer, no "does not exist" on top.
+    respond(h, api.eds, "n2", [])
+    h.flush()
+    assert h.p.next_deadline() is None
+    assert h.advance(60) == []
+    # A new subscription of the name is a new request, with its own timer.
+    h.p.unsubscribe(api.eds, ["a"])
+    h.flush()
+    h.p.subscribe(api.eds, ["a"])
+    h.flush()
+    assert h.advance(5) == [ResourceDoesNotExist(api.eds, "a")]

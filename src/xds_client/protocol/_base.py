@@ -76,6 +76,7 @@ class TypeState:
         "initial_sent",
         "last_error",
         "nonce",
+        "requested",
         "rtype",
         "subs",
         "type_url",
@@ -97,6 +98,8 @@ class TypeState:
         # Per stream:
         self.nonce = ""
         self.initial_sent = False
+        self.requested: set[str] = set()
+        """Names a request sent on this stream has subscribed (each gets one timer)."""
 
     def wanted(self, name: str) -> bool:
         """Whether the cached resource called ``name`` is still wanted."""
@@ -170,6 +173,7 @@ class ProtocolCore:
         if not (removed or wildcard_removed):
             return
         for name in removed:
+            st.requested.discard(name)  # a later subscription is a new one
             self._timers.cancel((_DNE, type_url, name))
             st.dne.pop(name, None)
             if not st.subs.wildcard:
@@ -216,6 +220,7 @@ class ProtocolCore:
         for st in self._types.values():
             st.nonce = ""
             st.initial_sent = False
+            st.requested.clear()
             self._reset_stream(st)
 
     def disconnected(self, now: float) -> None:
@@ -252,13 +257,14 @@ class ProtocolCore:
         if timeout is None or not self._connected:
             return
         subs = st.subs.names
+        requested = st.requested
         for name in names:
-            if (
-                name in subs
-                and name not in st.dne
-                and st.cache.resolve(name) is None
-                and (_DNE, st.type_url, name) not in self._timers
-            ):
+            # Only the first request subscribing a name on this stream starts its
+            # timer: a SotW ACK repeating the name (say after a TTL expiry) does not.
+            if name in requested or name not in subs:
+                continue
+            requested.add(name)
+            if name not in st.dne and st.cache.resolve(name) is None:
                 self._timers.arm((_DNE, st.type_url, name), now + timeout)
 
     def tick(self, now: float) -> list[Event]:
