@@ -378,6 +378,11 @@ class PollingStream:
             if changed is not None:
                 return changed
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
     def close(self) -> None:
         """Stop polling; wakes a blocked ``recv`` and aborts a poll in flight."""
         with self._cond:
