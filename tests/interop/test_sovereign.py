@@ -101,7 +101,9 @@ def answers(port: int) -> bool:
             encode_request(DiscoveryRequest(type_url=CLUSTER, node=NODE.to_proto())),
             {"Content-Type": "application/json"},
         )
-        return conn.getresponse().status == 200
+        answer = conn.getresponse()
+        # Only sovereign sets this header: another server on a reused port does not count.
+        return answer.status == 200 and answer.getheader("x-sovereign-response-version") is not None
     except OSError:
         return False
     finally:
@@ -142,33 +144,39 @@ def sovereign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sovereign]:
         "  context:\n"
         f"    settings: {spec('context.yaml', 'yaml')}\n"
     )
-    port = free_port()
-    env = {
-        **os.environ,
-        "SOVEREIGN_CONFIG": f"file://{tmp / 'config.yaml'}",
-        "SOVEREIGN_HOST": "127.0.0.1",
-        "SOVEREIGN_PORT": str(port),
-        "SOVEREIGN_WORKERS": "1",
-    }
     log_file = tmp / "sovereign.log"
-    with log_file.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(SOVEREIGN)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not answers(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = log_file.read_text(errors="replace")[-2000:]
-                pytest.fail(f"sovereign did not start (exit {proc.returncode}):\n{tail}")
-            time.sleep(0.2)  # bounded by the deadline above: a readiness poll
-        yield Sovereign(f"http://127.0.0.1:{port}", context_file, log_file)
-    finally:
-        stop(proc)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    for _attempt in range(3):  # gunicorn needs a port number: another process may take it
+        port = free_port()
+        env = {
+            **os.environ,
+            "SOVEREIGN_CONFIG": f"file://{tmp / 'config.yaml'}",
+            "SOVEREIGN_HOST": "127.0.0.1",
+            "SOVEREIGN_PORT": str(port),
+            "SOVEREIGN_WORKERS": "1",
+        }
+        with log_file.open("wb") as log:
+            proc = subprocess.Popen(
+                [str(SOVEREIGN)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            while not answers(port):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)  # bounded by the deadline above: a readiness poll
+            else:
+                yield Sovereign(f"http://127.0.0.1:{port}", context_file, log_file)
+                return
+        finally:
+            stop(proc)
+        if time.monotonic() > deadline:
+            break
+    tail = log_file.read_text(errors="replace")[-2000:]
+    pytest.fail(f"sovereign did not start (exit {proc.returncode}):\n{tail}")
 
 
 def wait_until(condition: object, timeout: float) -> bool:
