@@ -101,10 +101,13 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.first_request_checked = True
         self.p: Any = None
 
-    @initialize(reject_whole=st.booleans())
-    def setup(self, reject_whole: bool) -> None:
-        config = ProtocolConfig(node=NODE, reject_whole_response=reject_whole)
+    @initialize(reject_whole=st.booleans(), keep_deleted=st.booleans())
+    def setup(self, reject_whole: bool, keep_deleted: bool) -> None:
+        config = ProtocolConfig(
+            node=NODE, reject_whole_response=reject_whole, ignore_resource_deletion=keep_deleted
+        )
         self.reject_whole = reject_whole
+        self.keep_deleted = keep_deleted
         self.p = DeltaProtocol(config) if self.delta else SotwProtocol(config)
 
     # ------------------------------------------------------------- subscriptions
@@ -263,7 +266,9 @@ class ProtocolMachine(RuleBasedStateMachine):
                 if old is None or old.raw != held_new.raw:
                     updated.add(name)
                 cache[name] = held_new
-            if self.delta:
+            if self.keep_deleted:
+                pass  # gRFC A53: deletions by the server are not applied
+            elif self.delta:
                 for name in removed:
                     if name in cache:
                         del cache[name]
