@@ -32,12 +32,14 @@ def main(argv: list[str] | None = None) -> int:
         cfg = Config(**{**cfg.__dict__, "reps": args.reps})
     rows: list[Row] = []
     started = time.perf_counter()
+    info = machine()  # the load average before the run
     with ServerProcess() as server:
         for name in args.only or list(SCENARIOS):
             t0 = time.perf_counter()
             rows += SCENARIOS[name](server, cfg)
             print(f"# {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    table = render(rows, machine(), cfg)
+    info["load average (1 min)"] += f" before, {machine()['load average (1 min)']} after"
+    table = render(rows, info, cfg)
     print(table)
     print(f"# total {time.perf_counter() - started:.1f} s", file=sys.stderr)
     if not (args.smoke or args.no_write or args.only):

@@ -21,7 +21,10 @@ def cluster_name(i: int) -> str:
 def make_cluster(i: int, revision: int = 0) -> Cluster:
     """A Cluster of about 570 serialized bytes; ``revision`` changes its bytes."""
     from envoy.config.cluster.v3.cluster_pb2 import Cluster
-    from envoy.extensions.transport_sockets.tls.v3.tls_pb2 import UpstreamTlsContext
+    from envoy.config.core.v3.config_source_pb2 import ApiVersion
+    from envoy.extensions.transport_sockets.tls.v3.tls_pb2 import (  # type: ignore[import-untyped]
+        UpstreamTlsContext,
+    )
 
     service = f"service-{i:06d}.default.svc.cluster.local"
     c = Cluster(name=cluster_name(i), type=Cluster.EDS, lb_policy=Cluster.LEAST_REQUEST)
@@ -30,9 +33,9 @@ def make_cluster(i: int, revision: int = 0) -> Cluster:
     c.per_connection_buffer_limit_bytes.value = 32768
     c.eds_cluster_config.service_name = service
     c.eds_cluster_config.eds_config.ads.SetInParent()
-    c.eds_cluster_config.eds_config.resource_api_version = 2  # V3
+    c.eds_cluster_config.eds_config.resource_api_version = ApiVersion.V3
     for priority, size in ((0, 1024), (1, 4096)):
-        t = c.circuit_breakers.thresholds.add(priority=priority)  # type: ignore[arg-type]
+        t = c.circuit_breakers.thresholds.add(priority=priority)
         t.max_connections.value = size
         t.max_pending_requests.value = size
         t.max_requests.value = size * 2

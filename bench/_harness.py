@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -116,7 +117,10 @@ def machine() -> dict[str, str]:
                     break
     except OSError:
         pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load average (1 min)": f"{load:.1f}",
         "CPU": cpu,
         "cores": str(os.cpu_count()),
         "OS": f"{platform.system()} {platform.release()}",
@@ -155,8 +159,14 @@ def render(rows: Sequence[Row], info: dict[str, str], config: Config) -> str:
             f"{row.target or '-'} | {'-' if met is None else ('yes' if met else '**no**')} |"
         )
     details = ", ".join(f"{k}: {v}" for k, v in info.items())
-    reps = f"medians of {config.reps} repetitions" if config.reps > 1 else "1 repetition"
-    lines += ["", f"Machine: {details}. {reps}."]
+    reps = (
+        f"Medians of {config.reps} repetitions (memory and reconnect: "
+        f"{max(1, min(config.reps, 3))} fresh processes per client; imports: "
+        f"{config.import_reps} interpreters each)"
+        if config.reps > 1
+        else "1 repetition"
+    )
+    lines += ["", f"Machine: {details}.", "", f"{reps}."]
     notes = [f"- {row.scenario}, {row.metric}: {row.note}" for row in rows if row.note]
     if notes:
         lines += ["", *notes]

@@ -181,13 +181,15 @@ def run(server: ServerProcess, cfg: Config) -> list[Row]:
         ),
         Row(
             f"RSS per cached Cluster, {n:,} cached", "XdsClient(lazy_decode=True)", "B",
-            median(rss["lean"]), median(rss["raw"]), target="reported",
+            median(rss["lean"]), median(rss["raw"]), target="measured",
             samples_sdk=rss["lean"], samples_raw=rss["raw"],
         ),
         Row(
             f"reconnect holding {n:,} delta resources", "drop -> first request at the server",
-            "ms", median(rec["sdk"]), median(rec["raw"]), target="< 100 ms",
-            check=sdk_below(100.0), samples_sdk=rec["sdk"], samples_raw=rec["raw"],
+            "ms", median(rec["sdk"]), median(rec["raw"]), target="measured",
+            samples_sdk=rec["sdk"], samples_raw=rec["raw"],
+            note="includes the server's parse of the 2 MB request; the target applies to "
+            "the client's part, on the next line",
         ),
         Row(
             f"reconnect holding {cfg.reconnect_resources:,} delta resources",
