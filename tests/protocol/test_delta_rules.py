@@ -281,6 +281,20 @@ def test_rule_16_aliases_map_to_the_resource(api: Api, mode: str) -> None:
     h.flush()
     events = h.receive(delta_response(vhds, "n2", [delta_resource("rc/nope.example.com", None)]))
     assert events[0] == ResourceDoesNotExist(vhds, "rc/nope.example.com")
+    # A removal names the aliases too, so a watcher of the alias hears of it.
+    h.p.subscribe(vhds, ["rc/bar.example.com"])
+    h.flush()
+    h.receive(
+        delta_response(
+            vhds,
+            "n3",
+            [delta_resource("rc/vh2", make(vhds, "rc/vh2"), aliases=["rc/bar.example.com"])],
+        )
+    )
+    events = h.receive(delta_response(vhds, "n4", removed=["rc/vh2"]))
+    assert events[0] == ResourceRemoved(vhds, "rc/vh2", "deleted", ("rc/bar.example.com",))
+    (gone,) = [s for s in h.p.resource_states(vhds) if s.name == "rc/bar.example.com"]
+    assert gone.status == "DOES_NOT_EXIST"
     # Unsubscribing the alias forgets the resource it mapped to.
     h.p.unsubscribe(vhds, ["rc/foo.example.com"])
     assert "rc/vh1" not in h.p.resources(vhds)

@@ -280,7 +280,7 @@ class ProtocolCore:
                 entry = st.cache.get(name)
                 if entry is not None:
                     self._forget(st, name)
-                    events.append(ResourceRemoved(type_url, name, "ttl_expired"))
+                    events.append(ResourceRemoved(type_url, name, "ttl_expired", entry.aliases))
         return events
 
     def next_deadline(self) -> float | None:
@@ -380,7 +380,8 @@ class ProtocolCore:
         for key in (name, *(entry.aliases if entry is not None else ())):
             if key in st.subs.names:
                 st.dne[key] = now  # still wanted: CSDS shows it as not existing
-        events.append(ResourceRemoved(st.type_url, name, "deleted"))
+        aliases = entry.aliases if entry is not None else ()
+        events.append(ResourceRemoved(st.type_url, name, "deleted", aliases))
 
     def _forget(self, st: TypeState, name: str) -> None:
         st.cache.pop(name)

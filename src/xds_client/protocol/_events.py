@@ -75,6 +75,8 @@ class ResourceRemoved:
     reason: RemovalReason
     """``"deleted"`` (absent from a full-state SotW response, or in delta
     ``removed_resources``) or ``"ttl_expired"`` (no refresh before its TTL)."""
+    aliases: tuple[str, ...] = ()
+    """Alternative names the resource had (VHDS), so alias watchers hear of it too."""
 
 
 @dataclass(frozen=True, slots=True)
