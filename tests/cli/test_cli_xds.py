@@ -252,3 +252,12 @@ def test_fetch_rest_with_host_port(cli: Any, served: ControlPlane) -> None:
     result = cli("fetch", "-s", rest_address, "--transport", "rest", "--json", "lds")
     assert result.code == 0, result.err
     assert [r["name"] for r in result.json_lines()] == ["ingress"]
+
+
+def test_run_with_explicit_streams_gets_usage_errors_and_help() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert run(["watch", "--count", "0", "cds"], out, err) == 2
+    assert "must be at least 1" in err.getvalue()
+    assert run(["--help"], out, err) == 0
+    assert "serve" in out.getvalue()
+    assert "demo" in out.getvalue()

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from typing import TextIO
 
 __all__ = ["main"]
@@ -31,7 +32,9 @@ def run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO) -> int:
     from ._args import UsageExit, build_parser
 
     try:
-        args = build_parser().parse_args(argv)
+        # argparse prints --help and usage errors on sys.stdout / sys.stderr.
+        with redirect_stdout(stdout), redirect_stderr(stderr):
+            args = build_parser().parse_args(argv)
     except UsageExit as exc:
         return exc.code
     # The library logs NACKs and reconnections; the CLI prints them as events instead.
