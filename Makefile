@@ -11,7 +11,7 @@ ENVOY_STAMP := $(PEERS)/envoy/.installed-stamp
 SOVEREIGN_STAMP := $(PEERS)/sovereign/.installed-stamp
 GRPC_JS_STAMP := $(PEERS)/grpc-js-xds/.installed-stamp
 
-.PHONY: venv test lint typecheck pytest protos stubs check-generated demo bench bench-smoke peers clean
+.PHONY: venv test lint typecheck pytest protos stubs docs check-generated demo bench bench-smoke peers clean
 
 venv: $(STAMP)
 
@@ -59,6 +59,9 @@ protos: $(STAMP)
 
 stubs: $(STAMP)
 	$(BIN)/python tools/gen_stubs.py
+
+docs: $(STAMP)
+	$(BIN)/python tools/gen_api_docs.py
 
 demo: $(STAMP)
 	$(BIN)/xds-client demo

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
         if current != text:
-            print(f"{OUTPUT.relative_to(ROOT)} is stale: run python tools/gen_api_docs.py",
+            print(f"{OUTPUT.relative_to(ROOT)} is stale: run make docs (python tools/gen_api_docs.py)",
                   file=sys.stderr)  # fmt: skip
             return 1
         return 0
