@@ -239,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
         if current != text:
-            print(f"{OUTPUT.relative_to(ROOT)} is stale: run make docs (python tools/gen_api_docs.py)",
-                  file=sys.stderr)  # fmt: skip
+            stale = OUTPUT.relative_to(ROOT)
+            print(f"{stale} is stale: run make docs", file=sys.stderr)
             return 1
         return 0
     OUTPUT.write_text(text, encoding="utf-8")
