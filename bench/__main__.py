@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from bench import delta, imports, memory, sotw, store
-from bench._harness import Config, Row, machine, render
+from bench._harness import Config, Row, machine, render, warm_up
 from bench._server import ServerProcess
 
 SCENARIOS = {
@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     started = time.perf_counter()
     info = machine()  # the load average before the run
+    warm_up()
     with ServerProcess() as server:
         for name in args.only or list(SCENARIOS):
             t0 = time.perf_counter()

@@ -91,6 +91,16 @@ def sdk_below(limit: float) -> Callable[[Row], bool]:
     return lambda row: row.sdk < limit
 
 
+def warm_up() -> None:
+    """Import what both sides use, so no repetition pays for imports."""
+    import envoy.config.cluster.v3.cluster_pb2
+    import envoy.service.discovery.v3.ads_pb2_grpc
+    import envoy.service.discovery.v3.discovery_pb2  # noqa: F401
+
+    import xds_client.client
+    import xds_client.store  # noqa: F401
+
+
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values)) if values else float("nan")
 
