@@ -77,11 +77,17 @@ def _subscribed(
         yield events
 
 
+def _where(args: argparse.Namespace) -> str:
+    return str(args.server or args.bootstrap)
+
+
 def _unreachable(event: ConnectivityChanged) -> CommandError:
     return CommandError(f"cannot reach xDS server {event.server}: {event.reason or 'unavailable'}")
 
 
-def _settle(events: queue.SimpleQueue[object], timeout: float, what: str) -> list[object]:
+def _settle(
+    events: queue.SimpleQueue[object], timeout: float, what: str, server: str
+) -> list[object]:
     """Events until the first response plus a quiet spell; errors if none comes in time."""
     deadline = time.monotonic() + timeout
     seen: list[object] = []
@@ -94,7 +100,8 @@ def _settle(events: queue.SimpleQueue[object], timeout: float, what: str) -> lis
                 return seen
             if last_failure is not None:
                 raise _unreachable(last_failure)
-            raise CommandError(f"no response for {what} within {timeout:g}s")
+            # Pollers retry a few times before they report a failure; say where we waited.
+            raise CommandError(f"no response from {server} for {what} within {timeout:g}s")
         try:
             event = events.get(timeout=min(remaining, _SETTLE_QUIET) if connected else remaining)
         except queue.Empty:
@@ -156,7 +163,7 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
             _make_client(args, transport=transport) as client,
             _subscribed(client, [rtype], names) as events,
         ):
-            seen = _settle(events, args.timeout, kind_of(rtype.type_url))
+            seen = _settle(events, args.timeout, kind_of(rtype.type_url), _where(args))
             cached = client.resources(rtype)  # before unsubscribing drops the cache
     finally:
         progress.done()
@@ -192,7 +199,9 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
     progress.update("subscribing and waiting for the server to settle ...")
     try:
         with _make_client(args) as client, _subscribed(client, rtypes, None) as events:
-            _settle(events, args.timeout, ", ".join(kind_of(r.type_url) for r in rtypes))
+            _settle(
+                events, args.timeout, ", ".join(kind_of(r.type_url) for r in rtypes), _where(args)
+            )
             dump = client.config_dump()
     finally:
         progress.done()
