@@ -131,6 +131,7 @@ class _HttpPoster:
         self._server_name = server_name
         self._lock = threading.Lock()
         self._conn: http.client.HTTPConnection | None = None
+        self._busy = False  # an exchange is running on the polling thread
         self._closed = False
         self._warned_404: set[str] = set()
 
@@ -150,40 +151,57 @@ class _HttpPoster:
     def _exchange(
         self, method: str, path: str, body: bytes, headers: tuple[tuple[str, str], ...]
     ) -> tuple[int, str, bytes]:
+        # http.client is not thread-safe: only this (polling) thread closes a
+        # connection while an exchange runs; close() merely shuts its socket down.
         for attempt in (1, 2):
             conn, reused = self._connection()
             try:
-                conn.putrequest(method, path, skip_accept_encoding=True)
-                for name, value in headers:
-                    conn.putheader(name, value)
-                conn.putheader("Content-Length", str(len(body)))
-                conn.endheaders(body)
-                answer = conn.getresponse()
-                data = answer.read(self._max_size + 1)
+                answer = self._send(conn, method, path, body, headers)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                self._drop(conn)
+                self._release(conn, drop=True)
                 # A kept-alive connection the server closed meanwhile: retry once fresh.
                 if reused and attempt == 1 and not self._closed:
                     continue
                 raise self._error(path, exc) from exc
-            except (OSError, http.client.HTTPException) as exc:
-                self._drop(conn)
+            except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
+                # ValueError / AttributeError: what http.client raises when close()
+                # shut the socket down in the middle of an exchange.
+                self._release(conn, drop=True)
                 raise self._error(path, exc) from exc
-            except (ValueError, AttributeError) as exc:
-                # What http.client raises when close() pulls the socket away mid-read.
-                self._drop(conn)
-                raise self._error(path, exc) from exc
+            status, reason, data, will_close = answer
             if len(data) > self._max_size:
-                self._drop(conn)  # the rest of the body is still unread
+                self._release(conn, drop=True)  # the rest of the body is still unread
                 raise PollError(
                     f"POST {path}: the response exceeds {self._max_size} bytes "
                     "(max_receive_message_size)",
                     retryable=False,
                 )
-            if answer.will_close:
-                self._drop(conn)
-            return answer.status, answer.reason, data
+            self._release(conn, drop=will_close)
+            return status, reason, data
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _send(
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        path: str,
+        body: bytes,
+        headers: tuple[tuple[str, str], ...],
+    ) -> tuple[int, str, bytes, bool]:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        for name, value in headers:
+            conn.putheader(name, value)
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        answer = conn.getresponse()
+        try:
+            data = answer.read(self._max_size + 1)
+        finally:
+            # A body read to its end closes itself; one left unread (too large)
+            # would keep the socket's file open, and the connection unusable.
+            complete = answer.isclosed()
+            answer.close()
+        return answer.status, answer.reason, data, answer.will_close or not complete
 
     def _error(self, path: str, exc: BaseException) -> PollError:
         where = f"POST {self._endpoint.scheme}://{self._endpoint.host}:{self._endpoint.port}{path}"
@@ -201,6 +219,7 @@ class _HttpPoster:
         with self._lock:
             if self._closed:
                 raise PollError("the REST stream is closed", retryable=False)
+            self._busy = True
             if self._conn is not None:
                 return self._conn, True
             ep = self._endpoint
@@ -218,24 +237,32 @@ class _HttpPoster:
             self._conn = conn
             return conn, False
 
-    def _drop(self, conn: http.client.HTTPConnection) -> None:
+    def _release(self, conn: http.client.HTTPConnection, *, drop: bool) -> None:
+        """End an exchange; close the connection if asked or if the poster closed meanwhile."""
         with self._lock:
-            if self._conn is conn:
+            self._busy = False
+            drop = drop or self._closed
+            if drop and self._conn is conn:
                 self._conn = None
-        conn.close()
+        if drop:
+            conn.close()
 
     def close(self) -> None:
         """Close the connection; a poll blocked on it fails at once."""
         with self._lock:
             self._closed = True
-            conn, self._conn = self._conn, None
-        if conn is not None:
+            conn = self._conn
+            if conn is None:
+                return
+            if not self._busy:
+                self._conn = None
+                conn.close()
+                return
             sock = conn.sock
-            if sock is not None:
-                # shutdown() wakes a thread blocked in recv(); close() alone may not.
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-            conn.close()
+        if sock is not None:
+            # Wakes the polling thread blocked in recv(); it then closes the connection.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class _RestBase:
