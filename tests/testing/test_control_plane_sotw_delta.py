@@ -226,3 +226,14 @@ def test_subscriptions_are_tracked_per_stream(
         delta_stream.close()
     cp.wait_for_streams_closed()
     assert cp.subscriptions(ENDPOINT) == {}
+
+
+def test_counted_versions_never_repeat_an_explicit_one(xds_control_plane: ControlPlane) -> None:
+    first = xds_control_plane.set_resources(CLUSTER, {"a": Cluster(name="a")}, version="1")
+    second = xds_control_plane.set_resources(CLUSTER, {"a": Cluster(name="a", alt_stat_name="x")})
+    third = xds_control_plane.set_resources(CLUSTER, {"b": Cluster(name="b")}, version="5")
+    fourth = xds_control_plane.set_resources(CLUSTER, {"c": Cluster(name="c")})
+    assert first == "1"
+    assert second != first
+    assert third == "5"
+    assert fourth not in {first, second, third}

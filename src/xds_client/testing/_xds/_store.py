@@ -157,7 +157,7 @@ class Store:
         next number of a counter shared by every type).
         """
         with self._lock:
-            new_version = version if version is not None else str(next(self._counter))
+            new_version = version if version is not None else self._next_version(changes)
             for type_url, edit in changes.items():
                 old = self._snapshots.get((node_id, type_url))
                 if old is None and node_id is not None:
@@ -170,6 +170,16 @@ class Store:
         for listener in listeners:
             listener(node_id, frozenset(changes))
         return new_version
+
+    def _next_version(self, type_urls: Mapping[str, object]) -> str:
+        # A counted version must differ from the current one of every changed type,
+        # even when a caller chose that number explicitly before: a client seeing the
+        # same version_info again would rightly treat the push as unchanged.
+        taken = {snap.version for key, snap in self._snapshots.items() if key[1] in type_urls}
+        candidate = str(next(self._counter))
+        while candidate in taken:
+            candidate = str(next(self._counter))
+        return candidate
 
     def clear_node(self, node_id: str) -> None:
         """Forget a node's own snapshots; it sees the shared ones again."""
