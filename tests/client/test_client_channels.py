@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,6 +43,7 @@ class TinyAds:
         self.metadata: list[dict[str, str]] = []
         self.peer_identities: list[Any] = []
         self.requests: list[DiscoveryRequest] = []
+        self._arrived = threading.Condition()
         self._executor = ThreadPoolExecutor(4)
         self.server = grpc.server(self._executor)
         handler = grpc.method_handlers_generic_handler(
@@ -69,12 +69,21 @@ class TinyAds:
         self.metadata.append({k: str(v) for k, v in context.invocation_metadata()})
         self.peer_identities.append(context.peer_identities())
         for n, request in enumerate(requests):
-            self.requests.append(request)
+            with self._arrived:
+                self.requests.append(request)
+                self._arrived.notify_all()
             if request.response_nonce:
                 continue  # an ACK
             response = DiscoveryResponse(version_info="1", type_url=CLUSTER, nonce=str(n))
             response.resources.add().Pack(Cluster(name="a"))
             yield response
+
+    def wait_for_requests(self, count: int, timeout: float) -> list[DiscoveryRequest]:
+        """The requests once at least ``count`` arrived; fails after ``timeout`` seconds."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise AssertionError(f"{len(self.requests)} of {count} requests in {timeout}s")
+            return list(self.requests)
 
     def close(self) -> None:
         self.server.stop(0).wait(5)
@@ -182,13 +191,11 @@ def test_node_in_every_request() -> None:
             backoff=FAST_BACKOFF,
         ) as client, client.watch(Cluster, "a"):  # fmt: skip
             client.wait_for(Cluster, "a", timeout=10)
-            deadline = time.monotonic() + 5
-            while len(server.requests) < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            requests = server.wait_for_requests(2, timeout=10)  # the subscription and its ACK
     finally:
         server.close()
-    assert len(server.requests) >= 2  # the subscription and its ACK
-    assert all(r.node.id == "every" for r in server.requests)
+    assert requests[1].response_nonce, "the second request is the ACK"
+    assert [r.node.id for r in requests] == ["every"] * len(requests)
 
 
 # ---------------------------------------------------------------------------- asyncio
