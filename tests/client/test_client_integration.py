@@ -337,11 +337,7 @@ def test_fallback_and_return_to_primary(make_client: MakeClient) -> None:
             assert back.resource.connect_timeout.seconds == 1
             assert client.current_server() == primary.address
             # The secondary stream is closed once the primary serves again.
-            secondary.wait_for_streams(0, active=True)
-            deadline = time.monotonic() + 5
-            while secondary.streams(active=True) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert not secondary.streams(active=True)
+            secondary.wait_for_streams_closed(timeout=5)
 
 
 # ---------------------------------------------------------------------------- sizes and speed
@@ -483,10 +479,7 @@ def test_close_leaves_nothing_running(cp: ControlPlane, mode: Mode) -> None:
                 break
             time.sleep(0.02)
         assert not extra, extra
-        deadline = time.monotonic() + 5
-        while cp.streams(active=True) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not cp.streams(active=True)
+        cp.wait_for_streams_closed(timeout=5)
     finally:
         if loop is not None:
             loop.close()
