@@ -6,6 +6,7 @@
     ├── UsageError                      the caller misused the API (a local error)
     │   ├── UnknownResourceTypeError    a type URL, alias or class we do not know
     │   ├── DuplicateResourceTypeError  register() of a type URL that is taken
+    │   ├── ProtocolUsageError          the sans-I/O core driven out of order
     │   └── ClientClosedError           a call on a client after close()
     ├── ResourceError                   a resource from the server is unusable (we NACK it)
     │   ├── TypeUrlMismatchError        an Any holds another type than expected
@@ -27,6 +28,7 @@ __all__ = [
     "UsageError",
     "UnknownResourceTypeError",
     "DuplicateResourceTypeError",
+    "ProtocolUsageError",
     "ClientClosedError",
     "ResourceError",
     "TypeUrlMismatchError",
@@ -60,6 +62,14 @@ class UnknownResourceTypeError(UsageError, LookupError):
 
 class DuplicateResourceTypeError(UsageError):
     """register() was called for a type URL that already names another message."""
+
+
+class ProtocolUsageError(UsageError):
+    """A call the protocol core does not allow now or for this type.
+
+    Examples: ``receive()`` before ``connected()``, a delta-only type on a SotW
+    stream, a bare string where an iterable of names is expected.
+    """
 
 
 class ClientClosedError(UsageError):

@@ -8,10 +8,11 @@ watchers. See ``docs/protocol.md`` for the exact behaviour.
 
 from __future__ import annotations
 
+from xds_client.errors import ProtocolUsageError
+
 from ._cache import CachedResource, ResourceState, ResourceStatus
 from ._config import ProtocolConfig, Validator
 from ._delta import DeltaProtocol
-from ._errors import ProtocolUsageError
 from ._events import (
     Event,
     RemovalReason,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from xds_client.errors import UnknownResourceTypeError
+from xds_client.errors import ProtocolUsageError, UnknownResourceTypeError
 from xds_client.resources import ResourceType, resource_type
 
 from ._cache import (
@@ -23,7 +23,6 @@ from ._cache import (
     with_changes,
 )
 from ._config import ProtocolConfig
-from ._errors import ProtocolUsageError
 from ._events import (
     Event,
     ResourceDeletionIgnored,

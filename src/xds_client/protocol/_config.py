@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
-from ._errors import ProtocolUsageError
+from xds_client.errors import ProtocolUsageError
 
 if TYPE_CHECKING:
     from envoy.config.core.v3.base_pb2 import Node

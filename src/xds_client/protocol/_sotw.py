@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xds_client.errors import ResourceError
+from xds_client.errors import ProtocolUsageError, ResourceError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unwrap
 
 from ._base import ProtocolCore, TypeState
 from ._config import ProtocolConfig
-from ._errors import ProtocolUsageError
 from ._events import Event
 from ._subscriptions import WILDCARD
 from ._validation import RESPONSE_KEY, resource_name, validate

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ._errors import ProtocolUsageError
+from xds_client.errors import ProtocolUsageError
 
 __all__ = ["WILDCARD", "Subscription", "normalize_names"]
 
