@@ -23,7 +23,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 # Redaction is the client's (one rule for CSDS and the CLI); not a public name yet.
-from xds_client.client._csds import redact
+from xds_client.client import redact
 
 __all__ = ["message_to_dict", "resolve_any_types"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._async import AsyncWatch, AsyncXdsClient
 from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
+from ._csds import redact
 from ._metrics import CountingMetrics, Metrics
 from ._options import Backoff
 from ._sync import Watch, XdsClient
@@ -27,4 +28,5 @@ __all__ = [
     "Bootstrap",
     "load_bootstrap",
     "parse_bootstrap",
+    "redact",
 ]
