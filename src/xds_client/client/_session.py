@@ -510,6 +510,22 @@ class Session:
                 batch[1].append(event)
 
         for event in events:
+            if type(event) is ResourceUpdated:
+                # The hot path (one per changed resource): no isinstance chain, no
+                # call per watcher that wants everything.
+                type_url = event.type_url
+                entries = watchers.get(type_url)
+                if entries is None:
+                    touched.add(type_url)
+                    entries = watchers[type_url] = self.registry.entries(type_url)
+                for entry in entries:
+                    if entry.names is None or entry.wants(event.name, event.aliases):
+                        pending = batches.get(entry.id)
+                        if pending is None:
+                            batches[entry.id] = (entry, [event])
+                        else:
+                            pending[1].append(event)
+                continue
             if isinstance(event, ResponseAccepted):
                 self._metric("ack", event.type_url, uri)
                 continue

@@ -68,6 +68,8 @@ WatchEvent: TypeAlias = Union[  # noqa: UP007 - a runtime alias must work on Pyt
 
 def event_key(event: WatchEvent[Any]) -> Hashable:
     """Events with the same key supersede each other when a buffer coalesces."""
+    if type(event) is ResourceUpdated:  # the common case first
+        return ("resource", event.type_url, event.name)
     if isinstance(event, ConnectivityChanged):
         return ("connectivity",)
     if isinstance(event, ResponseRejected):
@@ -89,7 +91,10 @@ class EventBuffer:
         self._events: deque[WatchEvent[Any]] = deque()
         # Past maxsize the buffer switches to one slot per key (O(1) per put) until drained.
         self._latest: OrderedDict[Hashable, WatchEvent[Any]] | None = None
-        self.cond = threading.Condition()
+        # A plain lock under the condition: ``with self._lock`` is entered in C, where
+        # ``with self.cond`` goes through Python-level __enter__/__exit__ (per event popped).
+        self._lock = threading.Lock()
+        self.cond = threading.Condition(self._lock)
         self._wake = wake
         self.closed = False
         self.coalesced = 0
@@ -105,18 +110,20 @@ class EventBuffer:
 
     def put_many(self, events: Iterable[WatchEvent[Any]]) -> None:
         """Queue events in order under one lock, with a single wake-up."""
-        with self.cond:
+        with self._lock:
             if self.closed:
                 return
+            queued = self._events
             for event in events:
-                if self._latest is not None:
+                latest = self._latest
+                if latest is not None:
                     key = event_key(event)
-                    if self._latest.pop(key, None) is not None:
+                    if latest.pop(key, None) is not None:
                         self.coalesced += 1
-                    self._latest[key] = event  # at the end: keep the order of latest changes
+                    latest[key] = event  # at the end: keep the order of latest changes
                 else:
-                    self._events.append(event)
-                    if len(self._events) > self.maxsize:
+                    queued.append(event)
+                    if len(queued) > self.maxsize:
                         self._coalesce()
             self.cond.notify_all()
         if self._wake is not None:
@@ -134,7 +141,7 @@ class EventBuffer:
 
     def pop(self) -> WatchEvent[Any] | None:
         """The oldest pending event, or None."""
-        with self.cond:
+        with self._lock:
             if self._events:
                 return self._events.popleft()
             if self._latest:
@@ -145,12 +152,12 @@ class EventBuffer:
             return None
 
     def __len__(self) -> int:
-        with self.cond:
+        with self._lock:
             return len(self._events) + (len(self._latest) if self._latest is not None else 0)
 
     def close(self) -> None:
         """No more events; waiters wake up. Pending events can still be popped."""
-        with self.cond:
+        with self._lock:
             self.closed = True
             self.cond.notify_all()
         if self._wake is not None:

@@ -288,11 +288,10 @@ class ProtocolCore:
 
     # ----------------------------------------------------------------- cache
 
-    def _store(
+    def _store(  # noqa: PLR0917 - positional: called once per changed resource
         self,
         st: TypeState,
         name: str,
-        *,
         version: str,
         message: Message,
         raw: bytes,
@@ -304,19 +303,22 @@ class ProtocolCore:
     ) -> None:
         """Cache a changed resource and tell watchers (the hot path of a large response)."""
         deadline = None if ttl is None else now + ttl
-        if self.config.lazy_decode and st.rtype is not None:
+        rtype = st.rtype
+        if rtype is not None and self.config.lazy_decode:
             # Lean mode: keep the bytes only; the event still carries the message.
             entry = new_lazy_cached_resource(
-                name, version, st.rtype.decode, raw, ttl, deadline, now, aliases, resource_version
+                name, version, rtype.decode, raw, ttl, deadline, now, aliases, resource_version
             )
         else:
             entry = new_cached_resource(
                 name, version, message, raw, ttl, deadline, now, aliases, resource_version
             )
         st.cache.put(entry)
-        if ttl is not None or self._timers:
+        timers = self._timers.armed
+        if ttl is not None or timers:
             self._arm_ttl(st, name, ttl, now)
-        self._arrived(st, name, aliases)
+        if st.failures or st.deletion_ignored or st.subs.ambiguous or st.dne or timers:
+            self._arrived(st, name, aliases)
         events.append(new_resource_updated(st.type_url, name, version, message, aliases))
 
     def _refresh(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xds_client.errors import ResourceError
 
@@ -142,54 +143,65 @@ class DeltaProtocol(ProtocolCore):
 
         A response of a type with nothing subscribed is ignored (no ACK/NACK).
         """
-        self._require_connected("receive")
+        if not self._connected:
+            self._require_connected("receive")
         st = self._types.get(response.type_url)
         if st is None or not st.subs.active:
             return []
         events: list[Event] = []
         version = response.system_version_info
+        nonce = response.nonce
         errors: dict[str, str] = {}
-        whole = self._check(st, response)
+        removed = response.removed_resources
+        whole, parsed = self._check(st, response.resources, removed)
         if whole is not None:
             self._finish(
-                st, nonce=response.nonce, version=version,
+                st, nonce=nonce, version=version,
                 errors={RESPONSE_KEY: whole}, now=now, events=events,
             )  # fmt: skip
             return events
-        failed = self._apply(st, response, errors, now, events)
+        failed = self._apply(st, parsed, removed, errors, now, events)
         self._finish(
-            st, nonce=response.nonce, version=version, errors=errors, failed=failed,
+            st, nonce=nonce, version=version, errors=errors, failed=failed,
             now=now, events=events,
         )  # fmt: skip
         return events
 
     @staticmethod
-    def _check(st: TypeState, response: DeltaDiscoveryResponse) -> str | None:
-        """A problem of the whole response, or None."""
+    def _check(
+        st: TypeState, resources: Iterable[Resource], removed: Iterable[str]
+    ) -> tuple[str | None, list[tuple[str, Resource, Any | None]]]:
+        """A problem of the whole response (or None), and each resource with its
+        name and body (None when absent), read once for :meth:`_apply`."""
         if st.rtype is None:
-            return f"type URL {st.type_url} is not registered with this client"
+            return f"type URL {st.type_url} is not registered with this client", []
+        type_url = st.type_url
+        parsed: list[tuple[str, Resource, Any | None]] = []
         seen: set[str] = set()
-        for index, resource in enumerate(response.resources):
+        for index, resource in enumerate(resources):
             name = resource.name
             if not name:
-                return f"resources[{index}] has no name"
+                return f"resources[{index}] has no name", []
             if name in seen:
-                return f"resource name {name!r} appears more than once"
+                return f"resource name {name!r} appears more than once", []
             seen.add(name)
-            if resource.HasField("resource") and resource.resource.type_url != st.type_url:
+            body = resource.resource if resource.HasField("resource") else None
+            if body is not None and body.type_url != type_url:
                 return (
-                    f"resource {name!r} has type {resource.resource.type_url}, "
-                    f"but the response is for {st.type_url}"
-                )
-        for name in response.removed_resources:
+                    f"resource {name!r} has type {body.type_url}, "
+                    f"but the response is for {type_url}"
+                ), []
+            parsed.append((name, resource, body))
+        for name in removed:
             if name in seen:
-                return f"resource name {name!r} is both updated and removed"
-        return None
+                return f"resource name {name!r} is both updated and removed", []
+        return None, parsed
 
-    def _apply(
+    def _apply(  # noqa: PLR0917 - internal, one call per response
         self,
         st: TypeState,
-        response: DeltaDiscoveryResponse,
+        parsed: list[tuple[str, Resource, Any | None]],
+        removed: Iterable[str],
         errors: dict[str, str],
         now: float,
         events: list[Event],
@@ -199,36 +211,37 @@ class DeltaProtocol(ProtocolCore):
         validator = self.config.validators.get(st.type_url)
         subs = st.subs
         cache = st.cache
-        staged: list[tuple[Resource, Message, float | None]] = []
-        refreshes: list[tuple[Resource, float | None]] = []
+        # (name, version, message, raw, ttl, aliases) per changed resource.
+        staged: list[tuple[str, str, Message, bytes, float | None, tuple[str, ...]]] = []
+        refreshes: list[tuple[str, str, float | None]] = []
         missing: list[str] = []
         failed: list[str] = []
-        for resource in response.resources:
-            name = resource.name
-            aliases = tuple(resource.aliases)
+        for name, resource, body in parsed:
+            aliases = tuple(resource.aliases) if len(resource.aliases) else ()
             if not subs.wants(name, aliases):
                 continue  # e.g. sent before our unsubscribe reached the server
             ttl = None
             if resource.HasField("ttl"):
                 ttl = resource.ttl.seconds + resource.ttl.nanos / 1e9
             entry = cache.get(name)
-            if not resource.HasField("resource"):
+            rversion = resource.version
+            if body is None:
                 if entry is None:
                     # Not a heartbeat of anything held: the server says it has no
                     # such resource (this is how VHDS answers an unknown alias).
                     missing.append(name)
-                elif resource.version != entry.resource_version:
+                elif rversion != entry.resource_version:
                     errors[name] = (
-                        f"resource has no body and version {resource.version!r} differs "
+                        f"resource has no body and version {rversion!r} differs "
                         f"from held version {entry.resource_version!r}"
                     )
                     failed.append(name)
                 else:
-                    refreshes.append((resource, entry.ttl if ttl is None else ttl))
+                    refreshes.append((name, rversion, entry.ttl if ttl is None else ttl))
                 continue
-            raw = resource.resource.value
+            raw = body.value
             if entry is not None and entry.raw == raw:
-                refreshes.append((resource, ttl))
+                refreshes.append((name, rversion, ttl))
                 continue
             try:
                 message = rtype.decode(raw)
@@ -236,33 +249,27 @@ class DeltaProtocol(ProtocolCore):
                 errors[name] = str(exc)
                 failed.append(name)
                 continue
-            reason = validate(validator, message)
-            if reason is not None:
-                errors[name] = reason
-                failed.append(name)
-                continue
-            staged.append((resource, message, ttl))
+            if validator is not None:
+                reason = validate(validator, message)
+                if reason is not None:
+                    errors[name] = reason
+                    failed.append(name)
+                    continue
+            staged.append((name, rversion, message, raw, ttl, aliases))
         if errors and self.config.reject_whole_response:
             return failed
-        for resource, ttl in refreshes:
-            entry = cache.get(resource.name)
+        for name, rversion, ttl in refreshes:
+            entry = cache.get(name)
             assert entry is not None
-            self._refresh(
-                st, entry, ttl=ttl, version=resource.version,
-                resource_version=resource.version, now=now,
-            )  # fmt: skip
-        for resource, message, ttl in staged:
-            self._store(
-                st, resource.name, version=resource.version, message=message,
-                raw=resource.resource.value, ttl=ttl, aliases=tuple(resource.aliases),
-                resource_version=resource.version, now=now, events=events,
-            )  # fmt: skip
+            self._refresh(st, entry, ttl=ttl, version=rversion, resource_version=rversion, now=now)
+        for name, rversion, message, raw, ttl, aliases in staged:
+            self._store(st, name, rversion, message, raw, ttl, aliases, rversion, now, events)
         for name in missing:
             if name in subs.names and name not in st.dne:
                 st.dne[name] = now
                 self._cancel_dne(st, name)
                 events.append(ResourceDoesNotExist(st.type_url, name))
-        for name in response.removed_resources:
+        for name in removed:
             if name in cache:
                 self._delete(st, name, now, events)
             elif name in subs.ambiguous:

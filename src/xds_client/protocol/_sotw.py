@@ -12,7 +12,7 @@ from ._base import ProtocolCore, TypeState
 from ._config import ProtocolConfig
 from ._events import Event
 from ._subscriptions import WILDCARD
-from ._validation import RESPONSE_KEY, resource_name, validate
+from ._validation import RESPONSE_KEY, name_field_of, resource_name, validate
 
 if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
@@ -181,7 +181,7 @@ class SotwProtocol(ProtocolCore):
         events: list[Event] = []
         version = response.version_info
         errors: dict[str, str] = {}
-        whole, items, unnamed = self._parse(st, response, errors)
+        whole, items, unnamed, decoded = self._parse(st, response, errors)
         if whole is not None:
             self._finish(
                 st, nonce=response.nonce, version=version,
@@ -189,8 +189,9 @@ class SotwProtocol(ProtocolCore):
             )  # fmt: skip
             return events
         self._apply(
-            st, version=version, items=items, unnamed=unnamed, errors=errors, now=now, events=events
-        )
+            st, version=version, items=items, decoded=decoded, unnamed=unnamed, errors=errors,
+            now=now, events=events,
+        )  # fmt: skip
         self._finish(
             st, nonce=response.nonce, version=version, errors=errors,
             failed=[n for n in errors if n in st.subs.names or n in st.cache
@@ -201,11 +202,14 @@ class SotwProtocol(ProtocolCore):
 
     def _parse(
         self, st: TypeState, response: DiscoveryResponse, errors: dict[str, str]
-    ) -> tuple[str | None, dict[str, _Item | None], bool]:
+    ) -> tuple[str | None, dict[str, _Item | bytes | None], bool, dict[str, Message]]:
         """Name every resource; a problem of the whole response comes back first.
 
         A bare resource whose bytes equal a cached one maps to None: it is
-        neither decoded nor copied (the common case of a large re-push).
+        neither decoded nor copied (the common case of a large re-push). Any
+        other bare resource maps to its bytes, and its decoded message is in
+        the fourth result: no per-resource record is built (each one would
+        survive the whole response and make the garbage collector run more).
         """
         type_url = st.type_url
         rtype = st.rtype
@@ -214,28 +218,42 @@ class SotwProtocol(ProtocolCore):
                 f"type URL {type_url} is not registered with this client",
                 {},
                 False,
+                {},
             )
-        items: dict[str, _Item | None] = {}
+        items: dict[str, _Item | bytes | None] = {}
+        decoded: dict[str, Message] = {}
         unnamed = False
         cache = st.cache
         name_of_raw = cache.name_of_raw
         decode = rtype.decode
+        # resource_name() inlined for the common case; called on failure for its error.
+        name_field = name_field_of(rtype.message_class)
         for index, packed in enumerate(response.resources):
             packed_type = packed.type_url
-            message: Message | None = None
-            ttl: float | None = None
-            rversion = ""
-            aliases: tuple[str, ...] = ()
             if packed_type == type_url:
                 value: bytes = packed.value
-                raw: bytes | None = value
                 name = name_of_raw(value)  # same bytes as cached: no decode
-                if name is not None:
+                if name is None:
+                    try:
+                        bare = decode(value)
+                        name = "" if name_field is None else getattr(bare, name_field)
+                        if not name or type(name) is not str:
+                            name = resource_name(bare)
+                    except ResourceError as exc:
+                        errors[f"resources[{index}]"] = str(exc)
+                        unnamed = True
+                        continue
                     if name in items:
-                        return f"resource name {name!r} appears more than once", {}, False
-                    items[name] = None
+                        return f"resource name {name!r} appears more than once", {}, False, {}
+                    items[name] = value
+                    decoded[name] = bare
                     continue
-            elif packed_type in _WRAPPERS:
+                if name in items:
+                    return f"resource name {name!r} appears more than once", {}, False, {}
+                items[name] = None
+                continue
+            message: Message | None = None
+            if packed_type in _WRAPPERS:
                 try:
                     wrapped = unwrap(packed)
                 except ResourceError as exc:
@@ -248,6 +266,7 @@ class SotwProtocol(ProtocolCore):
                         f"but the response is for {type_url}",
                         {},
                         False,
+                        {},
                     )
                 raw = None if wrapped.body is None else wrapped.body.value
                 name = wrapped.name or (None if raw is None else cache.name_of_raw(raw))
@@ -260,6 +279,7 @@ class SotwProtocol(ProtocolCore):
                     f"but the response is for {type_url}",
                     {},
                     False,
+                    {},
                 )
             if name is None:
                 if raw is None:
@@ -274,16 +294,17 @@ class SotwProtocol(ProtocolCore):
                     unnamed = True
                     continue
             if name in items:
-                return f"resource name {name!r} appears more than once", {}, False
+                return f"resource name {name!r} appears more than once", {}, False, {}
             items[name] = _Item(name, raw, message, ttl, rversion, aliases)
-        return None, items, unnamed
+        return None, items, unnamed, decoded
 
     def _apply(
         self,
         st: TypeState,
         *,
         version: str,
-        items: dict[str, _Item | None],
+        items: dict[str, _Item | bytes | None],
+        decoded: dict[str, Message],
         unnamed: bool,
         errors: dict[str, str],
         now: float,
@@ -295,21 +316,38 @@ class SotwProtocol(ProtocolCore):
         subs = st.subs
         wildcard = subs.wildcard
         names = subs.names
+        wants = subs.wants
         cache = st.cache
         cached = cache.entries.get
-        staged: list[tuple[_Item, Message]] = []
+        # Names of the changed bare resources, in order: their bytes are in
+        # ``items`` and their messages in ``decoded`` (no record per resource).
+        staged: list[str] = []
+        staged_items: list[tuple[_Item, Message]] = []
         refreshes: list[_Item] = []
         quiet = not (st.failures or st.deletion_ignored or subs.ambiguous)
         for name, item in items.items():
             if item is None:  # a bare resource with the bytes of the cached one
                 entry = cached(name)
-                if entry is None or not (wildcard or name in names or subs.wants(name)):
+                if entry is None or not (wildcard or name in names or wants(name)):
                     continue
                 if quiet and entry.ttl is None and not entry.resource_version:
                     continue  # a refresh would change nothing
                 refreshes.append(_Item(name, entry.raw, None, None, "", ()))
                 continue
-            if not wildcard and name not in names and not subs.wants(name, item.aliases):
+            if type(item) is bytes:  # a bare resource, decoded to learn its name
+                if not (wildcard or name in names or wants(name)):
+                    continue
+                # Its bytes differ from every cached resource's (name_of_raw), so
+                # it is an update; it still goes through the validator.
+                if validator is not None:
+                    reason = validate(validator, decoded[name])
+                    if reason is not None:
+                        errors[name] = reason
+                        continue
+                staged.append(name)
+                continue
+            assert isinstance(item, _Item)
+            if not wildcard and name not in names and not wants(name, item.aliases):
                 continue
             entry = cached(name)
             if item.raw is None:
@@ -338,7 +376,8 @@ class SotwProtocol(ProtocolCore):
                 if reason is not None:
                     errors[name] = reason
                     continue
-            staged.append((item, message))
+            staged.append(name)
+            staged_items.append((item, message))
         if errors and self.config.reject_whole_response:
             return
         for item in refreshes:
@@ -351,13 +390,20 @@ class SotwProtocol(ProtocolCore):
                 st, entry, ttl=ttl, version=None,
                 resource_version=item.resource_version, now=now,
             )  # fmt: skip
-        for item, message in staged:
-            assert item.raw is not None
-            self._store(
-                st, item.name, version=version, message=message, raw=item.raw,
-                ttl=item.ttl, aliases=item.aliases, resource_version=item.resource_version,
-                now=now, events=events,
-            )  # fmt: skip
+        if staged:
+            store = self._store
+            wrapped = iter(staged_items)
+            for name in staged:
+                raw = items[name]
+                if type(raw) is bytes:
+                    store(st, name, version, decoded[name], raw, None, (), "", now, events)
+                else:
+                    item, message = next(wrapped)
+                    assert item.raw is not None
+                    store(
+                        st, name, version, message, item.raw, item.ttl, item.aliases,
+                        item.resource_version, now, events,
+                    )  # fmt: skip
         if rtype.full_state and not unnamed:
             # LDS/CDS: a resource we hold that the response leaves out was deleted.
             # Skipped when a resource could not even be named: it may be that one.

@@ -29,6 +29,11 @@ class DeadlineQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._armed)
 
+    @property
+    def armed(self) -> dict[K, tuple[float, int]]:
+        """The armed keys and their deadlines (read-only; truthy when any is armed)."""
+        return self._armed
+
     def __contains__(self, key: K) -> bool:
         return key in self._armed
 

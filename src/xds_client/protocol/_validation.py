@@ -30,20 +30,26 @@ _NAME_FIELDS = ("name", "cluster_name")
 _name_field_cache: dict[type[Message], str | None] = {}
 
 
+def name_field_of(cls: type[Message]) -> str | None:
+    """The string field that carries the name of a ``cls`` message, or None."""
+    try:
+        return _name_field_cache[cls]  # by class: no descriptor lookup per resource
+    except KeyError:
+        pass
+    descriptor = cls.DESCRIPTOR
+    field_name = None
+    for candidate in _NAME_FIELDS:
+        fd = descriptor.fields_by_name.get(candidate)
+        if fd is not None and fd.type == FieldDescriptor.TYPE_STRING:
+            field_name = candidate
+            break
+    _name_field_cache[cls] = field_name
+    return field_name
+
+
 def resource_name(message: Message) -> str:
     """The name a bare resource carries in its body; raises :class:`ResourceError`."""
-    cls = type(message)
-    try:
-        field_name = _name_field_cache[cls]  # by class: no descriptor lookup per resource
-    except KeyError:
-        descriptor = message.DESCRIPTOR
-        field_name = None
-        for candidate in _NAME_FIELDS:
-            fd = descriptor.fields_by_name.get(candidate)
-            if fd is not None and fd.type == FieldDescriptor.TYPE_STRING:
-                field_name = candidate
-                break
-        _name_field_cache[cls] = field_name
+    field_name = name_field_of(type(message))
     if field_name is None:
         raise ResourceError(
             f"{message.DESCRIPTOR.full_name} has no name field; "
