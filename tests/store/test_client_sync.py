@@ -273,6 +273,25 @@ def test_list_pages_follow_tokens_and_filter_labels(
     assert page2.resource_version == page.resource_version
 
 
+def test_list_reads_the_next_page_ahead_and_retries_it(
+    server: ResourceStoreServer, client: ResourceStoreClient
+) -> None:
+    server.put_many([(key(f"o{i:03}"), doc(str(i))) for i in range(30)])
+    it = client.list(PREFIX, limit=10)
+    first = next(it)
+    assert first.key.name == "o000"
+    # The second page was requested while the first is handed out; a failure of a
+    # page requested ahead goes through the ordinary call and its retries.
+    server.fail_next(2, grpc.StatusCode.UNAVAILABLE, methods=["List"])
+    names = [first.key.name, *(o.key.name for o in it)]
+    assert names == [f"o{i:03}" for i in range(30)]
+    assert it.pages == 3
+    # Stopping early leaves nothing waiting: the client closes cleanly.
+    early = client.list(PREFIX, limit=10)
+    assert next(early).key.name == "o000"
+    del early
+
+
 def test_list_of_10000_items_is_pinned_while_others_write(
     server: ResourceStoreServer, client: ResourceStoreClient
 ) -> None:

@@ -324,9 +324,27 @@ class ListIterator(Iterator[StoredObject]):
 
     def _generate(self) -> Iterator[StoredObject]:
         pager, client = self._pager, self._client
-        while not pager.done:
-            page = client._call(client._stub.List, pager.request(), pager.on_page)
-            yield from page.items
+        method = client._stub.List
+        items = client._call(method, pager.request(), pager.on_page_items)
+        while True:
+            if pager.done:
+                yield from items
+                return
+            # The next page is requested before this one is handed out, so the
+            # server's work overlaps with the caller's. Any failure of that early
+            # request is left to the ordinary call (and its retries) below.
+            request = pager.request()
+            ahead = method.future(request, timeout=client.timeout, metadata=client._metadata)
+            try:
+                yield from items
+            except BaseException:
+                ahead.cancel()  # the caller stopped early (GeneratorExit) or failed
+                raise
+            client._check_open()
+            try:
+                items = pager.on_page_items(ahead.result(), ahead.trailing_metadata())
+            except (grpc.RpcError, grpc.FutureCancelledError, ResourceStoreError):
+                items = client._call(method, request, pager.on_page_items)
 
 
 class Watch(Iterator[WatchEvent]):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from xds_client.store._errors import InvalidResponseError, check_result
@@ -183,3 +183,24 @@ class ListPager:
         self.token = resp.next_page_token
         self.done = not self.token
         return ListPage(items, self.token, resp.resource_version, resp.remaining_item_count)
+
+    def on_page_items(
+        self, resp: pb.ListResponse, trailing: Sequence[Any] | None
+    ) -> Iterable[StoredObject]:
+        """Like :meth:`on_page`, for an iterator: only the items, built as they are consumed.
+
+        Without a label filter each :class:`StoredObject` is created when the caller
+        asks for it, so one that is dropped at once never outlives a garbage
+        collection (a whole page of them would, and would make the collector run
+        more often over a growing heap).
+        """
+        if self._reqs:
+            return self.on_page(resp, trailing).items
+        check_result(_NO_ERROR, trailing)
+        self.pages += 1
+        if self.resource_version == 0:
+            self.resource_version = resp.resource_version
+        self.token = resp.next_page_token
+        self.done = not self.token
+        prefix = self._prefix
+        return (StoredObject(w.resource_version, w.value, None, prefix) for w in resp.items)
