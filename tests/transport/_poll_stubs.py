@@ -22,9 +22,24 @@ from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.message import Message
+from tenacity import wait_fixed
 
-from xds_client.resources import resource_type, resource_types
+from xds_client.node import Node
+from xds_client.resources import CLUSTER, resource_type, resource_types
+from xds_client.transport import StreamSpec
+from xds_client.transport._polling import PollPolicy
 from xds_client.transport._rest_codec import decode_request, encode_response
+
+# What the fetch and REST transport tests share: a node, a fast poll policy, a stream.
+NODE = Node("n1", cluster="c1").to_proto()
+FAST = PollPolicy(
+    interval=0.05,
+    jitter=0.0,
+    request_timeout=2.0,
+    backoff=wait_fixed(0.01),
+    failures_before_error=3,
+)
+SPEC = StreamSpec("unused", False, (CLUSTER,))
 
 
 def pack(message: Message, type_url: str | None = None) -> AnyProto:

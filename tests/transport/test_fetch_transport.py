@@ -9,10 +9,8 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
-from tenacity import wait_fixed
 
 from xds_client.errors import TransportError, UsageError
-from xds_client.node import Node
 from xds_client.resources import (
     CLUSTER,
     ENDPOINT,
@@ -22,21 +20,11 @@ from xds_client.resources import (
 )
 from xds_client.transport import ServerTarget, Stream, StreamSpec
 from xds_client.transport._fetch import AsyncFetchTransport, FetchTransport, fetch_method_for
-from xds_client.transport._polling import PollError, PollPolicy
+from xds_client.transport._polling import PollError
 
-from ._poll_stubs import StubFetchServer, cluster, pack
+from ._poll_stubs import FAST, NODE, SPEC, StubFetchServer, cluster, pack
 
 pytestmark = pytest.mark.timeout(30)
-
-NODE = Node("n1", cluster="c1").to_proto()
-FAST = PollPolicy(
-    interval=0.05,
-    jitter=0.0,
-    request_timeout=2.0,
-    backoff=wait_fixed(0.01),
-    failures_before_error=3,
-)
-SPEC = StreamSpec("unused", False, (CLUSTER,))
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from google.rpc.status_pb2 import Status
 from tenacity import wait_fixed
 
 from xds_client.errors import TransportError, UsageError
-from xds_client.node import Node
 from xds_client.resources import (
     CLUSTER,
     ENDPOINT,
@@ -27,22 +26,12 @@ from xds_client.resources import (
     resource_type,
 )
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget, Stream, StreamSpec
-from xds_client.transport._polling import PollError, PollPolicy
+from xds_client.transport._polling import PollError
 from xds_client.transport._rest import AsyncRestTransport, RestTransport, make_ssl_context
 
-from ._poll_stubs import StubRestServer, cluster, pack, tls_server_context
+from ._poll_stubs import FAST, NODE, SPEC, StubRestServer, cluster, pack, tls_server_context
 
 pytestmark = pytest.mark.timeout(30)
-
-NODE = Node("n1", cluster="c1").to_proto()
-FAST = PollPolicy(
-    interval=0.05,
-    jitter=0.0,
-    request_timeout=2.0,
-    backoff=wait_fixed(0.01),
-    failures_before_error=3,
-)
-SPEC = StreamSpec("unused", False, (CLUSTER,))
 
 
 @pytest.fixture
