@@ -50,7 +50,10 @@ from envoy.extensions.filters.network.http_connection_manager.v3.http_connection
 )
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
 from google.protobuf.wrappers_pb2 import UInt32Value
+
+from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 
 T = TypeVar("T")
 
@@ -165,6 +168,16 @@ def endpoints(cluster: str, port: int) -> ClusterLoadAssignment:
             )
         ],
     )
+
+
+def my_service_snapshot(backend_port: int) -> dict[str, list[Message]]:
+    """``xds:///my-service`` for gRPC clients: api_listener -> route -> EDS cluster -> endpoint."""
+    return {
+        LISTENER: [api_listener("my-service", "my-route")],
+        ROUTE: [route_config("my-route", "my-cluster")],
+        CLUSTER: [eds_cluster("my-cluster")],
+        ENDPOINT: [endpoints("my-cluster", backend_port)],
+    }
 
 
 def write_bootstrap(path: Path, address: str) -> None:

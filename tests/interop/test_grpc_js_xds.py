@@ -13,11 +13,10 @@ from xds_client.testing import ControlPlane
 
 from ._interop_helpers import (
     Peer,
-    api_listener,
     eds_cluster,
     endpoints,
     grpc_backend,
-    route_config,
+    my_service_snapshot,
     write_bootstrap,
 )
 
@@ -37,15 +36,7 @@ def test_grpc_js_xds_resolves_and_follows_endpoint_moves(tmp_path: Path) -> None
         grpc_backend("backend-b") as port_b,
         ControlPlane() as cp,
     ):
-        cp.set_snapshot(
-            {
-                LISTENER: [api_listener("my-service", "my-route")],
-                ROUTE: [route_config("my-route", "my-cluster")],
-                CLUSTER: [eds_cluster("my-cluster")],
-                ENDPOINT: [endpoints("my-cluster", port_a)],
-            },
-            version="1",
-        )
+        cp.set_snapshot(my_service_snapshot(port_a), version="1")
         bootstrap = tmp_path / "bootstrap.json"
         write_bootstrap(bootstrap, cp.address)
         peer = Peer(
