@@ -207,7 +207,9 @@ class Session:
     def _spec(self, slot: _Slot) -> StreamSpec:
         types = tuple(slot.protocol.subscribed_types()) or tuple(sorted(slot.type_urls))
         first = resource_type(types[0]) if slot.key == ADS_SLOT else resource_type(slot.key)
-        return StreamSpec(self._method(first), self.options.protocol == "delta", types)
+        delta = self.options.protocol == "delta"
+        # Only the gRPC transport reads raw_resources; the SotW core takes both forms.
+        return StreamSpec(self._method(first), delta, types, raw_resources=not delta)
 
     def _server_uri(self, slot: _Slot) -> str:
         return self._targets[slot.server].uri

@@ -177,12 +177,17 @@ class TypeCache:
     bytes equal a cached one: its name is then known without parsing it.
     """
 
-    __slots__ = ("_by_alias", "_by_raw", "entries")
+    __slots__ = ("_by_alias", "_by_packed", "_by_raw", "_packed", "entries", "renewable")
 
     def __init__(self) -> None:
         self.entries: dict[str, CachedResource[Any]] = {}
         self._by_raw: dict[bytes, str] = {}
         self._by_alias: dict[str, str] = {}
+        # Serialized ``Any`` of a resource as a raw SotW response carried it, both ways.
+        self._by_packed: dict[bytes, str] = {}
+        self._packed: dict[str, bytes] = {}
+        # How many entries have a TTL or a per-resource version (a same-bytes resend renews them).
+        self.renewable = 0
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -201,6 +206,25 @@ class TypeCache:
         """Name of the cached resource whose bytes are exactly ``raw``."""
         return self._by_raw.get(raw)
 
+    def name_of_packed(self, packed: bytes) -> str | None:
+        """Name of the cached resource that arrived as exactly these serialized ``Any`` bytes."""
+        return self._by_packed.get(packed)
+
+    def packed_names(self) -> Mapping[bytes, str]:
+        """The live serialized ``Any`` -> name index (callers must not mutate it)."""
+        return self._by_packed
+
+    def index_packed(self, packed: Mapping[str, bytes]) -> None:
+        """Remember that each cached ``name`` arrived as the serialized ``Any`` ``packed[name]``.
+
+        An entry keeps it until its bytes change or it leaves the cache.
+        """
+        if self._packed:
+            for name in packed.keys() & self._packed.keys():
+                self._unindex_packed(name)
+        self._packed.update(packed)
+        self._by_packed.update(zip(packed.values(), packed.keys(), strict=True))
+
     def resolve(self, name_or_alias: str) -> CachedResource[Any] | None:
         """The resource called ``name_or_alias`` or having it as an alias."""
         entry = self.entries.get(name_or_alias)
@@ -215,6 +239,10 @@ class TypeCache:
         old = self.entries.get(entry.name)
         if old is not None:
             self._unindex(old)
+            if self._packed and old.raw != entry.raw:
+                self._unindex_packed(old.name)
+        if entry.ttl is not None or entry.resource_version:
+            self.renewable += 1
         self.entries[entry.name] = entry
         self._by_raw[entry.raw] = entry.name
         for alias in entry.aliases:
@@ -225,13 +253,22 @@ class TypeCache:
         old = self.entries.pop(name, None)
         if old is not None:
             self._unindex(old)
+            if self._packed:
+                self._unindex_packed(name)
         return old
 
     def view(self) -> Mapping[str, CachedResource[Any]]:
         """The live name -> resource mapping (callers must not mutate it)."""
         return self.entries
 
+    def _unindex_packed(self, name: str) -> None:
+        packed = self._packed.pop(name, None)
+        if packed is not None and self._by_packed.get(packed) == name:
+            del self._by_packed[packed]
+
     def _unindex(self, entry: CachedResource[Any]) -> None:
+        if entry.ttl is not None or entry.resource_version:
+            self.renewable -= 1
         if self._by_raw.get(entry.raw) == entry.name:
             del self._by_raw[entry.raw]
         for alias in entry.aliases:

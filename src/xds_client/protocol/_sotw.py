@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import compress, repeat
+from operator import is_
 from typing import TYPE_CHECKING
+
+from google.protobuf.any_pb2 import Any as AnyMessage
+from google.protobuf.message import DecodeError
 
 from xds_client.errors import ProtocolUsageError, ResourceError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unwrap
@@ -18,11 +25,60 @@ if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
     from google.protobuf.message import Message
 
+    from ._raw import RawDiscoveryResponse
+
 __all__ = ["SotwProtocol"]
 
 _WRAPPERS = frozenset(
     {RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX + "envoy.api.v2.Resource"}
 )  # fmt: skip
+
+
+_NO_ANY = AnyMessage()
+
+
+@lru_cache(maxsize=256)
+def _any_prefix(type_url: str) -> bytes:
+    """How the plain encoding of an ``Any`` of ``type_url`` starts, up to the value's length."""
+    url = type_url.encode()
+    return b"\n" + _varint(len(url)) + url + b"\x12"
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _bare_value(blob: bytes, prefix: bytes) -> bytes | None:
+    """The value of a serialized ``Any`` that is exactly ``prefix``, a length and the value.
+
+    None for any other encoding (other type, fields in another order, extra
+    fields): the caller then parses the ``Any``, which gives the same answer.
+    """
+    if not blob.startswith(prefix):
+        return None
+    pos = len(prefix)
+    # The usual sizes first: a value shorter than 128 or 16,384 bytes.
+    length = len(blob) - pos - 1
+    if length < 0x80:
+        return blob[pos + 1 :] if length >= 0 and blob[pos] == length else None
+    length -= 1
+    if length < 0x4000 and blob[pos] == (length & 0x7F) | 0x80 and blob[pos + 1] == length >> 7:
+        return blob[pos + 2 :]
+    size = len(blob)
+    length = shift = 0
+    while pos < size and shift < 35:
+        byte = blob[pos]
+        pos += 1
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return blob[pos:] if size - pos == length else None
+        shift += 7
+    return None
 
 
 @dataclass(slots=True)
@@ -164,11 +220,17 @@ class SotwProtocol(ProtocolCore):
 
     # ----------------------------------------------------------------- responses
 
-    def receive(self, response: DiscoveryResponse, now: float) -> list[Event]:
+    def receive(
+        self, response: DiscoveryResponse | RawDiscoveryResponse, now: float
+    ) -> list[Event]:
         """Apply a response; queues exactly one ACK or NACK and returns the events.
 
         A response of a type with nothing subscribed is ignored (no ACK/NACK),
-        but its nonce is remembered for the next request.
+        but its nonce is remembered for the next request. ``response`` may also
+        be a response parsed with its resources left serialized (the gRPC
+        transport's ``RawDiscoveryResponse``): each resource is then the bytes of
+        its ``Any``, and one that arrived as the same bytes before is recognised
+        without parsing it.
         """
         self._require_connected("receive")
         type_url = response.type_url
@@ -181,7 +243,8 @@ class SotwProtocol(ProtocolCore):
         events: list[Event] = []
         version = response.version_info
         errors: dict[str, str] = {}
-        whole, items, unnamed, decoded = self._parse(st, response, errors)
+        packed_of: dict[str, bytes] = {}
+        whole, items, unnamed, decoded = self._parse(st, response, errors, packed_of)
         if whole is not None:
             self._finish(
                 st, nonce=response.nonce, version=version,
@@ -190,7 +253,7 @@ class SotwProtocol(ProtocolCore):
             return events
         self._apply(
             st, version=version, items=items, decoded=decoded, unnamed=unnamed, errors=errors,
-            now=now, events=events,
+            now=now, events=events, packed_of=packed_of,
         )  # fmt: skip
         self._finish(
             st, nonce=response.nonce, version=version, errors=errors,
@@ -201,7 +264,11 @@ class SotwProtocol(ProtocolCore):
         return events
 
     def _parse(
-        self, st: TypeState, response: DiscoveryResponse, errors: dict[str, str]
+        self,
+        st: TypeState,
+        response: DiscoveryResponse | RawDiscoveryResponse,
+        errors: dict[str, str],
+        packed_of: dict[str, bytes],
     ) -> tuple[str | None, dict[str, _Item | bytes | None], bool, dict[str, Message]]:
         """Name every resource; a problem of the whole response comes back first.
 
@@ -210,17 +277,63 @@ class SotwProtocol(ProtocolCore):
         other bare resource maps to its bytes, and its decoded message is in
         the fourth result: no per-resource record is built (each one would
         survive the whole response and make the garbage collector run more).
+
+        A resource given as serialized ``Any`` bytes (a raw response) is first
+        looked up by those bytes: for a raw response, every resource that
+        arrived as the same bytes before is named by one pass in C, and only
+        the others go through the loop, where each is parsed into an ``Any``
+        and goes the same way as in an ordinary response. The bytes of a
+        changed bare one are put in ``packed_of`` for the cache.
         """
         type_url = st.type_url
-        rtype = st.rtype
-        if rtype is None:
-            return (
-                f"type URL {type_url} is not registered with this client",
-                {},
-                False,
-                {},
-            )
+        if st.rtype is None:
+            return f"type URL {type_url} is not registered with this client", {}, False, {}
+        resources: Sequence[AnyMessage | bytes] = response.resources
         items: dict[str, _Item | bytes | None] = {}
+        todo: Iterable[tuple[int, AnyMessage | bytes]] = enumerate(resources)
+        batched = False
+        index = st.cache.packed_names()
+        if index and resources and type(resources[0]) is bytes:
+            names = list(map(index.get, resources))  # type: ignore[arg-type]
+            hits = list(filter(None, names))
+            if hits:
+                items = dict.fromkeys(hits)
+                if len(items) == len(hits):
+                    # Only the misses are read again (each read copies the bytes).
+                    misses = compress(range(len(names)), map(is_, names, repeat(None)))
+                    todo = [(i, resources[i]) for i in misses]
+                    batched = True
+                else:  # the same bytes twice: the loop finds the first problem in order
+                    items = {}
+        whole, unnamed, decoded = self._name_all(
+            st, todo, items, errors, packed_of, lookup=not batched
+        )
+        if whole is not None and batched:
+            # Report the same first problem as the loop over every resource would.
+            errors.clear()
+            packed_of.clear()
+            items = {}
+            whole, unnamed, decoded = self._name_all(
+                st, enumerate(resources), items, errors, packed_of, lookup=True
+            )
+        if whole is not None:
+            return whole, {}, False, {}
+        return None, items, unnamed, decoded
+
+    def _name_all(
+        self,
+        st: TypeState,
+        resources: Iterable[tuple[int, AnyMessage | bytes]],
+        items: dict[str, _Item | bytes | None],
+        errors: dict[str, str],
+        packed_of: dict[str, bytes],
+        *,
+        lookup: bool,
+    ) -> tuple[str | None, bool, dict[str, Message]]:
+        """The loop of :meth:`_parse` over ``(index, resource)``, filling ``items``."""
+        type_url = st.type_url
+        rtype = st.rtype
+        assert rtype is not None
         decoded: dict[str, Message] = {}
         unnamed = False
         cache = st.cache
@@ -228,10 +341,40 @@ class SotwProtocol(ProtocolCore):
         decode = rtype.decode
         # resource_name() inlined for the common case; called on failure for its error.
         name_field = name_field_of(rtype.message_class)
-        for index, packed in enumerate(response.resources):
-            packed_type = packed.type_url
+        by_packed = cache.packed_names() if lookup else {}
+        prefix = _any_prefix(type_url)
+        parse_any = AnyMessage.FromString
+        packed = _NO_ANY
+        for index, given in resources:
+            blob: bytes | None = None
+            value: bytes | None = None
+            if type(given) is bytes:  # a raw response: the serialized Any
+                blob = given
+                if by_packed:
+                    name = by_packed.get(blob)
+                    if name is not None:  # the same bytes as a cached bare resource
+                        if name in items:
+                            return f"resource name {name!r} appears more than once", False, {}
+                        items[name] = None
+                        continue
+                value = _bare_value(blob, prefix)
+                if value is None:  # not the plain encoding of a bare resource
+                    try:
+                        packed = parse_any(blob)
+                    except DecodeError:
+                        errors[f"resources[{index}]"] = "not a valid google.protobuf.Any"
+                        unnamed = True
+                        continue
+                    packed_type = packed.type_url
+                else:
+                    packed_type = type_url
+            else:
+                assert isinstance(given, AnyMessage)
+                packed = given
+                packed_type = packed.type_url
             if packed_type == type_url:
-                value: bytes = packed.value
+                if value is None:
+                    value = packed.value
                 name = name_of_raw(value)  # same bytes as cached: no decode
                 if name is None:
                     try:
@@ -244,12 +387,14 @@ class SotwProtocol(ProtocolCore):
                         unnamed = True
                         continue
                     if name in items:
-                        return f"resource name {name!r} appears more than once", {}, False, {}
+                        return f"resource name {name!r} appears more than once", False, {}
                     items[name] = value
                     decoded[name] = bare
+                    if blob is not None:
+                        packed_of[name] = blob
                     continue
                 if name in items:
-                    return f"resource name {name!r} appears more than once", {}, False, {}
+                    return f"resource name {name!r} appears more than once", False, {}
                 items[name] = None
                 continue
             message: Message | None = None
@@ -264,7 +409,6 @@ class SotwProtocol(ProtocolCore):
                     return (
                         f"resources[{index}] wraps {wrapped.body.type_url}, "
                         f"but the response is for {type_url}",
-                        {},
                         False,
                         {},
                     )
@@ -277,7 +421,6 @@ class SotwProtocol(ProtocolCore):
                 return (
                     f"resources[{index}] has type {packed_type}, "
                     f"but the response is for {type_url}",
-                    {},
                     False,
                     {},
                 )
@@ -294,9 +437,9 @@ class SotwProtocol(ProtocolCore):
                     unnamed = True
                     continue
             if name in items:
-                return f"resource name {name!r} appears more than once", {}, False, {}
+                return f"resource name {name!r} appears more than once", False, {}
             items[name] = _Item(name, raw, message, ttl, rversion, aliases)
-        return None, items, unnamed, decoded
+        return None, unnamed, decoded
 
     def _apply(
         self,
@@ -309,6 +452,7 @@ class SotwProtocol(ProtocolCore):
         errors: dict[str, str],
         now: float,
         events: list[Event],
+        packed_of: dict[str, bytes],
     ) -> None:
         rtype = st.rtype
         assert rtype is not None
@@ -325,7 +469,12 @@ class SotwProtocol(ProtocolCore):
         staged_items: list[tuple[_Item, Message]] = []
         refreshes: list[_Item] = []
         quiet = not (st.failures or st.deletion_ignored or subs.ambiguous)
-        for name, item in items.items():
+        todo: Iterable[tuple[str, _Item | bytes | None]] = items.items()
+        if quiet and not cache.renewable:
+            # No cached entry has a TTL or a per-resource version, so a resource sent
+            # again with the same bytes changes nothing: only the others are visited.
+            todo = compress(todo, items.values())
+        for name, item in todo:
             if item is None:  # a bare resource with the bytes of the cached one
                 entry = cached(name)
                 if entry is None or not (wildcard or name in names or wants(name)):
@@ -336,6 +485,7 @@ class SotwProtocol(ProtocolCore):
                 continue
             if type(item) is bytes:  # a bare resource, decoded to learn its name
                 if not (wildcard or name in names or wants(name)):
+                    packed_of.pop(name, None)  # not kept: not indexed either
                     continue
                 # Its bytes differ from every cached resource's (name_of_raw), so
                 # it is an update; it still goes through the validator.
@@ -343,6 +493,7 @@ class SotwProtocol(ProtocolCore):
                     reason = validate(validator, decoded[name])
                     if reason is not None:
                         errors[name] = reason
+                        packed_of.pop(name, None)
                         continue
                 staged.append(name)
                 continue
@@ -404,8 +555,13 @@ class SotwProtocol(ProtocolCore):
                         st, name, version, message, item.raw, item.ttl, item.aliases,
                         item.resource_version, now, events,
                     )  # fmt: skip
+        if packed_of:
+            cache.index_packed(packed_of)  # each one stored above, as these Any bytes
         if rtype.full_state and not unnamed:
             # LDS/CDS: a resource we hold that the response leaves out was deleted.
             # Skipped when a resource could not even be named: it may be that one.
-            for name in [n for n in cache if n not in items]:
+            gone = (
+                [] if cache.entries.keys() <= items.keys() else [n for n in cache if n not in items]
+            )
+            for name in gone:
                 self._delete(st, name, now, events)

@@ -155,6 +155,9 @@ class StreamSpec:
     """True for incremental (delta) xDS."""
     type_urls: tuple[str, ...]
     """The types the stream carries (every subscribed type for ADS)."""
+    raw_resources: bool = False
+    """SotW over gRPC only: responses may come as ``RawDiscoveryResponse`` (each resource the
+    serialized bytes of its ``Any``), which the SotW protocol core takes as well."""
 
 
 @runtime_checkable

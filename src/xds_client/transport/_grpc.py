@@ -23,6 +23,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 )
 
 from xds_client.errors import TransportError
+from xds_client.protocol._raw import raw_response_class
 
 from ._base import (
     ChannelCredentialsConfig,
@@ -94,7 +95,12 @@ def _serialize(message: Request) -> bytes:
 
 
 def _deserializer(spec: StreamSpec) -> Callable[[bytes], Response]:
-    return DeltaDiscoveryResponse.FromString if spec.delta else DiscoveryResponse.FromString
+    if spec.delta:
+        return DeltaDiscoveryResponse.FromString
+    if spec.raw_resources:
+        # Resources stay serialized: the SotW core recognises unchanged ones by their bytes.
+        return raw_response_class().FromString  # type: ignore[return-value]
+    return DiscoveryResponse.FromString
 
 
 def _rpc_error(spec: StreamSpec, target: ServerTarget, exc: grpc.RpcError) -> TransportError:

@@ -1,0 +1,71 @@
+"""A wire-compatible ``DiscoveryResponse`` whose resources stay serialized.
+
+``RawDiscoveryResponse`` has the fields of ``envoy.service.discovery.v3.DiscoveryResponse``
+with the same numbers, but field 2 (``resources``) is ``repeated bytes``: parsing a
+response gives each resource as the serialized bytes of its ``Any``, with no ``Any``
+object. :class:`~xds_client.protocol.SotwProtocol` compares those bytes with what it
+cached (a dict lookup) and parses only the resources that changed. The class is built
+once, in a private descriptor pool, so it never clashes with the Envoy descriptors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
+__all__ = ["RawDiscoveryResponse", "raw_response_class", "to_raw_response"]
+
+
+class RawDiscoveryResponse(Protocol):
+    """What the SotW core reads from a response whose resources are raw ``Any`` bytes."""
+
+    @property
+    def version_info(self) -> str: ...
+    @property
+    def type_url(self) -> str: ...
+    @property
+    def nonce(self) -> str: ...
+    @property
+    def resources(self) -> Sequence[bytes]: ...
+
+
+_class: type[Message] | None = None
+
+
+def raw_response_class() -> type[Message]:
+    """The message class (built on first use); ``FromString`` parses a response's bytes."""
+    global _class  # noqa: PLW0603 - built once, on first use
+    if _class is None:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+        fdp = descriptor_pb2.FieldDescriptorProto
+        file = descriptor_pb2.FileDescriptorProto(
+            name="xds_client/internal/raw_discovery.proto",
+            package="xds_client.internal.raw",
+            syntax="proto3",
+        )
+        message = file.message_type.add(name="RawDiscoveryResponse")
+        for number, name, kind, label in (
+            (1, "version_info", fdp.TYPE_STRING, fdp.LABEL_OPTIONAL),
+            (2, "resources", fdp.TYPE_BYTES, fdp.LABEL_REPEATED),
+            (3, "canary", fdp.TYPE_BOOL, fdp.LABEL_OPTIONAL),
+            (4, "type_url", fdp.TYPE_STRING, fdp.LABEL_OPTIONAL),
+            (5, "nonce", fdp.TYPE_STRING, fdp.LABEL_OPTIONAL),
+            (6, "control_plane", fdp.TYPE_BYTES, fdp.LABEL_OPTIONAL),  # kept serialized
+        ):
+            message.field.add(name=name, number=number, type=kind, label=label)
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(file)
+        descriptor = pool.FindMessageTypeByName("xds_client.internal.raw.RawDiscoveryResponse")
+        _class = message_factory.GetMessageClass(descriptor)
+    return _class
+
+
+def to_raw_response(response: Message) -> RawDiscoveryResponse:
+    """A ``DiscoveryResponse`` re-parsed as a :class:`RawDiscoveryResponse` (for tests)."""
+    return cast(
+        "RawDiscoveryResponse", raw_response_class().FromString(response.SerializeToString())
+    )
