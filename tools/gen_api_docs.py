@@ -184,8 +184,9 @@ def _render_object(module_name: str, name: str, obj: Any) -> list[str]:
             bases = ", ".join(b.__name__ for b in obj.__bases__)
             lines += [f"*exception* `{name}({bases})`", "", _doc(obj), ""]
             return lines
-        init = vars(obj).get("__init__")
-        signature = _signature(obj) if init is not None or dataclasses.is_dataclass(obj) else ""
+        # A constructor inherited from a private base is still the class's own API.
+        has_init = any("__init__" in vars(k) for k in obj.__mro__ if k is not object)
+        signature = _signature(obj) if has_init or dataclasses.is_dataclass(obj) else ""
         lines += ["```python", f"class {name}{signature}", "```", "", _doc(obj), ""]
         members = _members(obj)
         if members:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from xds_client.errors import ProtocolUsageError, UnknownResourceTypeError
 from xds_client.resources import ResourceType, resource_type
@@ -45,6 +45,9 @@ __all__ = ["ProtocolCore", "TypeState"]
 _DNE = "dne"
 _TTL = "ttl"
 _EMPTY: Mapping[str, CachedResource[Any]] = MappingProxyType({})
+
+
+S = TypeVar("S")  # per-type, per-stream state of a subclass
 
 
 @dataclass(slots=True)
@@ -106,8 +109,12 @@ class TypeState:
         return self.subs.wants(name, entry.aliases if entry is not None else ())
 
 
-class ProtocolCore:
-    """Base of :class:`SotwProtocol` and :class:`DeltaProtocol` (not public)."""
+class ProtocolCore(Generic[S]):
+    """Base of :class:`SotwProtocol` and :class:`DeltaProtocol` (not public).
+
+    ``S`` is what a subclass remembers per type about the current stream (what it
+    told the server); :meth:`_new_stream` makes a fresh one for each new stream.
+    """
 
     _sotw_only = False
 
@@ -121,6 +128,7 @@ class ProtocolCore:
         self._streams = 0
         self._node_sent = False
         self._replies: list[_Reply] = []
+        self._streams_state: dict[str, S] = {}
 
     # ----------------------------------------------------------------- subscriptions
 
@@ -237,8 +245,19 @@ class ProtocolCore:
             if key[0] == _DNE:
                 self._timers.cancel(key)
 
+    def _new_stream(self) -> S:
+        """Subclass hook: the per-type state of a stream that has told the server nothing."""
+        raise NotImplementedError
+
+    def _stream(self, st: TypeState) -> S:
+        ss = self._streams_state.get(st.type_url)
+        if ss is None:
+            ss = self._streams_state[st.type_url] = self._new_stream()
+        return ss
+
     def _reset_stream(self, st: TypeState) -> None:
-        """Subclass hook: forget what the old stream told the server."""
+        """Forget what the old stream told the server about this type."""
+        self._streams_state[st.type_url] = self._new_stream()
 
     def _require_connected(self, what: str) -> None:
         if not self._connected:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from xds_client.errors import ResourceError
 
 from ._base import ProtocolCore, TypeState
-from ._config import ProtocolConfig
 from ._events import Event, ResourceDoesNotExist
 from ._subscriptions import WILDCARD
 from ._validation import RESPONSE_KEY, validate
@@ -34,7 +33,7 @@ class _Stream:
     remove: dict[str, None] = field(default_factory=dict)  # to unsubscribe on the next request
 
 
-class DeltaProtocol(ProtocolCore):
+class DeltaProtocol(ProtocolCore[_Stream]):
     """Sans-I/O state of one delta (incremental) xDS stream.
 
     Same shape as :class:`SotwProtocol`: subscription changes, stream events,
@@ -42,20 +41,10 @@ class DeltaProtocol(ProtocolCore):
     between two sends are coalesced into one diff per type.
     """
 
-    def __init__(self, config: ProtocolConfig) -> None:
-        super().__init__(config)
-        self._streams_state: dict[str, _Stream] = {}
-
     # ----------------------------------------------------------------- framing
 
-    def _stream(self, st: TypeState) -> _Stream:
-        ss = self._streams_state.get(st.type_url)
-        if ss is None:
-            ss = self._streams_state[st.type_url] = _Stream()
-        return ss
-
-    def _reset_stream(self, st: TypeState) -> None:
-        self._streams_state[st.type_url] = _Stream()
+    def _new_stream(self) -> _Stream:
+        return _Stream()
 
     def _on_subscribed(self, st: TypeState, added: list[str], wildcard: bool) -> None:
         if not st.initial_sent:

@@ -16,7 +16,6 @@ from xds_client.errors import ProtocolUsageError, ResourceError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unwrap
 
 from ._base import ProtocolCore, TypeState
-from ._config import ProtocolConfig
 from ._events import Event
 from ._subscriptions import WILDCARD
 from ._validation import RESPONSE_KEY, name_field_of, resource_name, validate
@@ -99,7 +98,7 @@ class _Item:
     aliases: tuple[str, ...]
 
 
-class SotwProtocol(ProtocolCore):
+class SotwProtocol(ProtocolCore[_Stream]):
     """Sans-I/O state of one SotW stream (ADS with many types, or one per-type stream).
 
     Feed it subscription changes, stream events, responses and ``now``; send
@@ -111,20 +110,10 @@ class SotwProtocol(ProtocolCore):
 
     _sotw_only = True
 
-    def __init__(self, config: ProtocolConfig) -> None:
-        super().__init__(config)
-        self._streams_state: dict[str, _Stream] = {}
-
     # ----------------------------------------------------------------- framing
 
-    def _stream(self, st: TypeState) -> _Stream:
-        ss = self._streams_state.get(st.type_url)
-        if ss is None:
-            ss = self._streams_state[st.type_url] = _Stream()
-        return ss
-
-    def _reset_stream(self, st: TypeState) -> None:
-        self._streams_state[st.type_url] = _Stream()
+    def _new_stream(self) -> _Stream:
+        return _Stream()
 
     def _on_subscribed(self, st: TypeState, added: list[str], wildcard: bool) -> None:
         self._stream(st).dirty = True
