@@ -1,29 +1,47 @@
-"""``python -m bench``: run every scenario, print the table, write docs/performance.md."""
+"""``python -m bench``: run every scenario, print the table, write docs/performance.md.
+
+Scenarios register themselves: every public module of this package that defines
+``run(server, cfg) -> list[Row]`` is one, named by its ``SCENARIO`` (default: the
+module name) and run in the order of its ``ORDER`` (default 100). Adding a scenario
+is adding a module; nothing here changes.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from bench import delta, imports, memory, sotw, store
+import bench
 from bench._harness import Config, Row, machine, render, warm_up
 from bench._server import ServerProcess
 
-SCENARIOS = {
-    "sotw": sotw.run,
-    "delta": delta.run,
-    "memory": memory.run,
-    "store": store.run,
-    "imports": imports.run,
-}
+Scenario = Callable[[ServerProcess, Config], list[Row]]
+
+
+def scenarios() -> dict[str, Scenario]:
+    """Every scenario module of the package, by name, in run order."""
+    found: list[tuple[int, str, Scenario]] = []
+    for info in pkgutil.iter_modules(bench.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"bench.{info.name}")
+        run = getattr(module, "run", None)
+        if callable(run):
+            name = getattr(module, "SCENARIO", info.name)
+            found.append((getattr(module, "ORDER", 100), name, run))
+    return {name: run for _, name, run in sorted(found, key=lambda item: (item[0], item[1]))}
 
 
 def main(argv: list[str] | None = None) -> int:
+    registry = scenarios()
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 repetition, no docs")
-    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), help="scenarios")
+    parser.add_argument("--only", action="append", choices=sorted(registry), help="scenarios")
     parser.add_argument("--reps", type=int, help="repetitions (medians are reported)")
     parser.add_argument("--no-write", action="store_true", help="do not write docs/performance.md")
     args = parser.parse_args(argv)
@@ -35,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()  # the load average before the run
     warm_up()
     with ServerProcess() as server:
-        for name in args.only or list(SCENARIOS):
+        for name in args.only or list(registry):
             t0 = time.perf_counter()
-            rows += SCENARIOS[name](server, cfg)
+            rows += registry[name](server, cfg)
             print(f"# {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     info["load average (1 min)"] += f" before, {machine()['load average (1 min)']} after"
     table = render(rows, info, cfg)

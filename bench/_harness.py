@@ -19,7 +19,7 @@ class Config:
 
     reps: int = 5
     sotw_clusters: int = 10_000
-    sotw_changed: int = 100
+    sotw_large: int = 100_000
     delta_updates: int = 10_000
     delta_names: int = 100
     rss_clusters: int = 100_000
@@ -27,6 +27,7 @@ class Config:
     store_items: int = 100_000
     store_page: int = 500
     store_events: int = 10_000
+    informer_items: int = 100_000
     import_reps: int = 9
     smoke: bool = False
 
@@ -35,7 +36,7 @@ class Config:
         return cls(
             reps=1,
             sotw_clusters=200,
-            sotw_changed=10,
+            sotw_large=500,
             delta_updates=200,
             delta_names=10,
             rss_clusters=2_000,
@@ -43,6 +44,7 @@ class Config:
             store_items=1_000,
             store_page=100,
             store_events=300,
+            informer_items=1_000,
             import_reps=1,
             smoke=True,
         )

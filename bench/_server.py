@@ -116,6 +116,12 @@ class _Ads:
                     except queue.Empty:
                         break
                 self.results.put(sent)
+            elif what == "firehose":  # every response at once; ACKs are read, not awaited
+                sent = []
+                for data in self.prepared[job[1]]:
+                    sent.append(time.perf_counter())
+                    yield data
+                self.results.put(sent)
             elif what == "abort":
                 self.results.put(time.perf_counter())
                 context.abort(grpc.StatusCode.UNAVAILABLE, "bench: stream dropped")
@@ -198,25 +204,33 @@ class _Worker:
 
     # ------------------------------------------------------------ commands
 
-    def prepare_sotw(self, n: int, changed: int) -> dict[str, int]:
-        """'sotw_full': n clusters at revision 0; 'sotw_changed': ``changed`` of them at 1."""
+    def prepare_sotw(self, n: int, changed: int, prefix: str = "sotw") -> dict[str, int]:
+        """'<prefix>_full': n clusters at revision 0; '<prefix>_changed': ``changed`` at 1."""
         full = [self.cluster(i, 0) for i in range(n)]
         step = max(1, n // max(changed, 1))
         changed_idx = set(range(0, n, step)[:changed])
         again = [self.cluster(i, 1 if i in changed_idx else 0) for i in range(n)]
-        self.ads.prepared["sotw_full"] = [_sotw_response("1", self.nonce(), full)]
-        self.ads.prepared["sotw_changed"] = [_sotw_response("2", self.nonce(), again)]
-        return {"bytes": len(self.ads.prepared["sotw_full"][0])}
+        self.ads.prepared[f"{prefix}_full"] = [_sotw_response("1", self.nonce(), full)]
+        if changed:
+            self.ads.prepared[f"{prefix}_changed"] = [_sotw_response("2", self.nonce(), again)]
+        return {"bytes": len(self.ads.prepared[f"{prefix}_full"][0])}
+
+    def forget(self, prefix: str) -> None:
+        """Drop the prepared responses whose name starts with ``prefix`` (memory)."""
+        for name in [name for name in self.ads.prepared if name.startswith(prefix)]:
+            del self.ads.prepared[name]
 
     def prepare_lockstep(self, n: int, names: int) -> None:
         """'lockstep': n single-resource delta responses, versions 0..n-1, over ``names`` names."""
-        from bench._data import cluster_name
+        from bench._data import cluster_name, make_cluster
 
         self.ads.prepared["lockstep"] = [
-            _delta_response(self.nonce(), [(cluster_name(i % names), str(i), self.cluster(i, i))])
+            _delta_response(
+                self.nonce(),
+                [(cluster_name(i % names), str(i), make_cluster(i, i).SerializeToString())],
+            )
             for i in range(n)
         ]
-        self._clusters.clear()
 
     def prepare_bulk(self, n: int, batch: int) -> None:
         """'bulk': n delta resources (versions "1") in responses of ``batch``."""
@@ -264,6 +278,11 @@ class _Worker:
         if command == "lockstep":  # returns the send times once every ACK is in
             ads.latest("delta").jobs.put(("lockstep", "lockstep"))
             return ads.results.get(timeout=600)
+        if command == "firehose":  # returns the send times once every response is sent
+            ads.latest("delta").jobs.put(("firehose", "lockstep"))
+            return ads.results.get(timeout=600)
+        if command == "forget":
+            return self.forget(*args)
         if command == "abort":  # returns when the stream was aborted
             ads.latest(args[0]).jobs.put(("abort",))
             return ads.results.get(timeout=60)

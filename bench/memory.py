@@ -7,10 +7,11 @@ server then drops the stream, and the time from the drop to the arrival of
 the reconnected stream's first request (with N ``initial_resource_versions``)
 is measured by the server.
 
-Modes: ``sdk`` (XdsClient, delta, one wildcard watch), ``lean`` (the same with
+Modes: ``sdk`` (XdsClient, one wildcard watch), ``lean`` (the same with
 ``lazy_decode=True``: bytes kept, decoded on access), ``raw`` (generated stub,
-``Cluster.FromString`` into a dict of messages, and the versions for the
-reconnect).
+``Cluster.FromString`` into a dict of messages, and for delta the versions for
+the reconnect). Each mode runs fed by delta (responses of 1,000) and by SotW (one
+response of all N); the reconnect is measured on delta.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ import gc
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
 
 from bench._clients import RawStream, node
 from bench._data import CDS
 from bench._harness import Config, Row, median, ratio_at_most, rss_bytes, sdk_below
 from bench._server import ServerProcess
+
+SCENARIO = "memory"
+ORDER = 30
 
 _TIMEOUT = 120.0
 
@@ -41,14 +45,14 @@ def _settled_rss() -> int:
     return rss_bytes()
 
 
-def _child_sdk(address: str, n: int, lean: bool) -> None:
+def _child_sdk(address: str, n: int, lean: bool, protocol: Literal["sotw", "delta"]) -> None:
     from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
     from xds_client import ResourceUpdated, XdsClient
 
     options: dict[str, Any] = {"lazy_decode": True} if lean else {}
     with XdsClient(
-        address, node=node(), protocol="delta", does_not_exist_timeout=None, **options
+        address, node=node(), protocol=protocol, does_not_exist_timeout=None, **options
     ) as client:
         watch = client.watch(Cluster)
         time.sleep(0.3)
@@ -59,6 +63,30 @@ def _child_sdk(address: str, n: int, lean: bool) -> None:
                 seen += 1
         _say("cached", _settled_rss(), len(client.resources(Cluster)))
         sys.stdin.readline()  # the parent drops the stream meanwhile; the client reconnects
+
+
+def _child_raw_sotw(address: str, n: int) -> None:
+    from envoy.config.cluster.v3.cluster_pb2 import Cluster
+    from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
+
+    stream = RawStream(address, delta=False)
+    stream.send(DiscoveryRequest(node=node(), type_url=CDS))
+    time.sleep(0.3)
+    _say("ready", _settled_rss())
+    cache: dict[str, Any] = {}
+    response = stream.recv()
+    for packed in response.resources:
+        cluster = Cluster.FromString(packed.value)
+        cache[cluster.name] = cluster
+    stream.send(
+        DiscoveryRequest(
+            type_url=CDS, version_info=response.version_info, response_nonce=response.nonce
+        )
+    )
+    del response, packed
+    _say("cached", _settled_rss(), len(cache))
+    sys.stdin.readline()
+    stream.close()
 
 
 def _child_raw(address: str, n: int) -> None:
@@ -90,32 +118,30 @@ def _child_raw(address: str, n: int) -> None:
     stream.close()
 
 
-def _run_child(server: ServerProcess, mode: str, n: int) -> tuple[float, float]:
-    """(RSS bytes per cached cluster, ms from drop to the new stream's first request)."""
+def _start_child(server: ServerProcess, mode: str, feed: str, n: int) -> Any:
     server.call("reset")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.memory", mode, server.address, str(n)],
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.memory", mode, feed, server.address, str(n)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdin is not None
-    assert proc.stdout is not None
+
+
+def _cached_per_resource(server: ServerProcess, proc: Any, mode: str, feed: str, n: int) -> float:
+    ready = proc.stdout.readline().split()
+    if not ready or ready[0] != "ready":
+        raise RuntimeError(f"bench.memory {mode} {feed}: no ready line")
+    server.call("wait_streams", feed, 1, 60.0)
+    server.call("send", feed, "bulk" if feed == "delta" else "rss_full")
+    cached = proc.stdout.readline().split()
+    if not cached or cached[0] != "cached" or int(cached[2]) != n:
+        raise RuntimeError(f"bench.memory {mode} {feed}: got {cached!r}")
+    return (int(cached[1]) - int(ready[1])) / n
+
+
+def _stop_child(proc: Any) -> None:
     try:
-        ready = proc.stdout.readline().split()
-        if not ready or ready[0] != "ready":
-            raise RuntimeError(f"bench.memory {mode}: no ready line")
-        server.call("wait_streams", "delta", 1, 60.0)
-        server.call("send", "delta", "bulk")
-        cached = proc.stdout.readline().split()
-        if not cached or cached[0] != "cached" or int(cached[2]) != n:
-            raise RuntimeError(f"bench.memory {mode}: got {cached!r}")
-        per = (int(cached[1]) - int(ready[1])) / n
-        dropped_at: float = server.call("abort", "delta")
-        info = server.call("wait_streams", "delta", 2, 60.0)
-        if info["first_versions"] != n:
-            raise RuntimeError(f"{mode}: reconnect sent {info['first_versions']} versions")
-        reconnect_ms = (info["first_at"] - dropped_at) * 1000
         proc.stdin.write("quit\n")
         proc.stdin.flush()
         proc.wait(30)
@@ -123,7 +149,30 @@ def _run_child(server: ServerProcess, mode: str, n: int) -> tuple[float, float]:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def _run_child(server: ServerProcess, mode: str, n: int) -> tuple[float, float]:
+    """Delta: (RSS bytes per cached cluster, ms from drop to the new stream's first request)."""
+    proc = _start_child(server, mode, "delta", n)
+    try:
+        per = _cached_per_resource(server, proc, mode, "delta", n)
+        dropped_at: float = server.call("abort", "delta")
+        info = server.call("wait_streams", "delta", 2, 60.0)
+        if info["first_versions"] != n:
+            raise RuntimeError(f"{mode}: reconnect sent {info['first_versions']} versions")
+        reconnect_ms = (info["first_at"] - dropped_at) * 1000
+    finally:
+        _stop_child(proc)
     return per, reconnect_ms
+
+
+def _run_sotw_child(server: ServerProcess, mode: str, n: int) -> float:
+    """SotW: RSS bytes per cached cluster."""
+    proc = _start_child(server, mode, "sotw", n)
+    try:
+        return _cached_per_resource(server, proc, mode, "sotw", n)
+    finally:
+        _stop_child(proc)
 
 
 def _build_request_ms(n: int) -> tuple[float, float]:
@@ -165,25 +214,36 @@ def _build_request_ms(n: int) -> tuple[float, float]:
 def run(server: ServerProcess, cfg: Config) -> list[Row]:
     n = cfg.rss_clusters
     server.call("prepare_bulk", n, 1000)
+    server.call("prepare_sotw", n, 0, "rss")
     results: dict[str, list[tuple[float, float]]] = {"sdk": [], "lean": [], "raw": []}
+    sotw: dict[str, list[float]] = {"sdk": [], "lean": [], "raw": []}
     reps = max(1, min(cfg.reps, 3))  # each run caches 100,000 clusters in a new process
     for _ in range(reps):
         for mode in ("raw", "sdk", "lean"):
             results[mode].append(_run_child(server, mode, n))
+            sotw[mode].append(_run_sotw_child(server, mode, n))
+    server.call("forget", "rss")
+    server.call("forget", "bulk")
     builds = [_build_request_ms(cfg.reconnect_resources) for _ in range(reps)]
-    rss = {mode: [r[0] for r in runs] for mode, runs in results.items()}
+    delta = {mode: [r[0] for r in runs] for mode, runs in results.items()}
     rec = {mode: [r[1] for r in runs] for mode, runs in results.items()}
+    rows = []
+    for feed, rss in (("SotW-fed", sotw), ("delta-fed", delta)):
+        scenario = f"RSS per cached Cluster, {n:,} cached, {feed}"
+        rows += [
+            Row(
+                scenario, "XdsClient (decoded)", "B", median(rss["sdk"]), median(rss["raw"]),
+                target="<= 1.15x raw dict of messages", check=ratio_at_most(1.15),
+                samples_sdk=rss["sdk"], samples_raw=rss["raw"],
+            ),
+            Row(
+                scenario, "XdsClient(lazy_decode=True)", "B", median(rss["lean"]),
+                median(rss["raw"]), target="<= 0.5x raw dict of messages",
+                check=ratio_at_most(0.5), samples_sdk=rss["lean"], samples_raw=rss["raw"],
+            ),
+        ]  # fmt: skip
     return [
-        Row(
-            f"RSS per cached Cluster, {n:,} cached", "XdsClient (decoded)", "B",
-            median(rss["sdk"]), median(rss["raw"]), target="<= 1.15x raw dict of messages",
-            check=ratio_at_most(1.15), samples_sdk=rss["sdk"], samples_raw=rss["raw"],
-        ),
-        Row(
-            f"RSS per cached Cluster, {n:,} cached", "XdsClient(lazy_decode=True)", "B",
-            median(rss["lean"]), median(rss["raw"]), target="measured",
-            samples_sdk=rss["lean"], samples_raw=rss["raw"],
-        ),
+        *rows,
         Row(
             f"reconnect holding {n:,} delta resources", "drop -> first request at the server",
             "ms", median(rec["sdk"]), median(rec["raw"]), target="measured",
@@ -201,8 +261,10 @@ def run(server: ServerProcess, cfg: Config) -> list[Row]:
 
 
 if __name__ == "__main__":
-    mode, address, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    mode, feed, address, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     if mode == "raw":
-        _child_raw(address, count)
+        (_child_raw if feed == "delta" else _child_raw_sotw)(address, count)
     else:
-        _child_sdk(address, count, lean=mode == "lean")
+        _child_sdk(
+            address, count, lean=mode == "lean", protocol="delta" if feed == "delta" else "sotw"
+        )

@@ -18,6 +18,9 @@ from bench._data import store_prefix
 from bench._harness import Config, Row, median, ratio_at_least
 from bench._server import ServerProcess
 
+SCENARIO = "store"
+ORDER = 40
+
 _NS_LIST = "bench-list"
 _NS_WATCH = "bench-watch"
 

@@ -13,10 +13,16 @@ SCENARIO_LINES = (
     "SotW push of",
     "SotW re-push of",
     "delta lockstep",
-    "RSS per cached Cluster",
+    "delta firehose",
+    "AsyncXdsClient:",
+    "SotW-fed",
+    "delta-fed",
+    "lazy_decode=True",
     "reconnect holding",
     "ResourceStore list of",
     "ResourceStore watch of",
+    "informer sync of",
+    'python -c "from xds_client import XdsClient, AsyncXdsClient, Node"',
     'python -c "import xds_client"',
 )
 
