@@ -47,6 +47,7 @@ from xds_client.transport import (
 )
 
 from ._csds import build_client_config
+from ._gc import LARGE_RESPONSE, collector_paused
 from ._options import BackoffState, ClientOptions
 from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent, WatchRegistry
 
@@ -397,7 +398,11 @@ class Session:
                         True, self._server_uri(slot), tuple(sorted(slot.type_urls))
                     ))  # fmt: skip
                 log.info("%s stream to %s is up", slot.key, self._server_uri(slot))
-            self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
+            if len(response.resources) < LARGE_RESPONSE:
+                self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
+            else:
+                with collector_paused():  # many objects that outlive the apply: see _gc
+                    self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
 
     def on_failure(self, key: str, attempt: int, error: BaseException, now: float) -> None:
         """A stream failed or the server closed it: plan the reconnection."""
