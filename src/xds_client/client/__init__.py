@@ -7,13 +7,17 @@ once, so the two cannot drift.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._async import AsyncWatch, AsyncXdsClient
 from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
-from ._csds import redact
 from ._metrics import CountingMetrics, Metrics
 from ._options import Backoff
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
+
+if TYPE_CHECKING:
+    from ._csds import redact
 
 __all__ = [
     "XdsClient",
@@ -30,3 +34,13 @@ __all__ = [
     "parse_bootstrap",
     "redact",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The CSDS protos (about 7 ms of imports) load only when a dump or redaction is needed.
+    if name == "redact":
+        from ._csds import redact
+
+        globals()["redact"] = redact
+        return redact
+    raise AttributeError(f"module 'xds_client.client' has no attribute {name!r}")

@@ -15,9 +15,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeAlias, Union
-
-from envoy.service.status.v3.csds_pb2 import ClientConfig
+from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from xds_client.errors import ClientClosedError, UsageError
 from xds_client.protocol import (
@@ -46,10 +44,12 @@ from xds_client.transport import (
     StreamSpec,
 )
 
-from ._csds import build_client_config
 from ._gc import LARGE_RESPONSE, collector_paused
 from ._options import BackoffState, ClientOptions
 from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent, WatchRegistry
+
+if TYPE_CHECKING:
+    from envoy.service.status.v3.csds_pb2 import ClientConfig
 
 __all__ = [
     "Action",
@@ -301,6 +301,8 @@ class Session:
 
     def client_config(self, to_wall: Callable[[float], float]) -> ClientConfig:
         """CSDS ``ClientConfig`` of everything subscribed or cached, secrets redacted."""
+        from ._csds import build_client_config  # its protos load on the first dump
+
         with self.lock:
             items = []
             for slot in self._slots.values():
