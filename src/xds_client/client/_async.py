@@ -170,6 +170,7 @@ class AsyncXdsClient:
         """A client configured by a gRPC xDS bootstrap file; see ``XdsClient.from_bootstrap``."""
         bootstrap = load_bootstrap(path)
         options.setdefault("node", bootstrap.node)
+        options.setdefault("authorities", bootstrap.authorities)
         return cls(bootstrap.servers, **options)
 
     def _start(self) -> asyncio.Queue[tuple[Any, ...] | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,11 @@ from envoy.config.core.v3.base_pb2 import Node as NodeProto
 from google.protobuf import json_format
 
 from xds_client.errors import BootstrapError
+from xds_client.federation import ResourceNameError, listener_name_for_target, parse_xdstp
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget
+
+from ._federation import Authority
 
 __all__ = [
     "BOOTSTRAP_CONFIG_ENV",
@@ -42,6 +45,25 @@ class Bootstrap:
     """``xds_servers`` in priority order (later ones are fallbacks)."""
     node: NodeProto | None
     """The ``node`` object, or None when the file has none."""
+    authorities: Mapping[str, Authority] = field(default_factory=dict)
+    """gRFC A47 ``authorities``: the servers of each ``xdstp://`` authority."""
+    client_default_listener_resource_name_template: str = "%s"
+    """gRFC A47: the Listener name for an ``xds:`` target without an authority."""
+
+    def listener_name(self, target: str) -> str:
+        """The Listener name to watch for a gRPC target such as ``xds:///svc`` (gRFC A47).
+
+        Raises :class:`~xds_client.federation.ResourceNameError` when the target
+        names an authority the bootstrap does not list.
+        """
+        return listener_name_for_target(
+            target,
+            default_template=self.client_default_listener_resource_name_template,
+            authority_templates={
+                name: a.client_listener_resource_name_template
+                for name, a in self.authorities.items()
+            },
+        )
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], field: str) -> Any:
@@ -125,6 +147,42 @@ def _node(raw: Any) -> NodeProto:
     return node
 
 
+def _template(value: Any, field: str, authority: str | None) -> str:
+    _expect(value, str, field)
+    if authority is not None and not value.startswith(f"xdstp://{authority}/"):
+        raise BootstrapError(f"must start with 'xdstp://{authority}/' (gRFC A47)", field=field)
+    if value.startswith("xdstp:"):
+        try:
+            parse_xdstp(value.replace("%s", "x"))
+        except ResourceNameError as exc:
+            raise BootstrapError(exc.reason, field=field) from exc
+    return str(value)
+
+
+def _authorities(raw: Any) -> dict[str, Authority]:
+    _expect(raw, dict, "authorities")
+    out: dict[str, Authority] = {}
+    for name, entry in raw.items():
+        field = f"authorities[{name!r}]"
+        _expect(entry, dict, field)
+        servers: tuple[ServerTarget, ...] = ()
+        if "xds_servers" in entry:
+            raw_servers = _expect(entry["xds_servers"], list, f"{field}.xds_servers")
+            # A47: an empty or absent list means the top-level servers.
+            servers = tuple(
+                _server(s, f"{field}.xds_servers[{i}]") for i, s in enumerate(raw_servers)
+            )
+        template = None
+        if "client_listener_resource_name_template" in entry:
+            template = _template(
+                entry["client_listener_resource_name_template"],
+                f"{field}.client_listener_resource_name_template",
+                name,
+            )
+        out[name] = Authority(servers, template)
+    return out
+
+
 def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     """Parse bootstrap JSON (text or an already decoded object)."""
     if isinstance(data, (str, bytes)):
@@ -141,7 +199,12 @@ def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
         raise BootstrapError("must list at least one server", field="xds_servers")
     servers = tuple(_server(s, f"xds_servers[{i}]") for i, s in enumerate(raw_servers))
     node = _node(root["node"]) if "node" in root else None
-    return Bootstrap(servers, node)
+    authorities = _authorities(root["authorities"]) if "authorities" in root else {}
+    default_template = "%s"
+    key = "client_default_listener_resource_name_template"
+    if key in root:
+        default_template = _template(root[key], key, None)
+    return Bootstrap(servers, node, authorities, default_template)
 
 
 def load_bootstrap(

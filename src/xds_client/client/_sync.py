@@ -223,6 +223,7 @@ class XdsClient:
         """
         bootstrap = load_bootstrap(path)
         options.setdefault("node", bootstrap.node)
+        options.setdefault("authorities", bootstrap.authorities)
         return cls(bootstrap.servers, **options)
 
     # ------------------------------------------------------------------ public API

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from xds_client.errors import ProtocolUsageError, UnknownResourceTypeError
+from xds_client.federation import is_glob_collection
 from xds_client.resources import ResourceType, resource_type
 
 from ._cache import (
@@ -279,8 +280,8 @@ class ProtocolCore(Generic[S]):
         for name in names:
             # Only the first request subscribing a name on this stream starts its
             # timer: a SotW ACK repeating the name (say after a TTL expiry) does not.
-            if name in requested or name not in subs:
-                continue
+            if name in requested or name not in subs or is_glob_collection(name):
+                continue  # a glob collection (TP1) may be empty: it never "does not exist"
             requested.add(name)
             if name not in st.dne and st.cache.resolve(name) is None:
                 self._timers.arm((_DNE, st.type_url, name), now + timeout)

@@ -10,6 +10,8 @@ connections, delay, send raw responses, fail streams with a status).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -290,6 +292,58 @@ class ControlPlane:
         if self._rest_port is None:
             raise UsageError("this ControlPlane was created with rest_port=None")
         return f"http://{self._hostport(self._rest_port)}"
+
+    # -- bootstrap -------------------------------------------------------------
+
+    def server_config(self, *, server_features: Sequence[str] = ("xds_v3",)) -> dict[str, Any]:
+        """This server as one ``xds_servers`` entry of a gRPC bootstrap (insecure)."""
+        return {
+            "server_uri": self.address,
+            "channel_creds": [{"type": "insecure"}],
+            "server_features": list(server_features),
+        }
+
+    def bootstrap(
+        self,
+        *,
+        node_id: str = "test-node",
+        cluster: str = "test",
+        authorities: Mapping[str, ControlPlane | None] | None = None,
+        default_listener_template: str | None = None,
+        listener_templates: Mapping[str, str] | None = None,
+        server_features: Sequence[str] = ("xds_v3",),
+    ) -> dict[str, Any]:
+        """A gRPC xDS bootstrap (as a dict) pointing at this control plane.
+
+        ``authorities`` maps each federation authority (gRFC A47) to the
+        ControlPlane serving it, or to None for "use the top-level server"
+        (this one). ``listener_templates`` sets an authority's
+        ``client_listener_resource_name_template``.
+        """
+        config: dict[str, Any] = {
+            "xds_servers": [self.server_config(server_features=server_features)],
+            "node": {"id": node_id, "cluster": cluster, "locality": {"zone": "a"}},
+        }
+        if default_listener_template is not None:
+            config["client_default_listener_resource_name_template"] = default_listener_template
+        if authorities is not None:
+            entries: dict[str, dict[str, Any]] = {}
+            for name, plane in authorities.items():
+                entry: dict[str, Any] = {}
+                if plane is not None:
+                    entry["xds_servers"] = [plane.server_config(server_features=server_features)]
+                template = (listener_templates or {}).get(name)
+                if template is not None:
+                    entry["client_listener_resource_name_template"] = template
+                entries[name] = entry
+            config["authorities"] = entries
+        return config
+
+    def write_bootstrap(self, path: str | os.PathLike[str], **options: Any) -> Path:
+        """Write :meth:`bootstrap` (same keyword options) as JSON to ``path``; returns it."""
+        target = Path(path)
+        target.write_text(json.dumps(self.bootstrap(**options), indent=2), encoding="utf-8")
+        return target
 
     # -- resources -------------------------------------------------------------
 
