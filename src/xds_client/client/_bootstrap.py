@@ -22,6 +22,7 @@ from xds_client.federation import ResourceNameError, listener_name_for_target, p
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget
 
+from ._credentials import call_credentials_from_bootstrap
 from ._federation import Authority
 
 __all__ = [
@@ -84,6 +85,13 @@ def _tls(config: Mapping[str, Any], field: str) -> ChannelCredentialsConfig:
             if not Path(value).is_file():
                 raise BootstrapError(f"file {value!r} does not exist", field=f"{field}.{key}")
         paths[key] = value
+    if "refresh_interval" in config:
+        # A65: how often gRPC's file watcher re-reads; we re-read when the files change.
+        interval = _expect(config["refresh_interval"], str, f"{field}.refresh_interval")
+        if not interval.endswith("s"):
+            raise BootstrapError(
+                "must be a duration such as '600s'", field=f"{field}.refresh_interval"
+            )
     if (paths["certificate_file"] is None) != (paths["private_key_file"] is None):
         raise BootstrapError(
             "certificate_file and private_key_file go together (mTLS)", field=field
@@ -116,14 +124,29 @@ def _server(raw: Any, field: str) -> ServerTarget:
         chosen = True
         break
     if not chosen:
+        kinds = [c.get("type") for c in creds_list if isinstance(c, dict)]
+        hint = (
+            "; google_default needs Google auth libraries that grpcio does not offer"
+            if "google_default" in kinds
+            else ""
+        )
         raise BootstrapError(
-            f"no supported channel credentials (supported: {', '.join(SUPPORTED_CHANNEL_CREDS)})",
+            f"no supported channel credentials (supported: {', '.join(SUPPORTED_CHANNEL_CREDS)})"
+            + hint,
             field=f"{field}.channel_creds",
         )
     features = _expect(raw.get("server_features", []), list, f"{field}.server_features")
     for i, feature in enumerate(features):
         _expect(feature, str, f"{field}.server_features[{i}]")
-    return ServerTarget(uri, credentials=credentials, server_features=frozenset(features))
+    call_credentials = None
+    if "call_creds" in raw:
+        call_credentials = call_credentials_from_bootstrap(raw["call_creds"], f"{field}.call_creds")
+    return ServerTarget(
+        uri,
+        credentials=credentials,
+        call_credentials=call_credentials,
+        server_features=frozenset(features),
+    )
 
 
 def _node(raw: Any) -> NodeProto:

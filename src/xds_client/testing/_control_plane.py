@@ -85,6 +85,9 @@ class ControlPlane:
         max_message_bytes: largest message sent or received.
         max_workers: most gRPC worker threads (made on demand); each open
             stream or call holds one.
+        server_credentials: serve TLS with these (``grpc.ssl_server_credentials``);
+            None serves plaintext. The attribute of the same name may be changed
+            between ``stop_serving()`` and ``resume_serving()`` to rotate certificates.
     """
 
     def __init__(
@@ -97,7 +100,9 @@ class ControlPlane:
         wrap_sotw_resources: bool = False,
         max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
         max_workers: int = 100,
+        server_credentials: grpc.ServerCredentials | None = None,
     ) -> None:
+        self.server_credentials = server_credentials
         self._host = host
         self._requested_port = port
         self._requested_rest_port = rest_port
@@ -245,7 +250,10 @@ class ControlPlane:
             ],
         )
         try:
-            bound = server.add_insecure_port(self._hostport(port))
+            if self.server_credentials is None:
+                bound = server.add_insecure_port(self._hostport(port))
+            else:
+                bound = server.add_secure_port(self._hostport(port), self.server_credentials)
         except RuntimeError as exc:
             executor.shutdown(wait=False)
             raise TransportError(f"cannot bind {self._hostport(port)}: {exc}") from exc
