@@ -10,8 +10,10 @@ from __future__ import annotations
 from ._async import AsyncWatch, AsyncXdsClient
 from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
 from ._csds import redact
+from ._federation import Authority
 from ._metrics import CountingMetrics, Metrics
 from ._options import Backoff
+from ._persist import ResourceRestored
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
 
@@ -29,4 +31,6 @@ __all__ = [
     "load_bootstrap",
     "parse_bootstrap",
     "redact",
+    "Authority",
+    "ResourceRestored",
 ]

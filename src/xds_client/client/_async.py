@@ -34,7 +34,15 @@ from ._options import (
     normalize_names,
     resolve_type,
 )
-from ._session import Action, CloseStream, OpenStream, ProbeServer, SendRequest, Session
+from ._session import (
+    Action,
+    CloseStream,
+    OpenStream,
+    ProbeServer,
+    SaveConfig,
+    SendRequest,
+    Session,
+)
 from ._watchers import EventBuffer, WatchEntry, WatchEvent, describe_wait, matches
 
 if TYPE_CHECKING:
@@ -449,6 +457,8 @@ class AsyncXdsClient:
                     await self._drop_stream(action.slot)
             elif isinstance(action, ProbeServer):
                 self._probe(action)
+            elif isinstance(action, SaveConfig):
+                action.write()  # a small file, written atomically; errors are logged
 
     async def _open(self, action: OpenStream) -> None:
         inbox = self._inbox

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -162,6 +163,10 @@ class ClientOptions:
     lazy_decode: bool = False
     authorities: Mapping[str, Authority] = field(default_factory=dict)
     """gRFC A47: the servers of each ``xdstp://`` authority (empty: top-level servers)."""
+    cache_dir: str | None = None
+    """Directory of the last good config (None: nothing is persisted)."""
+    persist_secrets: bool = False
+    """Also write Secret (SDS) resources to ``cache_dir``, in clear."""
 
     @property
     def per_type(self) -> bool:
@@ -221,6 +226,8 @@ def build_options(
     fallback_probe_interval: float = 1.0,
     lazy_decode: bool = False,
     authorities: Mapping[str, Authority | ServerSpec | Sequence[ServerSpec]] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    persist_secrets: bool = False,
 ) -> ClientOptions:
     """Check the client arguments and turn them into :class:`ClientOptions`.
 
@@ -303,6 +310,8 @@ def build_options(
         fallback_probe_interval=fallback_probe_interval,
         lazy_decode=lazy_decode,
         authorities=checked_authorities,
+        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+        persist_secrets=persist_secrets,
     )
 
 
@@ -348,6 +357,8 @@ class ClientArgs(TypedDict, total=False):
     fallback_probe_interval: float
     lazy_decode: bool
     authorities: Mapping[str, Authority | ServerSpec | Sequence[ServerSpec]] | None
+    cache_dir: str | os.PathLike[str] | None
+    persist_secrets: bool
 
 
 def normalize_names(names: str | Iterable[str] | None) -> frozenset[str] | None:

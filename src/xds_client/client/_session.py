@@ -50,6 +50,7 @@ from xds_client.transport import (
 from ._csds import build_client_config
 from ._federation import AuthorityRouter
 from ._options import BackoffState, ClientOptions
+from ._persist import ConfigCache, ResourceRestored, SaveConfig
 from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent, WatchRegistry
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "CloseStream",
     "OpenStream",
     "ProbeServer",
+    "SaveConfig",
     "SendRequest",
     "Session",
 ]
@@ -101,7 +103,7 @@ class ProbeServer:
     server: int
 
 
-Action: TypeAlias = Union[OpenStream, SendRequest, CloseStream, ProbeServer]  # noqa: UP007
+Action: TypeAlias = Union[OpenStream, SendRequest, CloseStream, ProbeServer, SaveConfig]  # noqa: UP007
 
 
 @dataclass(eq=False)
@@ -131,6 +133,12 @@ class _Slot:
     group: tuple[int, ...] = (0,)
     """The servers this stream may use, in priority order, as indices of the
     session's distinct targets; ``server`` is a position in this tuple (gRFC A47)."""
+    restored_types: set[str] = field(default_factory=set)
+    """Types whose last good config was read from disk (once per type)."""
+    unconfirmed: set[tuple[str, str]] = field(default_factory=set)
+    """(type, name) restored from disk that no accepted response has confirmed yet."""
+    dirty: set[str] = field(default_factory=set)
+    """Types with an accepted response not yet written to the cache directory."""
 
 
 class Session:
@@ -156,6 +164,11 @@ class Session:
         # A47: one list of distinct servers; each authority uses some of them in order.
         self._router = AuthorityRouter(options.servers, options.authorities)
         self._targets = tuple(self._with_backoff(t) for t in self._router.targets)
+        self._cache: ConfigCache | None = None
+        if options.cache_dir is not None:
+            self._cache = ConfigCache(
+                options.cache_dir, node_id=options.node.id, persist_secrets=options.persist_secrets
+            )
 
     # ------------------------------------------------------------------ targets
 
@@ -294,8 +307,25 @@ class Session:
                 self.registry.remove(entry)
                 raise
             for slot in slots.values():
+                self._restore(slot, type_url, now)
                 self._replay(slot, entry)
             return entry
+
+    def _restore(self, slot: _Slot, type_url: str, now: float) -> None:
+        """Seed a stream's core with the last good config of ``type_url`` (once)."""
+        cache = self._cache
+        if cache is None or type_url in slot.restored_types:
+            return
+        slot.restored_types.add(type_url)
+        record = cache.load(self._targets[slot.group[0]].uri, type_url, self.options.protocol)
+        if record is None:
+            return
+        names, errors = slot.protocol.restore(type_url, record.version_info, record.resources, now)
+        for name, why in errors.items():
+            log.warning("last good config: %s %s not restored: %s", type_url, name, why)
+        slot.unconfirmed.update((type_url, name) for name in names)
+        if names:
+            log.info("restored %d %s from the last good config", len(names), type_url)
 
     def _replay(self, slot: _Slot, entry: WatchEntry[Any]) -> None:
         """A new watcher sees the cached state at once: values, errors, absence."""
@@ -307,9 +337,11 @@ class Session:
             if not entry.wants(state.name, aliases):
                 continue
             if value is not None:
+                restored = (entry.type_url, value.name) in slot.unconfirmed
+                event_class = ResourceRestored if restored else ResourceUpdated
                 entry.buffer.put(
-                    ResourceUpdated(entry.type_url, value.name, value.version, value.resource,
-                                    value.aliases)
+                    event_class(entry.type_url, value.name, value.version, value.resource,
+                                value.aliases)
                 )  # fmt: skip
             if state.status == "NACKED":
                 entry.buffer.put(
@@ -389,6 +421,8 @@ class Session:
             if self.closed:
                 return actions
             for slot in self._slots.values():
+                if slot.dirty and self._cache is not None:
+                    actions.extend(self._save_actions(slot, self._cache))
                 self._apply(slot, slot.protocol.tick(now))
                 if not slot.open and slot.retry_at is not None and now >= slot.retry_at:
                     slot.attempt += 1
@@ -416,6 +450,18 @@ class Session:
                         slot.probe_for_primary = True
                         actions.append(ProbeServer(slot.key, slot.group[0]))
             return actions
+
+    def _save_actions(self, slot: _Slot, cache: ConfigCache) -> list[Action]:
+        actions: list[Action] = []
+        server = self._targets[slot.group[0]].uri
+        for type_url in sorted(slot.dirty):
+            if cache.wants(type_url):
+                record = cache.snapshot(server, type_url, self.options.protocol,
+                                        slot.protocol.version_info(type_url),
+                                        slot.protocol.resources(type_url))  # fmt: skip
+                actions.append(SaveConfig(cache, record))
+        slot.dirty.clear()
+        return actions
 
     def next_wakeup(self) -> float | None:
         """When :meth:`step` must run next (None: only on new input)."""
@@ -590,6 +636,10 @@ class Session:
                 continue
             if isinstance(event, ResponseAccepted):
                 self._metric("ack", event.type_url, uri)
+                if self._cache is not None:
+                    slot.dirty.add(event.type_url)
+                    if slot.unconfirmed:
+                        slot.unconfirmed = {u for u in slot.unconfirmed if u[0] != event.type_url}
                 continue
             touched.add(event.type_url)
             if isinstance(event, ResponseRejected):
