@@ -50,7 +50,7 @@ from xds_client.transport import (
 from ._csds import build_client_config
 from ._federation import AuthorityRouter
 from ._options import BackoffState, ClientOptions
-from ._persist import ConfigCache, ResourceRestored, SaveConfig
+from ._persist import ConfigCache, PersistedType, ResourceRestored, SaveConfig
 from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent, WatchRegistry
 
 __all__ = [
@@ -137,8 +137,8 @@ class _Slot:
     """Types whose last good config was read from disk (once per type)."""
     unconfirmed: set[tuple[str, str]] = field(default_factory=set)
     """(type, name) restored from disk that no accepted response has confirmed yet."""
-    dirty: set[str] = field(default_factory=set)
-    """Types with an accepted response not yet written to the cache directory."""
+    dirty: dict[str, PersistedType] = field(default_factory=dict)
+    """By type: the config as accepted last, not yet written to the cache directory."""
 
 
 class Session:
@@ -452,14 +452,9 @@ class Session:
             return actions
 
     def _save_actions(self, slot: _Slot, cache: ConfigCache) -> list[Action]:
-        actions: list[Action] = []
-        server = self._targets[slot.group[0]].uri
-        for type_url in sorted(slot.dirty):
-            if cache.wants(type_url):
-                record = cache.snapshot(server, type_url, self.options.protocol,
-                                        slot.protocol.version_info(type_url),
-                                        slot.protocol.resources(type_url))  # fmt: skip
-                actions.append(SaveConfig(cache, record))
+        actions: list[Action] = [
+            SaveConfig(cache, record) for _, record in sorted(slot.dirty.items())
+        ]
         slot.dirty.clear()
         return actions
 
@@ -582,6 +577,8 @@ class Session:
             self.closed = True
             actions, self._pending = self._pending, []
             for slot in self._slots.values():
+                if slot.dirty and self._cache is not None:
+                    actions.extend(self._save_actions(slot, self._cache))  # accepted, not yet saved
                 if slot.open:
                     actions.append(CloseStream(slot.key, slot.attempt))
                     slot.open = False
@@ -636,8 +633,15 @@ class Session:
                 continue
             if isinstance(event, ResponseAccepted):
                 self._metric("ack", event.type_url, uri)
-                if self._cache is not None:
-                    slot.dirty.add(event.type_url)
+                cache = self._cache
+                if cache is not None:
+                    if cache.wants(event.type_url):
+                        # Taken now: a watch closing before the write must not empty it.
+                        slot.dirty[event.type_url] = cache.snapshot(
+                            self._targets[slot.group[0]].uri, event.type_url,
+                            self.options.protocol, slot.protocol.version_info(event.type_url),
+                            slot.protocol.resources(event.type_url),
+                        )  # fmt: skip
                     if slot.unconfirmed:
                         slot.unconfirmed = {u for u in slot.unconfirmed if u[0] != event.type_url}
                 continue
