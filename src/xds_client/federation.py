@@ -23,9 +23,11 @@ from urllib.parse import quote, unquote
 from xds_client.errors import ResourceNameError
 
 __all__ = [
+    "OLD_STYLE_AUTHORITY",
     "XDSTP_SCHEME",
     "ResourceNameError",
     "XdstpName",
+    "authority_label",
     "expand_listener_template",
     "glob_collection_of",
     "is_glob_collection",
@@ -48,6 +50,17 @@ _QUERY_SAFE = "!$'()*+,;:@/?"
 def is_xdstp(name: str) -> bool:
     """Whether ``name`` is a new-style name (it starts with ``xdstp:``)."""
     return name.startswith(XDSTP_SCHEME)
+
+
+OLD_STYLE_AUTHORITY = "#old"
+"""The authority label of an old-style name in metrics (gRFC A78)."""
+
+
+def authority_label(name: str) -> str:
+    """The authority of ``name`` for metrics: its xdstp authority, or ``"#old"``."""
+    if not name.startswith(_PREFIX):
+        return OLD_STYLE_AUTHORITY
+    return name[len(_PREFIX) :].partition("/")[0]
 
 
 def percent_encode_path(text: str) -> str:

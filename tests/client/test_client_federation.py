@@ -7,13 +7,15 @@ AsyncXdsClient (the ``mode`` fixture).
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
-from xds_client import ResourceUpdated, XdsClient
+from xds_client import CountingMetrics, ResourceUpdated, XdsClient
 from xds_client.errors import ResourceNameError
 from xds_client.resources import CLUSTER
 from xds_client.testing import ControlPlane
@@ -152,3 +154,29 @@ def test_from_bootstrap_written_by_control_plane(
         finally:
             proxy.close()
     assert got.connect_timeout.seconds == 4
+
+
+def test_metrics_and_csds_per_authority(
+    cp: ControlPlane, other: ControlPlane, make_client: MakeClient
+) -> None:
+    remote = f"xdstp://other.example/{CDS}/r"
+    cp.set_resources(CLUSTER, {"plain": cluster("plain")})
+    other.set_resources(CLUSTER, {remote: cluster(remote)})
+    metrics = CountingMetrics()
+    client = make_client(cp.address, authorities={"other.example": other.address}, metrics=metrics)
+    with client.watch(Cluster, ["plain", remote]) as watch:
+        watch.next(ResourceUpdated)
+        watch.next(ResourceUpdated)
+        # Counts cover both streams, and each authority on its own (gRFC A78 labels).
+        expected = {
+            (CLUSTER, "#old"): {"ACKED": 1},
+            (CLUSTER, "other.example"): {"ACKED": 1},
+        }
+        deadline = time.monotonic() + 5
+        while metrics.authority_counts != expected and time.monotonic() < deadline:
+            threading.Event().wait(0.02)  # metrics are reported just after the events
+        assert metrics.authority_counts == expected
+        assert metrics.resource_counts[CLUSTER] == {"ACKED": 2}
+        dump = client.config_dump()
+        names = {c.name for c in dump.generic_xds_configs}
+        assert names == {"plain", remote}  # one CSDS dump, names carry their authority

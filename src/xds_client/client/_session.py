@@ -20,7 +20,7 @@ from typing import Any, TypeAlias, Union
 from envoy.service.status.v3.csds_pb2 import ClientConfig
 
 from xds_client.errors import ClientClosedError, ResourceNameError, UsageError
-from xds_client.federation import is_xdstp, normalize_name, parse_xdstp
+from xds_client.federation import authority_label, is_xdstp, normalize_name, parse_xdstp
 from xds_client.protocol import (
     RESPONSE_KEY,
     CachedResource,
@@ -672,10 +672,21 @@ class Session:
                     deliver(entry, event)
         for entry, batch in batches.values():
             entry.buffer.put_many(batch)
-        if self.options.metrics is not None:
+        metrics = self.options.metrics
+        if metrics is not None:
+            per_authority = hasattr(metrics, "authority_resources")
             for type_url in touched:
-                counts = Counter(s.status for s in slot.protocol.resource_states(type_url))
-                self._metric("resources", type_url, dict(counts))
+                # Every stream of the type counts (one per server group with federation).
+                states = [st for sl in self._slots_of(type_url)
+                          for st in sl.protocol.resource_states(type_url)]  # fmt: skip
+                self._metric("resources", type_url, dict(Counter(st.status for st in states)))
+                if per_authority:
+                    by_authority: dict[str, Counter[str]] = {}
+                    for st in states:
+                        label = authority_label(st.name)
+                        by_authority.setdefault(label, Counter())[st.status] += 1
+                    for label, counts in sorted(by_authority.items()):
+                        self._metric("authority_resources", type_url, label, dict(counts))
 
     def _metric(self, name: str, *args: Any) -> None:
         metrics = self.options.metrics
