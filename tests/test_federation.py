@@ -191,3 +191,31 @@ def test_normalisation_is_order_free_and_idempotent(
     assert one == other
     assert normalize_name(one) == one
     assert dict(parse_xdstp(one).context_params) == params
+
+
+def test_a95_flag_is_read_and_checked() -> None:
+    servers = A47_MULTIPLE["xds_servers"]
+    boot = parse_bootstrap(
+        {"xds_servers": servers, "authorities": {"e": {"fallback_on_reachability_only": True}}}
+    )
+    assert boot.authorities["e"].fallback_on_reachability_only
+    with pytest.raises(BootstrapError, match="fallback_on_reachability_only"):
+        parse_bootstrap(
+            {"xds_servers": servers, "authorities": {"e": {"fallback_on_reachability_only": 1}}}
+        )
+
+
+def test_same_server_in_two_authorities_is_one_target() -> None:
+    server = {
+        "server_uri": "x:1",
+        "channel_creds": [{"type": "insecure"}],
+        "call_creds": [{"type": "jwt_token_file", "config": {"jwt_token_file": "/t"}}],
+    }
+    boot = parse_bootstrap(
+        {
+            "xds_servers": [server],
+            "authorities": {"a": {"xds_servers": [server]}, "b": {"xds_servers": [dict(server)]}},
+        }
+    )
+    assert boot.authorities["a"].servers[0] is boot.servers[0]
+    assert boot.authorities["b"].servers[0] is boot.servers[0]

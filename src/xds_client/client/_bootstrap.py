@@ -103,7 +103,19 @@ def _tls(config: Mapping[str, Any], field: str) -> ChannelCredentialsConfig:
     )
 
 
-def _server(raw: Any, field: str) -> ServerTarget:
+def _server(raw: Any, field: str, memo: dict[str, ServerTarget] | None = None) -> ServerTarget:
+    # A47: one server listed by several authorities is one channel. Equal JSON gives the
+    # same target object, so even call credentials (compared by identity) match.
+    key = json.dumps(raw, sort_keys=True, default=str) if memo is not None else ""
+    if memo is not None and key in memo:
+        return memo[key]
+    target = _parse_server(raw, field)
+    if memo is not None:
+        memo[key] = target
+    return target
+
+
+def _parse_server(raw: Any, field: str) -> ServerTarget:
     _expect(raw, dict, field)
     uri = raw.get("server_uri")
     if uri is None:
@@ -182,7 +194,7 @@ def _template(value: Any, field: str, authority: str | None) -> str:
     return str(value)
 
 
-def _authorities(raw: Any) -> dict[str, Authority]:
+def _authorities(raw: Any, memo: dict[str, ServerTarget]) -> dict[str, Authority]:
     _expect(raw, dict, "authorities")
     out: dict[str, Authority] = {}
     for name, entry in raw.items():
@@ -193,7 +205,7 @@ def _authorities(raw: Any) -> dict[str, Authority]:
             raw_servers = _expect(entry["xds_servers"], list, f"{field}.xds_servers")
             # A47: an empty or absent list means the top-level servers.
             servers = tuple(
-                _server(s, f"{field}.xds_servers[{i}]") for i, s in enumerate(raw_servers)
+                _server(s, f"{field}.xds_servers[{i}]", memo) for i, s in enumerate(raw_servers)
             )
         template = None
         if "client_listener_resource_name_template" in entry:
@@ -202,7 +214,9 @@ def _authorities(raw: Any) -> dict[str, Authority]:
                 f"{field}.client_listener_resource_name_template",
                 name,
             )
-        out[name] = Authority(servers, template)
+        reachability_only = entry.get("fallback_on_reachability_only", False)
+        _expect(reachability_only, bool, f"{field}.fallback_on_reachability_only")
+        out[name] = Authority(servers, template, reachability_only)
     return out
 
 
@@ -220,9 +234,10 @@ def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     _expect(raw_servers, list, "xds_servers")
     if not raw_servers:
         raise BootstrapError("must list at least one server", field="xds_servers")
-    servers = tuple(_server(s, f"xds_servers[{i}]") for i, s in enumerate(raw_servers))
+    memo: dict[str, ServerTarget] = {}
+    servers = tuple(_server(s, f"xds_servers[{i}]", memo) for i, s in enumerate(raw_servers))
     node = _node(root["node"]) if "node" in root else None
-    authorities = _authorities(root["authorities"]) if "authorities" in root else {}
+    authorities = _authorities(root["authorities"], memo) if "authorities" in root else {}
     default_template = "%s"
     key = "client_default_listener_resource_name_template"
     if key in root:

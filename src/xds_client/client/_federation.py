@@ -30,6 +30,11 @@ class Authority:
     client_listener_resource_name_template: str | None = None
     """Listener name template for ``xds://<authority>/...`` targets; None means
     ``xdstp://<authority>/envoy.config.listener.v3.Listener/%s``."""
+    fallback_on_reachability_only: bool = False
+    """gRFC A95: fall back to the next server as soon as the current one is
+    unreachable, even with every resource cached. This client's fallback already
+    works that way for every authority (A71's "only with uncached resources"
+    condition is not applied), so the flag is read and kept, and changes nothing."""
 
 
 class AuthorityRouter:
