@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
-from xds_client import CountingMetrics, ResourceUpdated, XdsClient
+from xds_client import ConnectivityChanged, CountingMetrics, ResourceUpdated, XdsClient
 from xds_client.errors import ResourceNameError
 from xds_client.resources import CLUSTER
 from xds_client.testing import ControlPlane
@@ -180,3 +180,22 @@ def test_metrics_and_csds_per_authority(
         dump = client.config_dump()
         names = {c.name for c in dump.generic_xds_configs}
         assert names == {"plain", remote}  # one CSDS dump, names carry their authority
+
+
+def test_connectivity_is_told_to_the_watches_of_that_server(
+    cp: ControlPlane, other: ControlPlane, make_client: MakeClient
+) -> None:
+    remote = f"xdstp://other.example/{CDS}/r"
+    cp.set_resources(CLUSTER, {"plain": cluster("plain")})
+    other.set_resources(CLUSTER, {remote: cluster(remote)})
+    client = make_client(cp.address, authorities={"other.example": other.address})
+    with client.watch(Cluster, "plain") as local, client.watch(Cluster, remote) as far:
+        local.next(ResourceUpdated)
+        far.next(ResourceUpdated)
+        other.stop_serving()
+        down = far.next(ConnectivityChanged, where=lambda e: not e.connected)
+        assert down.server == other.address
+        with pytest.raises(AssertionError):  # the top-level server's watch hears nothing
+            local.next(ConnectivityChanged, timeout=0.5)
+        other.resume_serving()
+        far.next(ConnectivityChanged, where=lambda e: e.connected, timeout=10)

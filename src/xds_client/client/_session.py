@@ -592,8 +592,18 @@ class Session:
 
     def _entries_of(self, slot: _Slot) -> list[WatchEntry[Any]]:
         if slot.base == ADS_SLOT:
-            return self.registry.all_entries()
-        return self.registry.entries(slot.base)
+            entries = self.registry.all_entries()
+        else:
+            entries = self.registry.entries(slot.base)
+        if len(self._slots) == 1 or not self._router.authorities:
+            return entries
+        # Federation: connectivity of one server group concerns only the watches using it.
+        return [e for e in entries if self._uses(e, slot.group)]
+
+    def _uses(self, entry: WatchEntry[Any], group: tuple[int, ...]) -> bool:
+        if entry.names is None:
+            return group == self._router.default
+        return any(self._router.group_of(name) == group for name in entry.names)
 
     def _broadcast(self, slot: _Slot, event: ConnectivityChanged) -> None:
         for entry in self._entries_of(slot):
