@@ -143,7 +143,7 @@ class ConfigCache:
         target = self.path_for(record.server, record.type_url, record.protocol)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.directory)
+            fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.directory)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as out:
                     json.dump(document, out, separators=(",", ":"))
