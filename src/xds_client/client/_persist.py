@@ -74,6 +74,18 @@ class PersistedType:
     version_info: str
     resources: tuple[tuple[str, str, str, bytes], ...]
     """``(name, version, resource_version, serialized message)`` per resource."""
+    entries: Mapping[str, CachedResource[Any]] | None = None
+    """For a record to save: the cache entries as accepted (immutable values), turned
+    into ``resources`` only when written, so taking a snapshot is one dict copy."""
+
+    def items(self) -> tuple[tuple[str, str, str, bytes], ...]:
+        """``resources``, built from ``entries`` when those are given."""
+        if self.entries is None:
+            return self.resources
+        return tuple(
+            (name, entry.version, entry.resource_version, _serialized(entry))
+            for name, entry in sorted(self.entries.items())
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,12 +128,8 @@ class ConfigCache:
         version_info: str,
         resources: Mapping[str, CachedResource[Any]],
     ) -> PersistedType:
-        """A record of the cache of one type, ready for :meth:`save`."""
-        items = tuple(
-            (name, entry.version, entry.resource_version, _serialized(entry))
-            for name, entry in sorted(resources.items())
-        )
-        return PersistedType(server, type_url, protocol, version_info, items)
+        """A record of the cache of one type, ready for :meth:`save` (one dict copy)."""
+        return PersistedType(server, type_url, protocol, version_info, (), dict(resources))
 
     def save(self, record: PersistedType) -> None:
         """Write one record atomically: a temporary file in the same directory, then rename."""
@@ -137,7 +145,7 @@ class ConfigCache:
             "resources": [
                 {"name": n, "version": v, "resource_version": rv,
                  "value": base64.b64encode(raw).decode("ascii")}
-                for n, v, rv, raw in record.resources
+                for n, v, rv, raw in record.items()
             ],
         }  # fmt: skip
         target = self.path_for(record.server, record.type_url, record.protocol)
