@@ -199,3 +199,28 @@ def test_connectivity_is_told_to_the_watches_of_that_server(
             local.next(ConnectivityChanged, timeout=0.5)
         other.resume_serving()
         far.next(ConnectivityChanged, where=lambda e: e.connected, timeout=10)
+
+
+def test_authority_falls_back_and_returns_to_its_primary(
+    cp: ControlPlane, other: ControlPlane, make_client: MakeClient
+) -> None:
+    """gRFC A71 within one authority's own server list (indices are per authority)."""
+    remote = f"xdstp://other.example/{CDS}/r"
+    with ControlPlane(rest_port=None, heartbeat_interval=None) as primary:
+        primary.set_resources(CLUSTER, {remote: cluster(remote, 1)})
+        other.set_resources(CLUSTER, {remote: cluster(remote, 2)})
+        primary.stop_serving()
+        client = make_client(
+            cp.address,
+            authorities={"other.example": [primary.address, other.address]},
+            fallback_probe_interval=0.1,
+        )
+        with client.watch(Cluster, remote) as watch:
+            got = watch.next(ResourceUpdated, timeout=10)
+            assert got.resource.connect_timeout.seconds == 2  # from the fallback
+            primary.resume_serving()
+            back = watch.next(
+                ResourceUpdated, timeout=15, where=lambda e: e.resource.connect_timeout.seconds == 1
+            )
+            assert back.name == remote
+        assert cp.streams() == []  # the top-level server was never asked

@@ -458,7 +458,8 @@ class AsyncXdsClient:
             elif isinstance(action, ProbeServer):
                 self._probe(action)
             elif isinstance(action, SaveConfig):
-                action.write()  # a small file, written atomically; errors are logged
+                # Off the loop (10,000 resources: ~0.3 s); awaited, so writes stay in order.
+                await asyncio.to_thread(action.write)
 
     async def _open(self, action: OpenStream) -> None:
         inbox = self._inbox
