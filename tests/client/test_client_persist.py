@@ -156,3 +156,31 @@ def test_secrets_are_not_written_unless_asked(
         written = "".join(p.read_text() for p in cache_dir.glob("*.json"))
         assert bool(saved(cache_dir, SECRET)) == persist
         assert ("aHVudGVyMi1wcml2YXRl" in written) == persist  # base64 of the secret text
+
+
+def test_restore_per_authority(cp: ControlPlane, make_client: MakeClient, tmp_path: Path) -> None:
+    """Each authority's config is kept under its own server, and restored from it."""
+    remote = "xdstp://other.example/envoy.config.cluster.v3.Cluster/r"
+    cache_dir = tmp_path / "cache"
+    with ControlPlane(rest_port=None, heartbeat_interval=None) as other:
+        cp.set_resources(CLUSTER, {"a": cluster("a", 1)})
+        other.set_resources(CLUSTER, {remote: cluster(remote, 2)})
+        options: dict[str, Any] = {
+            "cache_dir": cache_dir,
+            "authorities": {"other.example": other.address},
+        }
+        first = make_client(cp.address, **options)
+        with first.watch(Cluster, ["a", remote]) as watch:
+            watch.next(ResourceUpdated)
+            watch.next(ResourceUpdated)
+            wait_until(lambda: len(saved(cache_dir)) == 2, 5, "one file per server")
+        first.close()
+        servers = {d["server"] for d in saved(cache_dir)}
+        assert servers == {cp.address, other.address}
+        cp.stop_serving()
+        other.stop_serving()
+        second = make_client(cp.address, **options)
+        with second.watch(Cluster, ["a", remote]) as watch:
+            got = {watch.next(ResourceRestored, timeout=2).name for _ in range(2)}
+        assert got == {"a", remote}
+        cp.resume_serving()
