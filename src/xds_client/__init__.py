@@ -15,11 +15,13 @@ if TYPE_CHECKING:
     from .client import (
         AsyncWatch,
         AsyncXdsClient,
+        Authority,
         Backoff,
         Bootstrap,
         ConnectivityChanged,
         CountingMetrics,
         Metrics,
+        ResourceRestored,
         Watch,
         WatchEvent,
         XdsClient,
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
         ClientClosedError,
         ResourceDecodeError,
         ResourceError,
+        ResourceNameError,
         ServerProtocolError,
         TransportError,
         TypeUrlMismatchError,
@@ -78,6 +81,7 @@ _EXPORTS: dict[str, str] = {
             "BootstrapError",
             "TransportError",
             "WaitTimeoutError",
+            "ResourceNameError",
         ],
         "xds_client.errors",
     ),
@@ -94,6 +98,8 @@ _EXPORTS: dict[str, str] = {
             "CountingMetrics",
             "Bootstrap",
             "load_bootstrap",
+            "Authority",
+            "ResourceRestored",
         ],
         "xds_client.client",
     ),
@@ -179,6 +185,9 @@ __all__ = [
     "ServerTarget",
     "ChannelCredentialsConfig",
     "Keepalive",
+    "Authority",
+    "ResourceRestored",
+    "ResourceNameError",
 ]
 
 

@@ -7,6 +7,7 @@
     │   ├── UnknownResourceTypeError    a type URL, alias or class we do not know
     │   ├── DuplicateResourceTypeError  register() of a type URL that is taken
     │   ├── ProtocolUsageError          the sans-I/O core driven out of order
+    │   ├── ResourceNameError           a malformed xdstp:// name, or an unknown authority
     │   └── ClientClosedError           a call on a client after close()
     ├── ResourceError                   a resource from the server is unusable (we NACK it)
     │   ├── TypeUrlMismatchError        an Any holds another type than expected
@@ -29,6 +30,7 @@ __all__ = [
     "UnknownResourceTypeError",
     "DuplicateResourceTypeError",
     "ProtocolUsageError",
+    "ResourceNameError",
     "ClientClosedError",
     "ResourceError",
     "TypeUrlMismatchError",
@@ -70,6 +72,16 @@ class ProtocolUsageError(UsageError):
     Examples: ``receive()`` before ``connected()``, a delta-only type on a SotW
     stream, a bare string where an iterable of names is expected.
     """
+
+
+class ResourceNameError(UsageError, ValueError):
+    """An ``xdstp://`` resource name that is malformed (xRFC TP1) or whose
+    authority the client does not know (gRFC A47)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"resource name {name!r}: {reason}")
 
 
 class ClientClosedError(UsageError):

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._async import AsyncWatch, AsyncXdsClient
 from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
+from ._federation import Authority
 from ._metrics import CountingMetrics, Metrics
 from ._options import Backoff
+from ._persist import ResourceRestored
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
 
@@ -33,6 +35,8 @@ __all__ = [
     "load_bootstrap",
     "parse_bootstrap",
     "redact",
+    "Authority",
+    "ResourceRestored",
 ]
 
 

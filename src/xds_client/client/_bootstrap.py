@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,12 @@ from envoy.config.core.v3.base_pb2 import Node as NodeProto
 from google.protobuf import json_format
 
 from xds_client.errors import BootstrapError
+from xds_client.federation import ResourceNameError, listener_name_for_target, parse_xdstp
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget
+
+from ._credentials import call_credentials_from_bootstrap
+from ._federation import Authority
 
 __all__ = [
     "BOOTSTRAP_CONFIG_ENV",
@@ -42,6 +46,25 @@ class Bootstrap:
     """``xds_servers`` in priority order (later ones are fallbacks)."""
     node: NodeProto | None
     """The ``node`` object, or None when the file has none."""
+    authorities: Mapping[str, Authority] = field(default_factory=dict)
+    """gRFC A47 ``authorities``: the servers of each ``xdstp://`` authority."""
+    client_default_listener_resource_name_template: str = "%s"
+    """gRFC A47: the Listener name for an ``xds:`` target without an authority."""
+
+    def listener_name(self, target: str) -> str:
+        """The Listener name to watch for a gRPC target such as ``xds:///svc`` (gRFC A47).
+
+        Raises :class:`~xds_client.federation.ResourceNameError` when the target
+        names an authority the bootstrap does not list.
+        """
+        return listener_name_for_target(
+            target,
+            default_template=self.client_default_listener_resource_name_template,
+            authority_templates={
+                name: a.client_listener_resource_name_template
+                for name, a in self.authorities.items()
+            },
+        )
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], field: str) -> Any:
@@ -62,6 +85,13 @@ def _tls(config: Mapping[str, Any], field: str) -> ChannelCredentialsConfig:
             if not Path(value).is_file():
                 raise BootstrapError(f"file {value!r} does not exist", field=f"{field}.{key}")
         paths[key] = value
+    if "refresh_interval" in config:
+        # A65: how often gRPC's file watcher re-reads; we re-read when the files change.
+        interval = _expect(config["refresh_interval"], str, f"{field}.refresh_interval")
+        if not interval.endswith("s"):
+            raise BootstrapError(
+                "must be a duration such as '600s'", field=f"{field}.refresh_interval"
+            )
     if (paths["certificate_file"] is None) != (paths["private_key_file"] is None):
         raise BootstrapError(
             "certificate_file and private_key_file go together (mTLS)", field=field
@@ -73,7 +103,19 @@ def _tls(config: Mapping[str, Any], field: str) -> ChannelCredentialsConfig:
     )
 
 
-def _server(raw: Any, field: str) -> ServerTarget:
+def _server(raw: Any, field: str, memo: dict[str, ServerTarget] | None = None) -> ServerTarget:
+    # A47: one server listed by several authorities is one channel. Equal JSON gives the
+    # same target object, so even call credentials (compared by identity) match.
+    key = json.dumps(raw, sort_keys=True, default=str) if memo is not None else ""
+    if memo is not None and key in memo:
+        return memo[key]
+    target = _parse_server(raw, field)
+    if memo is not None:
+        memo[key] = target
+    return target
+
+
+def _parse_server(raw: Any, field: str) -> ServerTarget:
     _expect(raw, dict, field)
     uri = raw.get("server_uri")
     if uri is None:
@@ -94,14 +136,29 @@ def _server(raw: Any, field: str) -> ServerTarget:
         chosen = True
         break
     if not chosen:
+        kinds = [c.get("type") for c in creds_list if isinstance(c, dict)]
+        hint = (
+            "; google_default needs Google auth libraries that grpcio does not offer"
+            if "google_default" in kinds
+            else ""
+        )
         raise BootstrapError(
-            f"no supported channel credentials (supported: {', '.join(SUPPORTED_CHANNEL_CREDS)})",
+            f"no supported channel credentials (supported: {', '.join(SUPPORTED_CHANNEL_CREDS)})"
+            + hint,
             field=f"{field}.channel_creds",
         )
     features = _expect(raw.get("server_features", []), list, f"{field}.server_features")
     for i, feature in enumerate(features):
         _expect(feature, str, f"{field}.server_features[{i}]")
-    return ServerTarget(uri, credentials=credentials, server_features=frozenset(features))
+    call_credentials = None
+    if "call_creds" in raw:
+        call_credentials = call_credentials_from_bootstrap(raw["call_creds"], f"{field}.call_creds")
+    return ServerTarget(
+        uri,
+        credentials=credentials,
+        call_credentials=call_credentials,
+        server_features=frozenset(features),
+    )
 
 
 def _node(raw: Any) -> NodeProto:
@@ -125,6 +182,44 @@ def _node(raw: Any) -> NodeProto:
     return node
 
 
+def _template(value: Any, field: str, authority: str | None) -> str:
+    _expect(value, str, field)
+    if authority is not None and not value.startswith(f"xdstp://{authority}/"):
+        raise BootstrapError(f"must start with 'xdstp://{authority}/' (gRFC A47)", field=field)
+    if value.startswith("xdstp:"):
+        try:
+            parse_xdstp(value.replace("%s", "x"))
+        except ResourceNameError as exc:
+            raise BootstrapError(exc.reason, field=field) from exc
+    return str(value)
+
+
+def _authorities(raw: Any, memo: dict[str, ServerTarget]) -> dict[str, Authority]:
+    _expect(raw, dict, "authorities")
+    out: dict[str, Authority] = {}
+    for name, entry in raw.items():
+        field = f"authorities[{name!r}]"
+        _expect(entry, dict, field)
+        servers: tuple[ServerTarget, ...] = ()
+        if "xds_servers" in entry:
+            raw_servers = _expect(entry["xds_servers"], list, f"{field}.xds_servers")
+            # A47: an empty or absent list means the top-level servers.
+            servers = tuple(
+                _server(s, f"{field}.xds_servers[{i}]", memo) for i, s in enumerate(raw_servers)
+            )
+        template = None
+        if "client_listener_resource_name_template" in entry:
+            template = _template(
+                entry["client_listener_resource_name_template"],
+                f"{field}.client_listener_resource_name_template",
+                name,
+            )
+        reachability_only = entry.get("fallback_on_reachability_only", False)
+        _expect(reachability_only, bool, f"{field}.fallback_on_reachability_only")
+        out[name] = Authority(servers, template, reachability_only)
+    return out
+
+
 def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     """Parse bootstrap JSON (text or an already decoded object)."""
     if isinstance(data, (str, bytes)):
@@ -139,9 +234,15 @@ def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     _expect(raw_servers, list, "xds_servers")
     if not raw_servers:
         raise BootstrapError("must list at least one server", field="xds_servers")
-    servers = tuple(_server(s, f"xds_servers[{i}]") for i, s in enumerate(raw_servers))
+    memo: dict[str, ServerTarget] = {}
+    servers = tuple(_server(s, f"xds_servers[{i}]", memo) for i, s in enumerate(raw_servers))
     node = _node(root["node"]) if "node" in root else None
-    return Bootstrap(servers, node)
+    authorities = _authorities(root["authorities"], memo) if "authorities" in root else {}
+    default_template = "%s"
+    key = "client_default_listener_resource_name_template"
+    if key in root:
+        default_template = _template(root[key], key, None)
+    return Bootstrap(servers, node, authorities, default_template)
 
 
 def load_bootstrap(

@@ -16,6 +16,10 @@ class Metrics(Protocol):
 
     Methods are called from the client's I/O thread (or event loop) and must
     return quickly; an exception they raise is logged and ignored.
+
+    Optional: a method ``authority_resources(type_url, authority, counts)``, when
+    present, also gets the counts per federation authority (``"#old"`` for
+    old-style names, as gRFC A78 labels them).
     """
 
     def ack(self, type_url: str, server: str) -> None:
@@ -45,6 +49,8 @@ class CountingMetrics:
         """Stream failures per server URI."""
         self.resource_counts: dict[str, dict[str, int]] = {}
         """Latest resource count per type URL and status."""
+        self.authority_counts: dict[tuple[str, str], dict[str, int]] = {}
+        """Latest resource count per (type URL, authority) and status (gRFC A78)."""
 
     def ack(self, type_url: str, server: str) -> None:
         with self._lock:
@@ -61,3 +67,8 @@ class CountingMetrics:
     def resources(self, type_url: str, counts: Mapping[str, int]) -> None:
         with self._lock:
             self.resource_counts[type_url] = dict(counts)
+
+    def authority_resources(self, type_url: str, authority: str, counts: Mapping[str, int]) -> None:
+        """Counts of ``type_url`` resources of one authority (``"#old"``: old-style names)."""
+        with self._lock:
+            self.authority_counts[(type_url, authority)] = dict(counts)

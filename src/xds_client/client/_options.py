@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -15,6 +16,8 @@ from xds_client.node import Node, as_node_proto
 from xds_client.resources import ApiVersion, ResourceType, resource_type
 from xds_client.transport import TRANSPORT_KINDS, ChannelCredentialsConfig, Keepalive, ServerTarget
 from xds_client.transport._base import DEFAULT_MAX_RECEIVE_MESSAGE_SIZE
+
+from ._federation import Authority
 
 if TYPE_CHECKING:
     import grpc
@@ -158,6 +161,12 @@ class ClientOptions:
     metrics: Metrics | None = None
     fallback_probe_interval: float = 1.0
     lazy_decode: bool = False
+    authorities: Mapping[str, Authority] = field(default_factory=dict)
+    """gRFC A47: the servers of each ``xdstp://`` authority (empty: top-level servers)."""
+    cache_dir: str | None = None
+    """Directory of the last good config (None: nothing is persisted)."""
+    persist_secrets: bool = False
+    """Also write Secret (SDS) resources to ``cache_dir``, in clear."""
 
     @property
     def per_type(self) -> bool:
@@ -216,6 +225,9 @@ def build_options(
     metrics: Metrics | None = None,
     fallback_probe_interval: float = 1.0,
     lazy_decode: bool = False,
+    authorities: Mapping[str, Authority | ServerSpec | Sequence[ServerSpec]] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    persist_secrets: bool = False,
 ) -> ClientOptions:
     """Check the client arguments and turn them into :class:`ClientOptions`.
 
@@ -247,9 +259,10 @@ def build_options(
     )
     if not server_list:
         raise UsageError("give at least one xDS server")
-    targets = tuple(
-        _target(
-            s,
+
+    def make_target(spec: ServerSpec) -> ServerTarget:
+        return _target(
+            spec,
             credentials=credentials,
             metadata=pairs,
             call_credentials=call_credentials,
@@ -257,8 +270,19 @@ def build_options(
             max_receive_message_size=max_receive_message_size,
             server_features=server_features,
         )
-        for s in server_list
-    )
+
+    targets = tuple(make_target(s) for s in server_list)
+    checked_authorities: dict[str, Authority] = {}
+    for name, value in (authorities or {}).items():
+        if not isinstance(name, str):
+            raise UsageError(f"authority names are strings, got {name!r}")
+        if isinstance(value, Authority):
+            checked_authorities[name] = value
+            continue
+        listed: Sequence[ServerSpec] = (
+            [value] if isinstance(value, (str, ServerTarget)) else list(value)
+        )
+        checked_authorities[name] = Authority(tuple(make_target(s) for s in listed))
     version: ApiVersion = "v2" if api_version == "v2" else "v3"
     checked: dict[str, Validator] = {}
     for spec, check in (validators or {}).items():
@@ -285,6 +309,9 @@ def build_options(
         metrics=metrics,
         fallback_probe_interval=fallback_probe_interval,
         lazy_decode=lazy_decode,
+        authorities=checked_authorities,
+        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+        persist_secrets=persist_secrets,
     )
 
 
@@ -329,6 +356,9 @@ class ClientArgs(TypedDict, total=False):
     metrics: Metrics | None
     fallback_probe_interval: float
     lazy_decode: bool
+    authorities: Mapping[str, Authority | ServerSpec | Sequence[ServerSpec]] | None
+    cache_dir: str | os.PathLike[str] | None
+    persist_secrets: bool
 
 
 def normalize_names(names: str | Iterable[str] | None) -> frozenset[str] | None:

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
-from xds_client.errors import ClientClosedError, UsageError
+from xds_client.errors import ClientClosedError, ResourceNameError, UsageError
+from xds_client.federation import authority_label, is_xdstp, normalize_name, parse_xdstp
 from xds_client.protocol import (
     RESPONSE_KEY,
     CachedResource,
@@ -44,8 +45,10 @@ from xds_client.transport import (
     StreamSpec,
 )
 
+from ._federation import AuthorityRouter
 from ._gc import LARGE_RESPONSE, collector_paused
 from ._options import BackoffState, ClientOptions
+from ._persist import ConfigCache, PersistedType, ResourceRestored, SaveConfig
 from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent, WatchRegistry
 
 if TYPE_CHECKING:
@@ -56,6 +59,7 @@ __all__ = [
     "CloseStream",
     "OpenStream",
     "ProbeServer",
+    "SaveConfig",
     "SendRequest",
     "Session",
 ]
@@ -100,7 +104,7 @@ class ProbeServer:
     server: int
 
 
-Action: TypeAlias = Union[OpenStream, SendRequest, CloseStream, ProbeServer]  # noqa: UP007
+Action: TypeAlias = Union[OpenStream, SendRequest, CloseStream, ProbeServer, SaveConfig]  # noqa: UP007
 
 
 @dataclass(eq=False)
@@ -125,6 +129,17 @@ class _Slot:
     reported: bool | None = None
     """Connectivity last told to watchers: None before anything was told."""
     type_urls: set[str] = field(default_factory=set)
+    base: str = ADS_SLOT
+    """ADS, or the type URL of a per-type stream (the key without its server group)."""
+    group: tuple[int, ...] = (0,)
+    """The servers this stream may use, in priority order, as indices of the
+    session's distinct targets; ``server`` is a position in this tuple (gRFC A47)."""
+    restored_types: set[str] = field(default_factory=set)
+    """Types whose last good config was read from disk (once per type)."""
+    unconfirmed: set[tuple[str, str]] = field(default_factory=set)
+    """(type, name) restored from disk that no accepted response has confirmed yet."""
+    dirty: dict[str, PersistedType] = field(default_factory=dict)
+    """By type: the config as accepted last, not yet written to the cache directory."""
 
 
 class Session:
@@ -147,7 +162,14 @@ class Session:
             validators=dict(options.validators),
             lazy_decode=options.lazy_decode,
         )
-        self._targets = tuple(self._with_backoff(t) for t in options.servers)
+        # A47: one list of distinct servers; each authority uses some of them in order.
+        self._router = AuthorityRouter(options.servers, options.authorities)
+        self._targets = tuple(self._with_backoff(t) for t in self._router.targets)
+        self._cache: ConfigCache | None = None
+        if options.cache_dir is not None:
+            self._cache = ConfigCache(
+                options.cache_dir, node_id=options.node.id, persist_secrets=options.persist_secrets
+            )
 
     # ------------------------------------------------------------------ targets
 
@@ -176,14 +198,45 @@ class Session:
             return DeltaProtocol(self._config)
         return SotwProtocol(self._config)
 
-    def _slot_for(self, type_url: str, now: float) -> _Slot:
-        key = type_url if self.options.per_type else ADS_SLOT
+    def _slot_key(self, type_url: str, group: tuple[int, ...] | None = None) -> str:
+        base = type_url if self.options.per_type else ADS_SLOT
+        if group is None or group == self._router.default:
+            return base  # the top-level servers keep the keys they always had
+        return f"{base}@{','.join(map(str, group))}"
+
+    def _slot_for(self, type_url: str, now: float, group: tuple[int, ...] | None = None) -> _Slot:
+        group = self._router.default if group is None else group
+        key = self._slot_key(type_url, group)
         slot = self._slots.get(key)
         if slot is None:
-            slot = _Slot(key, self._new_protocol(), self.options.backoff.state(), retry_at=now)
+            base = type_url if self.options.per_type else ADS_SLOT
+            slot = _Slot(key, self._new_protocol(), self.options.backoff.state(), retry_at=now,
+                         base=base, group=group)  # fmt: skip
             self._slots[key] = slot
         slot.type_urls.add(type_url)
         return slot
+
+    def _slots_of(self, type_url: str) -> list[_Slot]:
+        """Every stream that may carry ``type_url`` (one per server group)."""
+        base = type_url if self.options.per_type else ADS_SLOT
+        return [s for s in self._slots.values() if s.base == base]
+
+    def _route(self, rtype: ResourceType[Any], names: frozenset[str]) -> dict[str, tuple[int, ...]]:
+        """The server group of each watched name; checks new-style names (A47, TP1)."""
+        groups: dict[str, tuple[int, ...]] = {}
+        for name in names:
+            if is_xdstp(name):
+                parsed = parse_xdstp(name)
+                if parsed.type_url != rtype.type_url:
+                    raise ResourceNameError(
+                        name, f"names type {parsed.type_url}, but the watch is of {rtype.type_url}"
+                    )
+                if parsed.is_glob and self.options.protocol != "delta":
+                    raise ResourceNameError(
+                        name, "glob collections ('.../*') need protocol='delta'"
+                    )
+            groups[name] = self._router.group_of(name)
+        return groups
 
     def _method(self, rtype: ResourceType[Any]) -> str:
         opts = self.options
@@ -207,13 +260,13 @@ class Session:
 
     def _spec(self, slot: _Slot) -> StreamSpec:
         types = tuple(slot.protocol.subscribed_types()) or tuple(sorted(slot.type_urls))
-        first = resource_type(types[0]) if slot.key == ADS_SLOT else resource_type(slot.key)
+        first = resource_type(types[0]) if slot.base == ADS_SLOT else resource_type(slot.base)
         delta = self.options.protocol == "delta"
         # Only the gRPC transport reads raw_resources; the SotW core takes both forms.
         return StreamSpec(self._method(first), delta, types, raw_resources=not delta)
 
     def _server_uri(self, slot: _Slot) -> str:
-        return self._targets[slot.server].uri
+        return self._targets[slot.group[slot.server]].uri
 
     # ------------------------------------------------------------------ watchers
 
@@ -233,19 +286,47 @@ class Session:
                 raise UsageError(f"{rtype.type_url} exists only in delta xDS; use protocol='delta'")
             self._method(rtype)  # fail early when no service carries the type
             type_url = rtype.type_url
+            if names is not None:
+                # TP1: one spelling per name (sorted context parameters) on the wire and as key.
+                names = frozenset(normalize_name(n) for n in names)
+            groups = {} if names is None else self._route(rtype, names)
             entry: WatchEntry[Any] = WatchEntry(type_url, names, buffer, callback)
-            slot = self._slot_for(type_url, now)
+            slots = {}
+            for group in {*groups.values()} if names is not None else {None}:
+                slot = self._slot_for(type_url, now, group)
+                slots[slot.key] = slot
             new_names, new_wildcard = self.registry.add(entry)
             try:
                 if new_wildcard:
-                    slot.protocol.subscribe(type_url, None)
-                if new_names:
-                    slot.protocol.subscribe(type_url, new_names)
+                    self._slot_for(type_url, now).protocol.subscribe(type_url, None)
+                by_slot: dict[str, list[str]] = {}
+                for name in new_names:
+                    by_slot.setdefault(self._slot_key(type_url, groups[name]), []).append(name)
+                for key, added in by_slot.items():
+                    slots[key].protocol.subscribe(type_url, added)
             except Exception:
                 self.registry.remove(entry)
                 raise
-            self._replay(slot, entry)
+            for slot in slots.values():
+                self._restore(slot, type_url, now)
+                self._replay(slot, entry)
             return entry
+
+    def _restore(self, slot: _Slot, type_url: str, now: float) -> None:
+        """Seed a stream's core with the last good config of ``type_url`` (once)."""
+        cache = self._cache
+        if cache is None or type_url in slot.restored_types:
+            return
+        slot.restored_types.add(type_url)
+        record = cache.load(self._targets[slot.group[0]].uri, type_url, self.options.protocol)
+        if record is None:
+            return
+        names, errors = slot.protocol.restore(type_url, record.version_info, record.resources, now)
+        for name, why in errors.items():
+            log.warning("last good config: %s %s not restored: %s", type_url, name, why)
+        slot.unconfirmed.update((type_url, name) for name in names)
+        if names:
+            log.info("restored %d %s from the last good config", len(names), type_url)
 
     def _replay(self, slot: _Slot, entry: WatchEntry[Any]) -> None:
         """A new watcher sees the cached state at once: values, errors, absence."""
@@ -257,9 +338,11 @@ class Session:
             if not entry.wants(state.name, aliases):
                 continue
             if value is not None:
+                restored = (entry.type_url, value.name) in slot.unconfirmed
+                event_class = ResourceRestored if restored else ResourceUpdated
                 entry.buffer.put(
-                    ResourceUpdated(entry.type_url, value.name, value.version, value.resource,
-                                    value.aliases)
+                    event_class(entry.type_url, value.name, value.version, value.resource,
+                                value.aliases)
                 )  # fmt: skip
             if state.status == "NACKED":
                 entry.buffer.put(
@@ -281,23 +364,32 @@ class Session:
             entry.closed = True
             entry.buffer.close()
             gone, wildcard_gone = self.registry.remove(entry)
-            key = entry.type_url if self.options.per_type else ADS_SLOT
-            slot = self._slots.get(key)
-            if slot is None or self.closed:
+            if self.closed:
                 return
-            if gone:
-                slot.protocol.unsubscribe(entry.type_url, gone)
+            by_slot: dict[str, list[str]] = {}
+            for name in gone:
+                group = self._router.group_of(name)  # checked when the watch began
+                by_slot.setdefault(self._slot_key(entry.type_url, group), []).append(name)
             if wildcard_gone:
-                slot.protocol.unsubscribe(entry.type_url, None)
+                by_slot.setdefault(self._slot_key(entry.type_url), [])
+            for key, names in by_slot.items():
+                slot = self._slots.get(key)
+                if slot is None:
+                    continue
+                if names:
+                    slot.protocol.unsubscribe(entry.type_url, names)
+                if wildcard_gone and key == self._slot_key(entry.type_url):
+                    slot.protocol.unsubscribe(entry.type_url, None)
 
     # ------------------------------------------------------------------ reads
 
     def resources(self, type_url: str) -> dict[str, CachedResource[Any]]:
         """A snapshot of the cached resources of a type."""
         with self.lock:
-            key = type_url if self.options.per_type else ADS_SLOT
-            slot = self._slots.get(key)
-            return {} if slot is None else dict(slot.protocol.resources(type_url))
+            merged: dict[str, CachedResource[Any]] = {}
+            for slot in self._slots_of(type_url):
+                merged.update(slot.protocol.resources(type_url))
+            return merged
 
     def client_config(self, to_wall: Callable[[float], float]) -> ClientConfig:
         """CSDS ``ClientConfig`` of everything subscribed or cached, secrets redacted."""
@@ -332,6 +424,8 @@ class Session:
             if self.closed:
                 return actions
             for slot in self._slots.values():
+                if slot.dirty and self._cache is not None:
+                    actions.extend(self._save_actions(slot, self._cache))
                 self._apply(slot, slot.protocol.tick(now))
                 if not slot.open and slot.retry_at is not None and now >= slot.retry_at:
                     slot.attempt += 1
@@ -339,7 +433,7 @@ class Session:
                     slot.got_response = False
                     slot.retry_at = None
                     slot.protocol.connected(now)
-                    actions.append(OpenStream(slot.key, slot.attempt, slot.server,
+                    actions.append(OpenStream(slot.key, slot.attempt, slot.group[slot.server],
                                               self._spec(slot)))  # fmt: skip
                     log.debug("opening %s stream to %s", slot.key, self._server_uri(slot))
                 if slot.open:
@@ -352,13 +446,20 @@ class Session:
                         # server answering a probe is then the sign that the stream is up.
                         slot.probing = True
                         slot.probe_for_primary = False
-                        actions.append(ProbeServer(slot.key, slot.server))
+                        actions.append(ProbeServer(slot.key, slot.group[slot.server]))
                     elif slot.probe_at is not None and now >= slot.probe_at:
                         slot.probe_at = None
                         slot.probing = True
                         slot.probe_for_primary = True
-                        actions.append(ProbeServer(slot.key, 0))
+                        actions.append(ProbeServer(slot.key, slot.group[0]))
             return actions
+
+    def _save_actions(self, slot: _Slot, cache: ConfigCache) -> list[Action]:
+        actions: list[Action] = [
+            SaveConfig(cache, record) for _, record in sorted(slot.dirty.items())
+        ]
+        slot.dirty.clear()
+        return actions
 
     def next_wakeup(self) -> float | None:
         """When :meth:`step` must run next (None: only on new input)."""
@@ -392,7 +493,7 @@ class Session:
             if not slot.got_response:
                 slot.got_response = True
                 slot.backoff.reset()  # gRFC A57: a stream that worked restarts at once
-                if slot.server > 0 and len(self._targets) > 1:
+                if slot.server > 0 and len(slot.group) > 1:
                     slot.probe_at = now + self.options.fallback_probe_interval
                 if slot.reported is not True:
                     slot.reported = True
@@ -419,7 +520,7 @@ class Session:
             self._metric("reconnect", uri)
             if slot.got_response:
                 slot.retry_at = now
-            elif slot.server + 1 < len(self._targets):
+            elif slot.server + 1 < len(slot.group):
                 # gRFC A71: a server that fails before any response is skipped at once.
                 slot.server += 1
                 slot.retry_at = now
@@ -450,7 +551,7 @@ class Session:
                 return
             slot.probing = False
             if not slot.probe_for_primary:
-                if server != slot.server:
+                if server != slot.group[slot.server]:
                     return  # the stream moved on meanwhile
                 if ok and slot.open and slot.reported is not True:
                     slot.reported = True
@@ -460,7 +561,7 @@ class Session:
                 elif not ok:
                     slot.ready_check_at = now + self.options.fallback_probe_interval
                 return
-            if slot.server == server:
+            if server not in slot.group or slot.group[slot.server] == server:
                 return  # already back on it
             if not ok:
                 slot.probe_at = now + self.options.fallback_probe_interval
@@ -471,7 +572,7 @@ class Session:
                 self._pending.append(CloseStream(key, slot.attempt))
                 slot.open = False
                 slot.protocol.disconnected(now)
-            slot.server = server
+            slot.server = slot.group.index(server)
             slot.retry_at = now
             slot.probe_at = None
             slot.backoff.reset()
@@ -483,6 +584,8 @@ class Session:
             self.closed = True
             actions, self._pending = self._pending, []
             for slot in self._slots.values():
+                if slot.dirty and self._cache is not None:
+                    actions.extend(self._save_actions(slot, self._cache))  # accepted, not yet saved
                 if slot.open:
                     actions.append(CloseStream(slot.key, slot.attempt))
                     slot.open = False
@@ -495,9 +598,19 @@ class Session:
     # ------------------------------------------------------------------ events
 
     def _entries_of(self, slot: _Slot) -> list[WatchEntry[Any]]:
-        if slot.key == ADS_SLOT:
-            return self.registry.all_entries()
-        return self.registry.entries(slot.key)
+        if slot.base == ADS_SLOT:
+            entries = self.registry.all_entries()
+        else:
+            entries = self.registry.entries(slot.base)
+        if len(self._slots) == 1 or not self._router.authorities:
+            return entries
+        # Federation: connectivity of one server group concerns only the watches using it.
+        return [e for e in entries if self._uses(e, slot.group)]
+
+    def _uses(self, entry: WatchEntry[Any], group: tuple[int, ...]) -> bool:
+        if entry.names is None:
+            return group == self._router.default
+        return any(self._router.group_of(name) == group for name in entry.names)
 
     def _broadcast(self, slot: _Slot, event: ConnectivityChanged) -> None:
         for entry in self._entries_of(slot):
@@ -537,6 +650,17 @@ class Session:
                 continue
             if isinstance(event, ResponseAccepted):
                 self._metric("ack", event.type_url, uri)
+                cache = self._cache
+                if cache is not None:
+                    if cache.wants(event.type_url):
+                        # Taken now: a watch closing before the write must not empty it.
+                        slot.dirty[event.type_url] = cache.snapshot(
+                            self._targets[slot.group[0]].uri, event.type_url,
+                            self.options.protocol, slot.protocol.version_info(event.type_url),
+                            slot.protocol.resources(event.type_url),
+                        )  # fmt: skip
+                    if slot.unconfirmed:
+                        slot.unconfirmed = {u for u in slot.unconfirmed if u[0] != event.type_url}
                 continue
             touched.add(event.type_url)
             if isinstance(event, ResponseRejected):
@@ -565,10 +689,21 @@ class Session:
                     deliver(entry, event)
         for entry, batch in batches.values():
             entry.buffer.put_many(batch)
-        if self.options.metrics is not None:
+        metrics = self.options.metrics
+        if metrics is not None:
+            per_authority = hasattr(metrics, "authority_resources")
             for type_url in touched:
-                counts = Counter(s.status for s in slot.protocol.resource_states(type_url))
-                self._metric("resources", type_url, dict(counts))
+                # Every stream of the type counts (one per server group with federation).
+                states = [st for sl in self._slots_of(type_url)
+                          for st in sl.protocol.resource_states(type_url)]  # fmt: skip
+                self._metric("resources", type_url, dict(Counter(st.status for st in states)))
+                if per_authority:
+                    by_authority: dict[str, Counter[str]] = {}
+                    for st in states:
+                        label = authority_label(st.name)
+                        by_authority.setdefault(label, Counter())[st.status] += 1
+                    for label, counts in sorted(by_authority.items()):
+                        self._metric("authority_resources", type_url, label, dict(counts))
 
     def _metric(self, name: str, *args: Any) -> None:
         metrics = self.options.metrics

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeAlias, TypeVar, Union
 
 from google.protobuf.message import Message
 
+from xds_client.federation import glob_collection_of, is_glob_collection
 from xds_client.protocol._events import (
     ResourceDeletionIgnored,
     ResourceDoesNotExist,
@@ -185,12 +186,20 @@ class WatchEntry(Generic[M]):
     callback: Callable[[WatchEvent[M]], object] | None = None
     id: int = field(default_factory=lambda: next(_ids))
     closed: bool = False
+    has_globs: bool = field(init=False, default=False)
+    """Whether a watched name is an ``xdstp://.../*`` glob collection (TP1)."""
+
+    def __post_init__(self) -> None:
+        if self.names is not None:
+            self.has_globs = any(is_glob_collection(n) for n in self.names)
 
     def wants(self, name: str, aliases: Iterable[str] = ()) -> bool:
         """True when an event about ``name`` (or one of its aliases) concerns this watch."""
         if self.names is None:
             return True
-        return name in self.names or any(a in self.names for a in aliases)
+        if name in self.names or any(a in self.names for a in aliases):
+            return True
+        return self.has_globs and glob_collection_of(name) in self.names
 
 
 class WatchRegistry:

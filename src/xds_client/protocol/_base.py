@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from xds_client.errors import ProtocolUsageError, UnknownResourceTypeError
+from xds_client.errors import ProtocolUsageError, ResourceError, UnknownResourceTypeError
+from xds_client.federation import is_glob_collection
 from xds_client.resources import ResourceType, resource_type
 
 from ._cache import (
@@ -129,6 +130,8 @@ class ProtocolCore(Generic[S]):
         self._node_sent = False
         self._replies: list[_Reply] = []
         self._streams_state: dict[str, S] = {}
+        self._restored: set[str] = set()
+        """Types seeded by :meth:`restore`: a first stream already has state to resume."""
 
     # ----------------------------------------------------------------- subscriptions
 
@@ -279,8 +282,8 @@ class ProtocolCore(Generic[S]):
         for name in names:
             # Only the first request subscribing a name on this stream starts its
             # timer: a SotW ACK repeating the name (say after a TTL expiry) does not.
-            if name in requested or name not in subs:
-                continue
+            if name in requested or name not in subs or is_glob_collection(name):
+                continue  # a glob collection (TP1) may be empty: it never "does not exist"
             requested.add(name)
             if name not in st.dne and st.cache.resolve(name) is None:
                 self._timers.arm((_DNE, st.type_url, name), now + timeout)
@@ -409,6 +412,49 @@ class ProtocolCore(Generic[S]):
         st.failures.pop(name, None)
         st.deletion_ignored.discard(name)
         st.subs.ambiguous.discard(name)
+
+    def restore(
+        self,
+        type_url: str,
+        version_info: str,
+        resources: Iterable[tuple[str, str, str, bytes]],
+        now: float,
+    ) -> tuple[list[str], dict[str, str]]:
+        """Seed the cache with a last good config persisted earlier; no events, no requests.
+
+        ``resources`` holds ``(name, version, resource_version, serialized message)``.
+        Only names the subscription wants and the cache does not hold yet are
+        taken. The next stream then resumes from them: SotW sends
+        ``version_info``, delta sends ``initial_resource_versions``, and bytes
+        the server sends again unchanged produce no event. Returns the names
+        restored and, by name, why others could not be decoded.
+        """
+        st = self._state(type_url)
+        rtype = st.rtype
+        restored: list[str] = []
+        errors: dict[str, str] = {}
+        if rtype is None:
+            return restored, errors
+        for name, version, resource_version, raw in resources:
+            if name in st.cache or not st.subs.wants(name):
+                continue
+            try:
+                message = rtype.decode(raw)
+            except ResourceError as exc:
+                errors[name] = str(exc)
+                continue
+            st.cache.put(
+                new_cached_resource(name, version, message, raw, None, None, now, (),
+                                    resource_version)
+            )  # fmt: skip
+            self._timers.cancel((_DNE, type_url, name))
+            st.dne.pop(name, None)
+            restored.append(name)
+        if restored:
+            self._restored.add(type_url)
+            if not st.version:
+                st.version = version_info
+        return restored, errors
 
     def resources(self, type_url: str) -> Mapping[str, CachedResource[Any]]:
         """Cached resources of ``type_url`` by name: a live read-only view."""

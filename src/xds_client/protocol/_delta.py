@@ -96,8 +96,9 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 request = DeltaDiscoveryRequest(type_url=st.type_url)
                 names = [WILDCARD, *st.subs.names] if st.subs.wildcard else list(st.subs.names)
                 request.resource_names_subscribe.extend(names)
-                if self._streams > 1:
-                    # Reconnected: tell the server what we hold so it sends only changes.
+                if self._streams > 1 or st.type_url in self._restored:
+                    # Reconnected (or restored from disk): tell the server what we
+                    # hold so it sends only changes.
                     versions = request.initial_resource_versions
                     for name, entry in st.cache.entries.items():
                         versions[name] = entry.resource_version

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from xds_client.errors import ProtocolUsageError
+from xds_client.federation import glob_collection_of, is_glob_collection
 
 __all__ = ["WILDCARD", "Subscription", "normalize_names"]
 
@@ -44,7 +45,7 @@ def normalize_names(names: Iterable[str] | None, what: str) -> tuple[list[str], 
 class Subscription:
     """The subscription of one type, independent of any stream."""
 
-    __slots__ = ("ambiguous", "names", "wildcard")
+    __slots__ = ("ambiguous", "has_globs", "names", "wildcard")
 
     def __init__(self) -> None:
         self.names: dict[str, None] = {}
@@ -54,6 +55,8 @@ class Subscription:
         self.ambiguous: set[str] = set()
         """Names unsubscribed while the wildcard was active that the server has
         neither resent nor removed since: it may or may not still send them."""
+        self.has_globs = False
+        """Whether an ``xdstp://.../*`` glob collection was ever subscribed (TP1)."""
 
     @property
     def active(self) -> bool:
@@ -64,6 +67,8 @@ class Subscription:
         """Whether a resource called ``name`` (with ``aliases``) is wanted."""
         if self.wildcard or name in self.names:
             return True
+        if self.has_globs and glob_collection_of(name) in self.names:
+            return True
         return any(alias in self.names for alias in aliases)
 
     def add(self, names: Iterable[str], wildcard: bool) -> tuple[list[str], bool]:
@@ -73,6 +78,8 @@ class Subscription:
             if name not in self.names:
                 self.names[name] = None
                 added.append(name)
+                if not self.has_globs and is_glob_collection(name):
+                    self.has_globs = True
             self.ambiguous.discard(name)
         wildcard_added = wildcard and not self.wildcard
         if wildcard:

@@ -10,6 +10,8 @@ connections, delay, send raw responses, fail streams with a status).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +85,9 @@ class ControlPlane:
         max_message_bytes: largest message sent or received.
         max_workers: most gRPC worker threads (made on demand); each open
             stream or call holds one.
+        server_credentials: serve TLS with these (``grpc.ssl_server_credentials``);
+            None serves plaintext. The attribute of the same name may be changed
+            between ``stop_serving()`` and ``resume_serving()`` to rotate certificates.
     """
 
     def __init__(
@@ -95,7 +100,9 @@ class ControlPlane:
         wrap_sotw_resources: bool = False,
         max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
         max_workers: int = 100,
+        server_credentials: grpc.ServerCredentials | None = None,
     ) -> None:
+        self.server_credentials = server_credentials
         self._host = host
         self._requested_port = port
         self._requested_rest_port = rest_port
@@ -243,7 +250,10 @@ class ControlPlane:
             ],
         )
         try:
-            bound = server.add_insecure_port(self._hostport(port))
+            if self.server_credentials is None:
+                bound = server.add_insecure_port(self._hostport(port))
+            else:
+                bound = server.add_secure_port(self._hostport(port), self.server_credentials)
         except RuntimeError as exc:
             executor.shutdown(wait=False)
             raise TransportError(f"cannot bind {self._hostport(port)}: {exc}") from exc
@@ -290,6 +300,58 @@ class ControlPlane:
         if self._rest_port is None:
             raise UsageError("this ControlPlane was created with rest_port=None")
         return f"http://{self._hostport(self._rest_port)}"
+
+    # -- bootstrap -------------------------------------------------------------
+
+    def server_config(self, *, server_features: Sequence[str] = ("xds_v3",)) -> dict[str, Any]:
+        """This server as one ``xds_servers`` entry of a gRPC bootstrap (insecure)."""
+        return {
+            "server_uri": self.address,
+            "channel_creds": [{"type": "insecure"}],
+            "server_features": list(server_features),
+        }
+
+    def bootstrap(
+        self,
+        *,
+        node_id: str = "test-node",
+        cluster: str = "test",
+        authorities: Mapping[str, ControlPlane | None] | None = None,
+        default_listener_template: str | None = None,
+        listener_templates: Mapping[str, str] | None = None,
+        server_features: Sequence[str] = ("xds_v3",),
+    ) -> dict[str, Any]:
+        """A gRPC xDS bootstrap (as a dict) pointing at this control plane.
+
+        ``authorities`` maps each federation authority (gRFC A47) to the
+        ControlPlane serving it, or to None for "use the top-level server"
+        (this one). ``listener_templates`` sets an authority's
+        ``client_listener_resource_name_template``.
+        """
+        config: dict[str, Any] = {
+            "xds_servers": [self.server_config(server_features=server_features)],
+            "node": {"id": node_id, "cluster": cluster, "locality": {"zone": "a"}},
+        }
+        if default_listener_template is not None:
+            config["client_default_listener_resource_name_template"] = default_listener_template
+        if authorities is not None:
+            entries: dict[str, dict[str, Any]] = {}
+            for name, plane in authorities.items():
+                entry: dict[str, Any] = {}
+                if plane is not None:
+                    entry["xds_servers"] = [plane.server_config(server_features=server_features)]
+                template = (listener_templates or {}).get(name)
+                if template is not None:
+                    entry["client_listener_resource_name_template"] = template
+                entries[name] = entry
+            config["authorities"] = entries
+        return config
+
+    def write_bootstrap(self, path: str | os.PathLike[str], **options: Any) -> Path:
+        """Write :meth:`bootstrap` (same keyword options) as JSON to ``path``; returns it."""
+        target = Path(path)
+        target.write_text(json.dumps(self.bootstrap(**options), indent=2), encoding="utf-8")
+        return target
 
     # -- resources -------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -88,6 +89,27 @@ def channel_credentials(target: ServerTarget) -> grpc.ChannelCredentials | None:
     if target.call_credentials is not None:
         return grpc.composite_channel_credentials(ssl, target.call_credentials)
     return ssl
+
+
+def credential_files(target: ServerTarget) -> tuple[tuple[str, int, int], ...]:
+    """(path, mtime_ns, size) of each TLS file the target names (gRFC A65 file watcher).
+
+    A channel built from these files is rebuilt when this changes, so a rotated
+    CA, certificate or key is used from the next stream on, without a restart.
+    """
+    creds = target.credentials
+    if creds is None:
+        return ()
+    out = []
+    for source in (creds.ca_certificate, creds.certificate_chain, creds.private_key):
+        if source is None or isinstance(source, bytes):
+            continue
+        try:
+            stat = os.stat(source)
+        except OSError:
+            continue  # reported by read_pem when the channel is (re)built
+        out.append((os.fspath(source), stat.st_mtime_ns, stat.st_size))
+    return tuple(out)
 
 
 def _serialize(message: Request) -> bytes:
@@ -252,18 +274,28 @@ class GrpcTransport:
 
     def __init__(self, target: ServerTarget) -> None:
         self.target = target
-        creds = channel_credentials(target)
-        options = channel_options(target)
-        if creds is None:
-            self._channel = grpc.insecure_channel(target.uri, options=options)
-        else:
-            self._channel = grpc.secure_channel(target.uri, creds, options=options)
         self._lock = threading.Lock()
         self._streams: list[GrpcStream] = []
         self._closed = False
+        self._retired: list[grpc.Channel] = []
+        self._channel = self._build_channel()
+
+    def _build_channel(self) -> grpc.Channel:
+        target = self.target
+        self._files = credential_files(target)
+        creds = channel_credentials(target)
+        options = channel_options(target)
         log.debug("channel to %s", target.describe())
+        if creds is None:
+            return grpc.insecure_channel(target.uri, options=options)
+        return grpc.secure_channel(target.uri, creds, options=options)
 
     def open(self, spec: StreamSpec) -> GrpcStream:
+        if self._files and credential_files(self.target) != self._files:
+            log.info("TLS files of %s changed; new channel", self.target.uri)
+            with self._lock:
+                self._retired.append(self._channel)
+                self._channel = self._build_channel()
         factory = self._channel.stream_stream(
             spec.method, request_serializer=_serialize, response_deserializer=_deserializer(spec)
         )
@@ -301,7 +333,8 @@ class GrpcTransport:
             streams, self._streams = self._streams, []
         for stream in streams:
             stream.close()
-        self._channel.close()
+        for channel in (*self._retired, self._channel):
+            channel.close()
 
 
 class AsyncGrpcStream:
@@ -374,12 +407,23 @@ class AsyncGrpcTransport:
     def __init__(self, target: ServerTarget) -> None:
         self.target = target
         self._channel: grpc.aio.Channel | None = None
+        self._files: tuple[tuple[str, int, int], ...] = ()
+        self._retired: list[grpc.aio.Channel] = []
         self._streams: list[AsyncGrpcStream] = []
         self._closed = False
 
     def _get_channel(self) -> grpc.aio.Channel:
         # Created lazily so the channel binds to the running loop.
+        if (
+            self._channel is not None
+            and self._files
+            and credential_files(self.target) != self._files
+        ):
+            log.info("TLS files of %s changed; new channel", self.target.uri)
+            self._retired.append(self._channel)
+            self._channel = None
         if self._channel is None:
+            self._files = credential_files(self.target)
             creds = channel_credentials(self.target)
             options = channel_options(self.target)
             if creds is None:
@@ -420,5 +464,6 @@ class AsyncGrpcTransport:
         streams, self._streams = self._streams, []
         for stream in streams:
             await stream.close()
-        if self._channel is not None:
-            await self._channel.close()
+        retired, self._retired = self._retired, []
+        for channel in (*retired, *([self._channel] if self._channel is not None else [])):
+            await channel.close()

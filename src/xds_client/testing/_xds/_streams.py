@@ -26,6 +26,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.duration_pb2 import Duration
 
+from xds_client.federation import glob_collection_of, is_glob_collection
 from xds_client.resources import (
     RESOURCE_WRAPPER_TYPE_URL,
     TYPE_URL_PREFIX,
@@ -591,6 +592,12 @@ def _push_order(type_url: str) -> tuple[int, str]:
     return (_ORDER.get(alias or "", 4), type_url)
 
 
+def _in_glob(name: str, subscribed: set[str]) -> bool:
+    """Whether ``name`` lies in a subscribed ``xdstp://.../*`` glob collection."""
+    collection = glob_collection_of(name)
+    return collection is not None and collection in subscribed
+
+
 def _is_cds(type_url: str) -> bool:
     try:
         return resource_type(type_url).alias == "cds"
@@ -629,9 +636,14 @@ class _DeltaSession(_Session):
         snap = self.view(type_url)
         # Every name subscribed now must be answered, except what the client
         # already holds at the current version (initial_resource_versions).
+        # A glob collection (TP1) stands for every resource directly under its path.
+        globs = {n for n in subscribe if is_glob_collection(n)}
+        named = (subscribe - {"*"} - globs) | {
+            n for n in snap.entries if glob_collection_of(n) in globs
+        }
         force = {
             name
-            for name in subscribe - {"*"}
+            for name in named
             if not (
                 name in initial
                 and name in snap.entries
@@ -660,7 +672,13 @@ class _DeltaSession(_Session):
         if not snap.is_set:
             return []
         entries = snap.entries
-        wanted = set(entries) if state.wildcard else state.names & set(entries)
+        if state.wildcard:
+            wanted = set(entries)
+        else:
+            wanted = state.names & set(entries)
+            globs = {n for n in state.names if is_glob_collection(n)}
+            if globs:
+                wanted |= {n for n in entries if _in_glob(n, globs)}
         send = sorted(
             name
             for name in wanted | (force & set(entries))
@@ -669,7 +687,8 @@ class _DeltaSession(_Session):
         removed = sorted(
             name
             for name in state.client_versions
-            if name not in entries and (state.wildcard or name in state.names)
+            if name not in entries
+            and (state.wildcard or name in state.names or _in_glob(name, state.names))
         )
         if self.engine.report_missing_in_delta and not only_existing:
             removed = sorted(set(removed) | {n for n in force if n not in entries})
