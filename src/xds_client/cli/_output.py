@@ -137,8 +137,13 @@ class Output:
         self.json_lines = json_lines
 
     def record(self, record: Mapping[str, Any]) -> None:
-        """One event: a JSON line, or a text line."""
-        if self.json_lines:
+        """One event: a JSON line, or a text line; connectivity is a note on stderr.
+
+        stdout holds only data, so ``watch --json | jq`` sees resources alone.
+        """
+        if record["event"] in ("connected", "disconnected"):
+            self.note(_text_line(record))
+        elif self.json_lines:
             self.json(record)
         else:
             self.line(_text_line(record))
@@ -152,6 +157,11 @@ class Output:
         """A line of text on stdout."""
         self.out.write(text + "\n")
         self.out.flush()
+
+    def note(self, text: str) -> None:
+        """A line for the reader, not data: on stderr."""
+        self.err.write(text + "\n")
+        self.err.flush()
 
     def table(self, headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
         """Aligned columns (text mode only)."""

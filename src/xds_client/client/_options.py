@@ -259,6 +259,8 @@ def build_options(
         )
         for s in server_list
     )
+    for target in targets:
+        _check_uri_fits(target.uri, transport)
     version: ApiVersion = "v2" if api_version == "v2" else "v3"
     checked: dict[str, Validator] = {}
     for spec, check in (validators or {}).items():
@@ -286,6 +288,20 @@ def build_options(
         fallback_probe_interval=fallback_probe_interval,
         lazy_decode=lazy_decode,
     )
+
+
+def _check_uri_fits(uri: str, transport: str) -> None:
+    """A URL is for REST and only REST: caught here, not as a failing I/O thread later."""
+    is_url = uri.startswith(("http://", "https://"))
+    if transport == "rest" and not is_url:
+        raise UsageError(
+            f"server {uri!r} is not a URL; transport 'rest' needs http://HOST:PORT or https://..."
+        )
+    if transport != "rest" and is_url:
+        raise UsageError(
+            f"server {uri!r} is a URL, for transport='rest'; transport {transport!r} needs "
+            "a gRPC target such as HOST:PORT"
+        )
 
 
 def resolve_type(spec: ResourceSpec, api_version: ApiVersion) -> ResourceType[Any]:

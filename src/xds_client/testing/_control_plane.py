@@ -239,7 +239,9 @@ class ControlPlane:
             options=[
                 ("grpc.max_send_message_length", self._max_message_bytes),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
-                ("grpc.so_reuseport", 1),
+                # Off: with SO_REUSEPORT a second server on a busy port starts too and
+                # silently takes half of the clients. A busy port must be an error.
+                ("grpc.so_reuseport", 0),
             ],
         )
         try:
