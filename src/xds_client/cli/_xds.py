@@ -17,6 +17,8 @@ from xds_client.resources import ResourceType, resource_type
 
 from ._args import DEFAULT_NODE_ID, check_address
 from ._output import Output, Progress, kind_of, xds_records
+from ._protojson import message_to_dict
+from ._security import bootstrap_from_env, security_options
 
 __all__ = ["CommandError", "run_dump", "run_fetch", "run_watch"]
 
@@ -52,14 +54,21 @@ def _make_client(
         options["ads"] = not args.no_ads
     else:
         options["poll_interval"] = 1.0
-    if args.node_id or args.cluster or not args.bootstrap:
+    if args.bootstrap and args.server:
+        raise CommandError("give --server or --bootstrap, not both", 2)
+    # As gRPC clients do: no --server and no --bootstrap means the environment's bootstrap.
+    use_bootstrap = bool(args.bootstrap) or (not args.server and bootstrap_from_env() is not None)
+    if args.node_id or args.cluster or not use_bootstrap:
         options["node"] = Node(id=args.node_id or DEFAULT_NODE_ID, cluster=args.cluster)
-    if args.bootstrap:
-        if args.server:
-            raise CommandError("give --server or --bootstrap, not both", 2)
-        return XdsClient.from_bootstrap(args.bootstrap, **options)
+    options.update(security_options(args))
+    if use_bootstrap:
+        return XdsClient.from_bootstrap(args.bootstrap or None, **options)
     if not args.server:
-        raise CommandError("give the xDS server with --server HOST:PORT (or --bootstrap FILE)", 2)
+        raise CommandError(
+            "give the xDS server with --server HOST:PORT (or --bootstrap FILE, "
+            "or set $GRPC_XDS_BOOTSTRAP)",
+            2,
+        )
     try:
         server = check_address(args.server, rest=transport == "rest")
     except ValueError as exc:
@@ -114,7 +123,7 @@ def _subscribed(
 
 
 def _where(args: argparse.Namespace) -> str:
-    return str(args.server or args.bootstrap)
+    return str(args.server or args.bootstrap or bootstrap_from_env())
 
 
 def _unreachable(event: ConnectivityChanged) -> CommandError:
@@ -221,7 +230,7 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
     names = list(args.names) or None
     events: queue.SimpleQueue[object] = queue.SimpleQueue()
     progress = Progress(out.err)
-    progress.update(f"polling {args.server or args.bootstrap} for {kind_of(rtype.type_url)} ...")
+    progress.update(f"polling {_where(args)} for {kind_of(rtype.type_url)} ...")
     try:
         with (
             _make_client(args, events, transport=transport) as client,
@@ -233,7 +242,8 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
         progress.done()
     rejected = [e for e in seen if isinstance(e, ResponseRejected)]
     missing = sorted(set(names or ()) - set(cached))
-    if out.json_lines:
+    kind = kind_of(rtype.type_url)
+    if out.format in ("json", "name"):
         for name in sorted(cached):
             item = cached[name]
             out.record(
@@ -245,12 +255,31 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
             for record in xds_records(event):
                 out.record(record)
         return 0
-    rows = [(kind_of(rtype.type_url), name, cached[name].version) for name in sorted(cached)]
-    rows += [(kind_of(rtype.type_url), name, "(does not exist)") for name in missing]
-    out.table(("TYPE", "NAME", "VERSION"), rows)
+    if out.format == "yaml":
+        # The resource bodies themselves, ready for a file; the rest is a note.
+        for name in sorted(cached):
+            out.yaml(message_to_dict(cached[name].resource))
+    else:
+        wide = out.format == "wide"
+        headers = ("TYPE", "NAME", "VERSION") + (("BYTES", "TYPE URL") if wide else ())
+        rows: list[tuple[object, ...]] = []
+        for name in sorted(cached):
+            row: tuple[object, ...] = (kind, name, cached[name].version)
+            if wide:
+                row += (cached[name].resource.ByteSize(), rtype.type_url)
+            rows.append(row)
+        rows += [
+            (kind, name, "(does not exist)") + (("", rtype.type_url) if wide else ())
+            for name in missing
+        ]
+        out.table(headers, rows)
+    if out.format == "yaml":
+        for name in missing:
+            out.note(f"{kind} {name}: does not exist")
     for event in rejected:
         for record in xds_records(event):
-            out.line(f"NACKed {record['name']}: {record['error']}")
+            text = f"NACKed {record['name']}: {record['error']}"
+            out.note(text) if out.format == "yaml" else out.line(text)
     return 0
 
 
@@ -268,20 +297,32 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
             dump = client.config_dump()
     finally:
         progress.done()
-    if out.json_lines:
+    if out.format in ("json", "yaml"):
         out.message(dump)  # the client redacted secrets; message() redacts again, deeper
         return 0
+    wide = out.format == "wide"
     rows = []
     errors = []
     for item in dump.generic_xds_configs:
         status = ClientResourceStatus.Name(item.client_status)
-        rows.append((kind_of(item.type_url), item.name, item.version_info, status))
-        if item.HasField("error_state"):
+        if out.format == "name":
+            out.line(f"{kind_of(item.type_url).lower().replace(' ', '-')}/{item.name}")
+            continue
+        row: tuple[object, ...] = (kind_of(item.type_url), item.name, item.version_info, status)
+        if wide:
+            updated = item.last_updated.ToJsonString() if item.HasField("last_updated") else ""
+            error = item.error_state.details if item.HasField("error_state") else ""
+            row += (updated, error)
+        rows.append(row)
+        if item.HasField("error_state") and not wide:
             errors.append(f"{item.name}: {item.error_state.details}")
-    out.line(
+    if out.format == "name":
+        return 0
+    out.note(
         f"node {dump.node.id}" + (f" (cluster {dump.node.cluster})" if dump.node.cluster else "")
     )
-    out.table(("TYPE", "NAME", "VERSION", "STATUS"), rows)
+    headers = ("TYPE", "NAME", "VERSION", "STATUS") + (("LAST UPDATED", "ERROR") if wide else ())
+    out.table(headers, rows)
     for line in errors:
         out.line("error " + line)
     return 0

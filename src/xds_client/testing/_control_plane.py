@@ -83,6 +83,9 @@ class ControlPlane:
         max_message_bytes: largest message sent or received.
         max_workers: most gRPC worker threads (made on demand); each open
             stream or call holds one.
+        server_credentials: serve gRPC over TLS with these (e.g.
+            ``grpc.ssl_server_credentials(...)``); None for plaintext.
+        interceptors: gRPC server interceptors, e.g. one that checks a token.
     """
 
     def __init__(
@@ -95,7 +98,11 @@ class ControlPlane:
         wrap_sotw_resources: bool = False,
         max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
         max_workers: int = 100,
+        server_credentials: grpc.ServerCredentials | None = None,
+        interceptors: Sequence[grpc.ServerInterceptor] = (),
     ) -> None:
+        self._server_credentials = server_credentials
+        self._interceptors = tuple(interceptors)
         self._host = host
         self._requested_port = port
         self._requested_rest_port = rest_port
@@ -236,6 +243,7 @@ class ControlPlane:
         server = grpc.server(
             executor,
             handlers=self._handlers(),
+            interceptors=list(self._interceptors),
             options=[
                 ("grpc.max_send_message_length", self._max_message_bytes),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
@@ -245,7 +253,10 @@ class ControlPlane:
             ],
         )
         try:
-            bound = server.add_insecure_port(self._hostport(port))
+            if self._server_credentials is not None:
+                bound = server.add_secure_port(self._hostport(port), self._server_credentials)
+            else:
+                bound = server.add_insecure_port(self._hostport(port))
         except RuntimeError as exc:
             executor.shutdown(wait=False)
             raise TransportError(f"cannot bind {self._hostport(port)}: {exc}") from exc
