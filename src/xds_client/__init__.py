@@ -24,6 +24,8 @@ if TYPE_CHECKING:
         WatchEvent,
         XdsClient,
         load_bootstrap,
+        to_dict,
+        to_json,
     )
     from .errors import (
         BootstrapError,
@@ -94,6 +96,8 @@ _EXPORTS: dict[str, str] = {
             "CountingMetrics",
             "Bootstrap",
             "load_bootstrap",
+            "to_dict",
+            "to_json",
         ],
         "xds_client.client",
     ),
@@ -176,6 +180,8 @@ __all__ = [
     "CountingMetrics",
     "Bootstrap",
     "load_bootstrap",
+    "to_dict",
+    "to_json",
     "ServerTarget",
     "ChannelCredentialsConfig",
     "Keepalive",

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from google.protobuf.message import Message
 
 from xds_client.client import ConnectivityChanged
+from xds_client.client import to_dict as message_to_dict
 from xds_client.errors import UnknownResourceTypeError
 from xds_client.protocol import (
     ResourceDeletionIgnored,
@@ -28,8 +29,6 @@ from xds_client.protocol import (
     ResponseRejected,
 )
 from xds_client.resources import resource_type
-
-from ._protojson import message_to_dict
 
 __all__ = ["Output", "Progress", "kind_of", "name_of", "store_record", "xds_records"]
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from xds_client.client import Backoff, ConnectivityChanged, XdsClient
+from xds_client.client import to_dict as message_to_dict
 from xds_client.node import Node
 from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseRejected
 from xds_client.resources import ResourceType, resource_type
 
 from ._args import DEFAULT_NODE_ID, check_address
 from ._output import Output, Progress, kind_of, xds_records
-from ._protojson import message_to_dict
 from ._security import bootstrap_from_env, security_options
 
 __all__ = ["CommandError", "run_dump", "run_fetch", "run_watch"]

@@ -12,6 +12,7 @@ from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
 from ._csds import redact
 from ._metrics import CountingMetrics, Metrics
 from ._options import Backoff
+from ._protojson import to_dict, to_json
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
 
@@ -29,4 +30,6 @@ __all__ = [
     "load_bootstrap",
     "parse_bootstrap",
     "redact",
+    "to_dict",
+    "to_json",
 ]
