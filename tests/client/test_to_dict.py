@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+from typing import Any
 
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
-from envoy.extensions.transport_sockets.tls.v3.tls_pb2 import UpstreamTlsContext
 from google.protobuf.duration_pb2 import Duration
 
 import xds_client
@@ -15,7 +16,9 @@ SECRET = "-----BEGIN PRIVATE KEY----- never shown"
 
 
 def _cluster() -> Cluster:
-    context = UpstreamTlsContext()
+    # tls_pb2 has no stubs (not in tools/gen_stubs.py's closure).
+    tls: Any = importlib.import_module("envoy.extensions.transport_sockets.tls.v3.tls_pb2")
+    context = tls.UpstreamTlsContext()
     context.common_tls_context.tls_certificates.add().private_key.inline_string = SECRET
     cluster = Cluster(name="secure", connect_timeout=Duration(seconds=2))
     cluster.transport_socket.name = "envoy.transport_sockets.tls"

@@ -592,9 +592,21 @@ class ControlPlane:
 
         return self._log.wait(probe, timeout, what)
 
-    async def wait_for_subscription_async(self, *args: Any, **kwargs: Any) -> int:
+    async def wait_for_subscription_async(
+        self,
+        type: TypeSpec,
+        names: Iterable[str] = (),
+        *,
+        wildcard: bool | None = None,
+        exact: bool = False,
+        timeout: float = 5.0,
+        node_id: str | None = None,
+    ) -> int:
         """:meth:`wait_for_subscription` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_subscription, *args, **kwargs)
+        return await asyncio.to_thread(
+            self.wait_for_subscription, type, names,
+            wildcard=wildcard, exact=exact, timeout=timeout, node_id=node_id,
+        )  # fmt: skip
 
     def wait_for_streams_closed(self, timeout: float = 5.0) -> None:
         """Wait until no stream is open (e.g. after :meth:`drop_streams`)."""
@@ -608,21 +620,59 @@ class ControlPlane:
 
         self._log.wait(probe, timeout, what)
 
-    async def wait_for_request_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+    async def wait_for_request_async(
+        self,
+        type: TypeSpec | None = None,
+        predicate: Callable[[RecordedRequest], bool] | None = None,
+        *,
+        timeout: float = 5.0,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
         """:meth:`wait_for_request` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_request, *args, **kwargs)
+        return await asyncio.to_thread(
+            self.wait_for_request, type, predicate,
+            timeout=timeout, since=since, stream_id=stream_id, node_id=node_id,
+        )  # fmt: skip
 
-    async def wait_for_ack_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+    async def wait_for_ack_async(
+        self,
+        type: TypeSpec,
+        version: str | None = None,
+        timeout: float = 5.0,
+        *,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
         """:meth:`wait_for_ack` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_ack, *args, **kwargs)
+        return await asyncio.to_thread(
+            self.wait_for_ack, type, version, timeout,
+            since=since, stream_id=stream_id, node_id=node_id,
+        )  # fmt: skip
 
-    async def wait_for_nack_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+    async def wait_for_nack_async(
+        self,
+        type: TypeSpec,
+        version: str | None = None,
+        timeout: float = 5.0,
+        *,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
         """:meth:`wait_for_nack` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_nack, *args, **kwargs)
+        return await asyncio.to_thread(
+            self.wait_for_nack, type, version, timeout,
+            since=since, stream_id=stream_id, node_id=node_id,
+        )  # fmt: skip
 
-    async def wait_for_streams_async(self, *args: Any, **kwargs: Any) -> list[StreamInfo]:
+    async def wait_for_streams_async(
+        self, count: int = 1, timeout: float = 5.0, *, active: bool = True
+    ) -> list[StreamInfo]:
         """:meth:`wait_for_streams` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_streams, *args, **kwargs)
+        return await asyncio.to_thread(self.wait_for_streams, count, timeout, active=active)
 
     # -- TTL heartbeats ----------------------------------------------------------
 
