@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,8 +154,28 @@ def test_block_runs_as_written(block: Block, servers: Servers, tmp_path: Path) -
         _run_shell(block, code, tmp_path)
 
 
+@contextmanager
+def _registry_restored() -> Iterator[None]:
+    # A block may register() a type (docs/resource-types.md); other tests must not see it.
+    from xds_client import resources
+
+    by_url, by_alias = dict(resources._by_url), dict(resources._by_alias)
+    try:
+        yield
+    finally:
+        resources._by_url.clear()
+        resources._by_url.update(by_url)
+        resources._by_alias.clear()
+        resources._by_alias.update(by_alias)
+
+
 def _run_python(block: Block, code: str) -> None:
     namespace: dict[str, Any] = {"__name__": "__main__", "print": _stopper}
+    with _registry_restored():
+        _exec(block, code, namespace)
+
+
+def _exec(block: Block, code: str, namespace: dict[str, Any]) -> None:
     try:
         exec(compile(code, str(block), "exec"), namespace)
     except Enough:
