@@ -47,6 +47,7 @@ from xds_client.transport import (
 )
 
 from ._csds import build_client_config
+from ._html import ResourceCache
 from ._options import BackoffState, ClientOptions
 from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent, WatchRegistry
 
@@ -296,7 +297,8 @@ class Session:
         with self.lock:
             key = type_url if self.options.per_type else ADS_SLOT
             slot = self._slots.get(key)
-            return {} if slot is None else dict(slot.protocol.resources(type_url))
+            cached = {} if slot is None else slot.protocol.resources(type_url)
+            return ResourceCache(type_url, cached)  # a dict that notebooks show as a table
 
     def client_config(self, to_wall: Callable[[float], float]) -> ClientConfig:
         """CSDS ``ClientConfig`` of everything subscribed or cached, secrets redacted."""
