@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
@@ -182,8 +181,6 @@ def _exec(block: Block, code: str, namespace: dict[str, Any]) -> None:
         pass
     finally:
         _close_servers(namespace)
-        # A block's asyncio.run() leaves no loop behind; a new policy loop for the next.
-        asyncio.set_event_loop_policy(None)
 
 
 def _run_shell(block: Block, code: str, tmp_path: Path) -> None:
