@@ -11,7 +11,7 @@ ENVOY_STAMP := $(PEERS)/envoy/.installed-stamp
 SOVEREIGN_STAMP := $(PEERS)/sovereign/.installed-stamp
 GRPC_JS_STAMP := $(PEERS)/grpc-js-xds/.installed-stamp
 
-.PHONY: venv test lint typecheck pytest protos stubs docs check-generated demo bench bench-smoke peers clean
+.PHONY: venv test lint typecheck pytest protos stubs docs check-generated dist demo bench bench-smoke peers clean
 
 venv: $(STAMP)
 
@@ -62,6 +62,11 @@ stubs: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/python tools/gen_api_docs.py
+
+# Wheel and sdist in dist/; the wheel carries the xds-protos stubs (envoy-stubs, ...).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 demo: $(STAMP)
 	$(BIN)/xds-client demo

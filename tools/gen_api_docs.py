@@ -20,7 +20,7 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, get_overloads
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "api.md"
@@ -47,6 +47,8 @@ def _annotation(value: Any) -> str:
 
 
 def _default(value: Any) -> str:
+    if value is Ellipsis:  # an overload's `= ...`
+        return "..."
     if isinstance(value, enum.Enum):
         return f"{type(value).__name__}.{value.name}"
     return _ADDRESS.sub("", repr(value))
@@ -161,6 +163,14 @@ def _members(cls: type) -> list[str]:
         elif inspect.isfunction(member):
             doc = _own_doc(cls, name, member)
             prefix = "async " if inspect.iscoroutinefunction(member) else ""
+            overloads = get_overloads(member)
+            if overloads:
+                # The typed overloads are the API; the implementation's `-> Any` is not.
+                head = f"`{prefix}{name}` *(overloaded)*"
+                forms = [f"  - `{prefix}{name}{_signature(o, skip_self=True)}`" for o in overloads]
+                text = f"- {head}" + (f": {_indent_tail(doc)}" if doc else "")
+                methods.append(text + "\n" + "\n".join(forms))
+                continue
             head = f"`{prefix}{name}{_signature(member, skip_self=True)}`"
         else:
             continue
@@ -194,7 +204,12 @@ def _render_object(module_name: str, name: str, obj: Any) -> list[str]:
         return lines
     if inspect.isfunction(obj) or inspect.isbuiltin(obj):
         prefix = "async def" if inspect.iscoroutinefunction(obj) else "def"
-        lines += ["```python", f"{prefix} {name}{_signature(obj)}", "```", "", _doc(obj), ""]
+        forms = [f"{prefix} {name}{_signature(o)}" for o in get_overloads(obj)]
+        if forms:
+            forms = ["@overload\n" + form for form in forms]
+        else:
+            forms = [f"{prefix} {name}{_signature(obj)}"]
+        lines += ["```python", *forms, "```", "", _doc(obj), ""]
         return lines
     # Constants and type aliases: their value, briefly.
     value = _ADDRESS.sub("", repr(obj)).replace("typing.", "")

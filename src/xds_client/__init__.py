@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         WatchEvent,
         XdsClient,
         load_bootstrap,
+        to_dict,
+        to_json,
     )
     from .errors import (
         BootstrapError,
@@ -100,6 +102,8 @@ _EXPORTS: dict[str, str] = {
             "load_bootstrap",
             "Authority",
             "ResourceRestored",
+            "to_dict",
+            "to_json",
         ],
         "xds_client.client",
     ),
@@ -182,6 +186,8 @@ __all__ = [
     "CountingMetrics",
     "Bootstrap",
     "load_bootstrap",
+    "to_dict",
+    "to_json",
     "ServerTarget",
     "ChannelCredentialsConfig",
     "Keepalive",

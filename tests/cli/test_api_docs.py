@@ -35,3 +35,11 @@ def test_api_reference_is_deterministic_and_complete() -> None:
     for name in ("### `XdsClient`", "### `ResourceStoreClient`", "### `ControlPlane`",
                  "### `main`", "### `ResourceUpdated`"):  # fmt: skip
         assert name in first
+
+
+def test_overloads_are_rendered() -> None:
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    # XdsClient.wait_for(Cluster, ...) returns a Cluster: the reference says so.
+    assert "`wait_for(resource: type[M], name: str, *, version: str | None = None" in text
+    assert "-> M`" in text
+    assert "wait_for(resource: ResourceSpec" not in text  # the untyped implementation

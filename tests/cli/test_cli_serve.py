@@ -33,7 +33,7 @@ class Records(Output):
     """An Output that hands each JSON record to the test."""
 
     def __init__(self) -> None:
-        super().__init__(io.StringIO(), io.StringIO(), json_lines=True)
+        super().__init__(io.StringIO(), io.StringIO(), format="json")
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
     def json(self, value: Any) -> None:
@@ -49,7 +49,12 @@ def serving(tmp_path: Path) -> Iterator[tuple[Records, Path]]:
     path = tmp_path / "resources.yaml"
     path.write_text(EXAMPLE_RESOURCES.read_text())
     args = argparse.Namespace(
-        resources=str(path), port=0, rest_port=None, store_db=None, reload_interval=0.05
+        resources=str(path),
+        host="127.0.0.1",
+        port=0,
+        rest_port=None,
+        store_db=None,
+        reload_interval=0.05,
     )
     out, stop = Records(), threading.Event()
     codes: list[int] = []

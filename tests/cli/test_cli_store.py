@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from xds_client.cli import run
 from xds_client.store import ResourceKey
@@ -39,8 +40,11 @@ def test_create_get_update_delete(
     assert record["resource"]["spec"] == {"title": "A"}
 
     text = cli("store", "get", "-s", s, KIND, "a", "-n", "default")
-    assert text.out.startswith(f"# {KIND}/default/a @ resource version 1\n")
-    assert json.loads(text.out.split("\n", 1)[1])["spec"] == {"title": "A"}
+    # stdout is the document alone (pipe it to jq); which object and version is a note.
+    assert text.err.startswith(f"{KIND}/default/a @ resource version 1\n")
+    assert json.loads(text.out)["spec"] == {"title": "A"}
+    body = cli("store", "get", "-s", s, KIND, "a", "-n", "default", "-o", "yaml")
+    assert yaml.safe_load(body.out)["spec"] == {"title": "A"}
 
     update_file = tmp_path / "a.json"
     update_file.write_text(json.dumps({"spec": {"title": "A2"}}))

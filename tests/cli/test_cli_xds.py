@@ -32,9 +32,11 @@ def test_watch_json_prints_connected_then_the_resource(cli: Any, served: Control
     result: Result = cli("watch", "--server", served.address, "--json", "--count", "1", "cds")
     assert result.code == 0, result.err
     records = result.json_lines()
-    assert [r["event"] for r in records] == ["connected", "updated"]
+    # stdout is data only: the connectivity note went to stderr.
+    assert [r["event"] for r in records] == ["updated"]
+    assert "connected" in result.err
     assert all(r.keys() >= KEYS for r in records)
-    updated = records[1]
+    updated = records[0]
     assert updated["type_url"] == CLUSTER
     assert (updated["name"], updated["version"]) == ("backend", "1")
     assert updated["resource"]["connect_timeout"] == "1s"
@@ -54,10 +56,10 @@ def test_watch_text_per_type_delta(cli: Any, served: ControlPlane) -> None:
     result = cli("watch", "-s", served.address, "--delta", "--no-ads", "--count", "1", "eds")
     assert result.code == 0, result.err
     lines = result.out.splitlines()
-    assert "connected" in lines[0]
-    assert "updated" in lines[1]
-    assert "EDS" in lines[1]
-    assert "backend" in lines[1]
+    assert "connected" in result.err
+    assert "updated" in lines[0]
+    assert "EDS" in lines[0]
+    assert "backend" in lines[0]
 
 
 @pytest.mark.parametrize(
@@ -78,9 +80,18 @@ def test_watch_api_v2(cli: Any, served: ControlPlane) -> None:
 
 
 def test_watch_timeout_ends_a_quiet_watch(cli: Any, served: ControlPlane) -> None:
-    result = cli("watch", "-s", served.address, "--timeout", "0.5", "eds", "nothing-here")
+    result = cli("watch", "-s", served.address, "--timeout", "1", "cds", "backend")
     assert result.code == 0, result.err
-    assert "updated" not in result.out
+    assert len(result.out.splitlines()) == 1
+    assert "updated" in result.out
+
+
+def test_watch_timeout_without_any_answer_fails(cli: Any, served: ControlPlane) -> None:
+    # The server never answers for a name it does not have (SotW EDS): not a success.
+    result = cli("watch", "-s", served.address, "--timeout", "0.5", "eds", "nothing-here")
+    assert result.code == 1
+    assert result.out == ""
+    assert "no xDS response" in result.err
 
 
 def test_watch_follows_changes_nacks_and_removals(served: ControlPlane) -> None:
@@ -152,8 +163,8 @@ def test_dump_text_lists_every_resource(cli: Any, served: ControlPlane) -> None:
     result = cli("dump", "-s", served.address, "--node-id", "dumper", "--cluster", "c1")
     assert result.code == 0, result.err
     lines = result.out.splitlines()
-    assert lines[0] == "node dumper (cluster c1)"
-    rows = {tuple(line.split()) for line in lines[2:]}
+    assert result.err.splitlines()[0] == "node dumper (cluster c1)"  # a note, not data
+    rows = {tuple(line.split()) for line in lines[1:]}
     assert rows == {
         ("LDS", "ingress", "1", "ACKED"),
         ("RDS", "local-routes", "1", "ACKED"),

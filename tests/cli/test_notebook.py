@@ -39,3 +39,28 @@ def test_notebook_executes_without_errors(monkeypatch: pytest.MonkeyPatch) -> No
     assert "<td>latency</td>" in html  # the store listed the dashboards
     texts = "\n".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "serving version 1 on 127.0.0.1:" in texts
+
+
+def _gen_notebook() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gen_notebook", ROOT / "tools" / "gen_notebook.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.filterwarnings("ignore:Jupyter is migrating its paths:DeprecationWarning")
+@pytest.mark.timeout(120)
+def test_committed_outputs_are_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The notebook is read on code hosts with its outputs: they must be there and current.
+    monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")
+    tool = _gen_notebook()
+    committed = cast("Any", nbformat).read(NOTEBOOK, as_version=4)
+    outputs = tool.outputs_of(committed)
+    assert sum(bool(o) for o in outputs) >= 8, "outputs missing: run tools/gen_notebook.py"
+    assert outputs == tool.outputs_of(tool.execute()), "stale outputs: run tools/gen_notebook.py"

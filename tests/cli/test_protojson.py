@@ -10,7 +10,8 @@ from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.core.v3.extension_pb2 import TypedExtensionConfig
 from google.protobuf.any_pb2 import Any as AnyProto
 
-from xds_client.cli._protojson import message_to_dict, resolve_any_types
+from xds_client.client._protojson import resolve_any_types
+from xds_client.client._protojson import to_dict as message_to_dict
 from xds_client.testing._resource_file import parse_resources
 
 
@@ -34,7 +35,7 @@ def test_any_module_is_imported_on_demand() -> None:
 import json, sys
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from google.protobuf.any_pb2 import Any
-from xds_client.cli._protojson import message_to_dict
+from xds_client.client._protojson import to_dict as message_to_dict
 assert "envoy.extensions.transport_sockets.tls.v3.tls_pb2" not in sys.modules
 tls = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
 c = Cluster(name="c")

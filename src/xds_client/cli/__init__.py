@@ -82,7 +82,8 @@ def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
     from ._output import Output
 
     assert isinstance(args, argparse.Namespace)
-    out = Output(stdout, stderr, json_lines=bool(getattr(args, "json", False)))
+    output = getattr(args, "output", None) or ("json" if getattr(args, "json", False) else "text")
+    out = Output(stdout, stderr, format=output)
     command = args.command
     if command == "watch":
         from ._xds import run_watch

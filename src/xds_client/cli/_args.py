@@ -82,11 +82,61 @@ def _port(text: str) -> int:
     return value
 
 
+OUTPUT_FORMATS = ("text", "json", "yaml", "wide", "name")
+
+
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=OUTPUT_FORMATS,
+        default="text",
+        help="json: JSON Lines; yaml: YAML documents (resource bodies for fetch and store get); "
+        "wide: a table with more columns; name: TYPE/NAME per line (default: text)",
+    )
+    parser.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="same as -o json"
+    )
+
+
+def _security_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("TLS and authentication")
+    group.add_argument("--ca-file", metavar="PEM", help="trust this CA (turns TLS on)")
+    group.add_argument("--cert", metavar="PEM", help="client certificate for mTLS (with --key)")
+    group.add_argument("--key", metavar="PEM", help="client private key for mTLS (with --cert)")
+    group.add_argument(
+        "--server-name", metavar="NAME", help="check the server certificate for NAME (TLS)"
+    )
+    group.add_argument("--tls", action="store_true", help="TLS with the system's root CAs")
+    token = group.add_mutually_exclusive_group()
+    token.add_argument("--token", metavar="TOKEN", help="send 'authorization: Bearer TOKEN'")
+    token.add_argument("--token-file", metavar="FILE", help="read the bearer token from FILE")
+    group.add_argument(
+        "--header",
+        "-H",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        type=_header,
+        help="extra call metadata (repeatable)",
+    )
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    return name.strip().lower(), value
+
+
 def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> None:
     group = parser.add_argument_group("server and node")
     group.add_argument("--server", "-s", metavar="HOST:PORT", help="the xDS server")
     group.add_argument(
-        "--bootstrap", metavar="FILE", help="a gRPC xDS bootstrap file (instead of --server)"
+        "--bootstrap",
+        metavar="FILE",
+        help="a gRPC xDS bootstrap file instead of --server "
+        "(default: $GRPC_XDS_BOOTSTRAP, else the JSON in $GRPC_XDS_BOOTSTRAP_CONFIG)",
     )
     group.add_argument("--node-id", metavar="ID", help=f"node id (default {DEFAULT_NODE_ID})")
     group.add_argument("--cluster", metavar="C", default="", help="node cluster")
@@ -102,12 +152,14 @@ def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> N
         group.add_argument(
             "--no-ads", action="store_true", help="one stream per type instead of ADS"
         )
-    parser.add_argument("--json", action="store_true", help="print JSON Lines")
+    _security_options(parser)
+    _output_options(parser)
 
 
 def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", "-s", metavar="HOST:PORT", required=True)
-    parser.add_argument("--json", action="store_true", help="print JSON Lines")
+    _security_options(parser)
+    _output_options(parser)
 
 
 def _store_kind(parser: argparse.ArgumentParser, *, name: bool) -> None:
@@ -137,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="YAML or JSON resources (reloaded when it changes)",
     )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; '::1' too)"
+    )
     serve.add_argument("--port", "-p", type=_port, default=0, help="gRPC port (default: free)")
     serve.add_argument(
         "--rest-port", type=_port, default=None, help="REST-JSON port (default: free)"
@@ -146,7 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also serve a ResourceStore on this SQLite file (':memory:' too)",
     )
-    serve.add_argument("--json", action="store_true", help="print JSON Lines")
+    serve.add_argument(
+        "--json", action="store_true", help="announce the ports and reloads as JSON Lines"
+    )
     serve.add_argument("--reload-interval", type=_positive, default=1.0, help=argparse.SUPPRESS)
 
     watch = sub.add_parser("watch", help="subscribe and print events as they come")

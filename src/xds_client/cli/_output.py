@@ -2,9 +2,11 @@
 
 Every xDS or store event becomes one record with the same keys (``event``,
 ``type_url``, ``name``, ``version``, ``reason``, ``error``, ``resource``;
-None where they do not apply). ``--json`` prints each record as one JSON
-line; otherwise a short line per event goes to stdout. Progress goes to
-stderr, and only when stderr is a terminal, so pipes and files stay clean.
+None where they do not apply). ``-o json`` (``--json``) prints each record as
+one JSON line, ``-o yaml`` as one YAML document, ``-o name`` as ``cds/backend``;
+otherwise a short line per event goes to stdout. stdout holds data only:
+connectivity notes go to stderr, progress too and only when stderr is a
+terminal, so pipes and files stay clean.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, TextIO
 from google.protobuf.message import Message
 
 from xds_client.client import ConnectivityChanged
+from xds_client.client import to_dict as message_to_dict
 from xds_client.errors import UnknownResourceTypeError
 from xds_client.protocol import (
     ResourceDeletionIgnored,
@@ -27,9 +30,7 @@ from xds_client.protocol import (
 )
 from xds_client.resources import resource_type
 
-from ._protojson import message_to_dict
-
-__all__ = ["Output", "Progress", "kind_of", "store_record", "xds_records"]
+__all__ = ["Output", "Progress", "kind_of", "name_of", "store_record", "xds_records"]
 
 RECORD_KEYS = ("event", "type_url", "name", "version", "reason", "error", "resource")
 
@@ -129,17 +130,35 @@ def _text_line(record: Mapping[str, Any]) -> str:
 
 
 class Output:
-    """Prints records as JSON Lines (``json_lines=True``) or as readable text."""
+    """Prints records in one of the ``-o`` formats: text, json (JSON Lines), yaml, wide, name.
 
-    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool) -> None:
+    stdout gets data only; notes for the reader (connectivity, headers) go to stderr.
+    """
+
+    def __init__(self, out: TextIO, err: TextIO, *, format: str = "text") -> None:
         self.out = out
         self.err = err
-        self.json_lines = json_lines
+        self.format = format
+        """``text``, ``json``, ``yaml``, ``wide`` or ``name``."""
+
+    @property
+    def json_lines(self) -> bool:
+        """True for ``-o json`` (``--json``)."""
+        return self.format == "json"
 
     def record(self, record: Mapping[str, Any]) -> None:
-        """One event: a JSON line, or a text line."""
-        if self.json_lines:
+        """One event: a JSON line, a YAML document, a name or a text line.
+
+        Connectivity is a note on stderr, so ``watch --json | jq`` sees resources alone.
+        """
+        if record["event"] in ("connected", "disconnected"):
+            self.note(_text_line(record))
+        elif self.format == "json":
             self.json(record)
+        elif self.format == "yaml":
+            self.yaml(dict(record))
+        elif self.format == "name":
+            self.line(name_of(record))
         else:
             self.line(_text_line(record))
 
@@ -148,10 +167,34 @@ class Output:
         self.out.write(json.dumps(value, separators=(",", ":"), default=str) + "\n")
         self.out.flush()
 
+    def yaml(self, value: Any) -> None:
+        """One YAML document (``---`` first, so a stream of them parses)."""
+        import yaml
+
+        text = yaml.safe_dump(
+            json.loads(json.dumps(value, default=str)), sort_keys=False, allow_unicode=True
+        )
+        self.out.write("---\n" + text)
+        self.out.flush()
+
+    def document(self, value: Any) -> None:
+        """A resource body: one JSON line (json), a YAML document (yaml), else indented JSON."""
+        if self.format == "json":
+            self.json(value)
+        elif self.format == "yaml":
+            self.yaml(value)
+        else:
+            self.line(json.dumps(value, indent=2, default=str))
+
     def line(self, text: str = "") -> None:
         """A line of text on stdout."""
         self.out.write(text + "\n")
         self.out.flush()
+
+    def note(self, text: str) -> None:
+        """A line for the reader, not data: on stderr."""
+        self.err.write(text + "\n")
+        self.err.flush()
 
     def table(self, headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
         """Aligned columns (text mode only)."""
@@ -159,12 +202,16 @@ class Output:
         self.out.flush()
 
     def message(self, message: Message) -> None:
-        """A protobuf message as proto JSON (one line with --json, indented otherwise)."""
-        doc = message_to_dict(message)
-        if self.json_lines:
-            self.json(doc)
-        else:
-            self.line(json.dumps(doc, indent=2))
+        """A protobuf message as proto JSON (one line with json, YAML, or indented JSON)."""
+        self.document(message_to_dict(message))
+
+
+def name_of(record: Mapping[str, Any]) -> str:
+    """``cds/backend`` (kubectl's ``-o name``); a store key for store records."""
+    if record.get("key"):
+        return str(record["key"])
+    kind = kind_of(record["type_url"]).lower().replace(" ", "-") if record.get("type_url") else ""
+    return f"{kind}/{record.get('name') or ''}"
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:

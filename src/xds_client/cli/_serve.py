@@ -48,7 +48,9 @@ def run_serve(args: argparse.Namespace, out: Output, stop: threading.Event | Non
     path = Path(args.resources)
     stop = stop or threading.Event()
     with ExitStack() as stack:
-        cp = stack.enter_context(ControlPlane(port=args.port, rest_port=args.rest_port or 0))
+        cp = stack.enter_context(
+            ControlPlane(host=args.host, port=args.port, rest_port=args.rest_port or 0)
+        )
         version, counts = _load(cp, path, frozenset())
         stamp = _stamp(path)
         _announce(out, "serving", cp, version, counts)
@@ -91,6 +93,7 @@ def _announce(
             "event": event,
             "service": "xds",
             "address": cp.address,
+            "port": cp.port,
             "rest_url": cp.rest_url,
             "version": version,
             "resources": by_kind,

@@ -21,6 +21,7 @@ from xds_client.store import (
 
 from ._args import check_address
 from ._output import Output, Progress, store_record
+from ._security import store_channel_options
 from ._xds import CommandError
 
 __all__ = ["run_store"]
@@ -90,7 +91,8 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
             parse_selector(labels)  # a bad selector is a usage error, found before any I/O
         except SelectorError as exc:
             raise CommandError(f"bad label selector {labels!r}: {exc}", 2) from None
-    with ResourceStoreClient(server, timeout=10.0, retry=_CLI_RETRY) as client:
+    channel = store_channel_options(args)
+    with ResourceStoreClient(server, timeout=10.0, retry=_CLI_RETRY, **channel) as client:
         if action == "health":
             healthy = client.is_healthy()
             if out.json_lines:
@@ -101,11 +103,14 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         prefix = _prefix(args)
         if action == "get":
             obj = client.read(prefix.with_name(args.name))
-            if out.json_lines:
+            if out.format == "json":
                 out.json(_object_record(obj))
+            elif out.format == "name":
+                out.line(str(obj.key))
             else:
-                out.line(f"# {obj.key} @ resource version {obj.resource_version}")
-                out.line(json.dumps(obj.json(), indent=2))
+                # stdout is the document alone (`store get ... | jq` works); the rest is a note.
+                out.note(f"{obj.key} @ resource version {obj.resource_version}")
+                out.document(obj.json())
             return 0
         if action == "list":
             return _list(client, prefix, labels, args.limit, out)
@@ -149,8 +154,12 @@ def _list(
     items = client.list(prefix, labels=labels, limit=limit)
     try:
         for count, obj in enumerate(items, 1):
-            if out.json_lines:
+            if out.format == "json":
                 out.json(_object_record(obj))
+            elif out.format == "yaml":
+                out.yaml(obj.json())
+            elif out.format == "name":
+                out.line(str(obj.key))
             else:
                 key = obj.key
                 labels_text = ",".join(f"{k}={v}" for k, v in sorted(obj.labels.items()))
@@ -159,7 +168,7 @@ def _list(
                 progress.update(f"listed {count} objects ({items.pages} pages) ...")
     finally:
         progress.done()
-    if not out.json_lines:
+    if out.format in ("text", "wide"):
         out.table(("NAMESPACE", "NAME", "VERSION", "LABELS"), rows)
     return 0
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import queue
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from xds_client.client import Backoff, ConnectivityChanged, XdsClient
+from xds_client.client import to_dict as message_to_dict
 from xds_client.node import Node
 from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseRejected
 from xds_client.resources import ResourceType, resource_type
 
 from ._args import DEFAULT_NODE_ID, check_address
 from ._output import Output, Progress, kind_of, xds_records
+from ._security import bootstrap_from_env, security_options
 
 __all__ = ["CommandError", "run_dump", "run_fetch", "run_watch"]
 
@@ -37,25 +40,35 @@ def _resolve(spec: str, api: str) -> ResourceType[Any]:
     return resource_type(spec, "v2" if api == "v2" else "v3")
 
 
-def _make_client(args: argparse.Namespace, *, transport: str = "grpc") -> XdsClient:
+def _make_client(
+    args: argparse.Namespace, events: queue.SimpleQueue[object], *, transport: str = "grpc"
+) -> XdsClient:
     options: dict[str, Any] = {
         "api_version": args.api,
         "transport": transport,
         "backoff": _CLI_BACKOFF,
+        "metrics": _AnswerMetrics(events),
     }
     if transport == "grpc":
         options["protocol"] = "delta" if args.delta else "sotw"
         options["ads"] = not args.no_ads
     else:
         options["poll_interval"] = 1.0
-    if args.node_id or args.cluster or not args.bootstrap:
+    if args.bootstrap and args.server:
+        raise CommandError("give --server or --bootstrap, not both", 2)
+    # As gRPC clients do: no --server and no --bootstrap means the environment's bootstrap.
+    use_bootstrap = bool(args.bootstrap) or (not args.server and bootstrap_from_env() is not None)
+    if args.node_id or args.cluster or not use_bootstrap:
         options["node"] = Node(id=args.node_id or DEFAULT_NODE_ID, cluster=args.cluster)
-    if args.bootstrap:
-        if args.server:
-            raise CommandError("give --server or --bootstrap, not both", 2)
-        return XdsClient.from_bootstrap(args.bootstrap, **options)
+    options.update(security_options(args))
+    if use_bootstrap:
+        return XdsClient.from_bootstrap(args.bootstrap or None, **options)
     if not args.server:
-        raise CommandError("give the xDS server with --server HOST:PORT (or --bootstrap FILE)", 2)
+        raise CommandError(
+            "give the xDS server with --server HOST:PORT (or --bootstrap FILE, "
+            "or set $GRPC_XDS_BOOTSTRAP)",
+            2,
+        )
     try:
         server = check_address(args.server, rest=transport == "rest")
     except ValueError as exc:
@@ -65,12 +78,44 @@ def _make_client(args: argparse.Namespace, *, transport: str = "grpc") -> XdsCli
     return XdsClient(server, **options)
 
 
+@dataclass(frozen=True)
+class _Answered:
+    """The server answered ``type_url`` with a response we ACKed or NACKed."""
+
+    type_url: str
+
+
+class _AnswerMetrics:
+    """A :class:`~xds_client.client.Metrics` that tells the command each real xDS answer.
+
+    A health check or an open stream proves nothing: only an ACK or a NACK does
+    (or a does-not-exist, which the event itself shows).
+    """
+
+    def __init__(self, events: queue.SimpleQueue[object]) -> None:
+        self._events = events
+
+    def ack(self, type_url: str, server: str) -> None:
+        self._events.put(_Answered(type_url))
+
+    def nack(self, type_url: str, server: str) -> None:
+        self._events.put(_Answered(type_url))
+
+    def reconnect(self, server: str) -> None:
+        pass
+
+    def resources(self, type_url: str, counts: Mapping[str, int]) -> None:
+        pass
+
+
 @contextmanager
 def _subscribed(
-    client: XdsClient, rtypes: list[ResourceType[Any]], names: list[str] | None
+    client: XdsClient,
+    events: queue.SimpleQueue[object],
+    rtypes: list[ResourceType[Any]],
+    names: list[str] | None,
 ) -> Iterator[queue.SimpleQueue[object]]:
-    """Watch each type; every event lands in one queue, read by the main thread."""
-    events: queue.SimpleQueue[object] = queue.SimpleQueue()
+    """Watch each type; every event lands in ``events``, read by the main thread."""
     with ExitStack() as stack:
         for rtype in rtypes:
             stack.enter_context(client.watch(rtype, names, on_event=events.put))
@@ -78,45 +123,67 @@ def _subscribed(
 
 
 def _where(args: argparse.Namespace) -> str:
-    return str(args.server or args.bootstrap)
+    return str(args.server or args.bootstrap or bootstrap_from_env())
 
 
 def _unreachable(event: ConnectivityChanged) -> CommandError:
     return CommandError(f"cannot reach xDS server {event.server}: {event.reason or 'unavailable'}")
 
 
+def _no_answer(server: str, what: str, timeout: float) -> CommandError:
+    return CommandError(
+        f"no xDS response from {server} for {what} within {timeout:g}s "
+        "(the server accepts connections but did not answer the subscription)"
+    )
+
+
+class _Answers:
+    """Which subscribed types have had a real xDS answer."""
+
+    def __init__(self, rtypes: list[ResourceType[Any]]) -> None:
+        self.waiting = {r.type_url for r in rtypes}
+
+    def note(self, event: object) -> None:
+        """Count ``event`` if it is an answer; raise if it says the server is not one."""
+        answer = (_Answered, ResourceDoesNotExist, ResourceUpdated, ResponseRejected)
+        if isinstance(event, answer):
+            self.waiting.discard(event.type_url)
+        elif isinstance(event, ConnectivityChanged) and not event.connected and self.waiting:
+            # Refused, unreachable, UNIMPLEMENTED ... before any answer: say so, do not retry.
+            raise _unreachable(event)
+
+    @property
+    def all_answered(self) -> bool:
+        return not self.waiting
+
+
 def _settle(
-    events: queue.SimpleQueue[object], timeout: float, what: str, server: str
+    events: queue.SimpleQueue[object],
+    rtypes: list[ResourceType[Any]],
+    timeout: float,
+    server: str,
 ) -> list[object]:
-    """Events until the first response plus a quiet spell; errors if none comes in time."""
+    """Events until every type had a real answer plus a quiet spell; errors if none in time."""
     deadline = time.monotonic() + timeout
     seen: list[object] = []
-    connected = False
-    last_failure: ConnectivityChanged | None = None
+    answers = _Answers(rtypes)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            if connected:
+            if answers.all_answered:
                 return seen
-            if last_failure is not None:
-                raise _unreachable(last_failure)
-            # Pollers retry a few times before they report a failure; say where we waited.
-            raise CommandError(f"no response from {server} for {what} within {timeout:g}s")
+            what = ", ".join(kind_of(t) for t in sorted(answers.waiting))
+            raise _no_answer(server, what, timeout)
+        quiet = answers.all_answered
         try:
-            event = events.get(timeout=min(remaining, _SETTLE_QUIET) if connected else remaining)
+            event = events.get(timeout=min(remaining, _SETTLE_QUIET) if quiet else remaining)
         except queue.Empty:
-            if connected:
+            if quiet:
                 return seen
             continue
-        if isinstance(event, ConnectivityChanged):
-            if event.connected:
-                connected = True
-            elif not connected:
-                last_failure = event
-                # Refused or unreachable before any response: a clear error, not a hang.
-                raise _unreachable(event)
-            continue
-        seen.append(event)
+        answers.note(event)
+        if not isinstance(event, ConnectivityChanged | _Answered):
+            seen.append(event)
 
 
 def run_watch(args: argparse.Namespace, out: Output) -> int:
@@ -125,20 +192,25 @@ def run_watch(args: argparse.Namespace, out: Output) -> int:
     names = list(args.names) or None
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     count = 0
-    ever_connected = False
-    with _make_client(args) as client, _subscribed(client, [rtype], names) as events:
+    events: queue.SimpleQueue[object] = queue.SimpleQueue()
+    answers = _Answers([rtype])
+    with (
+        _make_client(args, events) as client,
+        _subscribed(client, events, [rtype], names),
+    ):
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return 0
             try:
+                if remaining is not None and remaining <= 0:
+                    raise queue.Empty
                 event = events.get(timeout=remaining)
             except queue.Empty:
+                if not answers.all_answered:
+                    raise _no_answer(_where(args), kind_of(rtype.type_url), args.timeout) from None
                 return 0
-            if isinstance(event, ConnectivityChanged):
-                if not event.connected and not ever_connected:
-                    raise _unreachable(event)
-                ever_connected = ever_connected or event.connected
+            answers.note(event)
+            if isinstance(event, _Answered):
+                continue
             for record in xds_records(event):
                 out.record(record)
             if not isinstance(event, ConnectivityChanged):
@@ -156,20 +228,22 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
         )
     rtype = _resolve(args.type, args.api)
     names = list(args.names) or None
+    events: queue.SimpleQueue[object] = queue.SimpleQueue()
     progress = Progress(out.err)
-    progress.update(f"polling {args.server or args.bootstrap} for {kind_of(rtype.type_url)} ...")
+    progress.update(f"polling {_where(args)} for {kind_of(rtype.type_url)} ...")
     try:
         with (
-            _make_client(args, transport=transport) as client,
-            _subscribed(client, [rtype], names) as events,
+            _make_client(args, events, transport=transport) as client,
+            _subscribed(client, events, [rtype], names),
         ):
-            seen = _settle(events, args.timeout, kind_of(rtype.type_url), _where(args))
+            seen = _settle(events, [rtype], args.timeout, _where(args))
             cached = client.resources(rtype)  # before unsubscribing drops the cache
     finally:
         progress.done()
     rejected = [e for e in seen if isinstance(e, ResponseRejected)]
     missing = sorted(set(names or ()) - set(cached))
-    if out.json_lines:
+    kind = kind_of(rtype.type_url)
+    if out.format in ("json", "name"):
         for name in sorted(cached):
             item = cached[name]
             out.record(
@@ -181,12 +255,31 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
             for record in xds_records(event):
                 out.record(record)
         return 0
-    rows = [(kind_of(rtype.type_url), name, cached[name].version) for name in sorted(cached)]
-    rows += [(kind_of(rtype.type_url), name, "(does not exist)") for name in missing]
-    out.table(("TYPE", "NAME", "VERSION"), rows)
+    if out.format == "yaml":
+        # The resource bodies themselves, ready for a file; the rest is a note.
+        for name in sorted(cached):
+            out.yaml(message_to_dict(cached[name].resource))
+    else:
+        wide = out.format == "wide"
+        headers = ("TYPE", "NAME", "VERSION") + (("BYTES", "TYPE URL") if wide else ())
+        rows: list[tuple[object, ...]] = []
+        for name in sorted(cached):
+            row: tuple[object, ...] = (kind, name, cached[name].version)
+            if wide:
+                row += (cached[name].resource.ByteSize(), rtype.type_url)
+            rows.append(row)
+        rows += [
+            (kind, name, "(does not exist)") + (("", rtype.type_url) if wide else ())
+            for name in missing
+        ]
+        out.table(headers, rows)
+    if out.format == "yaml":
+        for name in missing:
+            out.note(f"{kind} {name}: does not exist")
     for event in rejected:
         for record in xds_records(event):
-            out.line(f"NACKed {record['name']}: {record['error']}")
+            text = f"NACKed {record['name']}: {record['error']}"
+            out.note(text) if out.format == "yaml" else out.line(text)
     return 0
 
 
@@ -197,28 +290,39 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
 
     progress = Progress(out.err)
     progress.update("subscribing and waiting for the server to settle ...")
+    events: queue.SimpleQueue[object] = queue.SimpleQueue()
     try:
-        with _make_client(args) as client, _subscribed(client, rtypes, None) as events:
-            _settle(
-                events, args.timeout, ", ".join(kind_of(r.type_url) for r in rtypes), _where(args)
-            )
+        with _make_client(args, events) as client, _subscribed(client, events, rtypes, None):
+            _settle(events, rtypes, args.timeout, _where(args))
             dump = client.config_dump()
     finally:
         progress.done()
-    if out.json_lines:
+    if out.format in ("json", "yaml"):
         out.message(dump)  # the client redacted secrets; message() redacts again, deeper
         return 0
+    wide = out.format == "wide"
     rows = []
     errors = []
     for item in dump.generic_xds_configs:
         status = ClientResourceStatus.Name(item.client_status)
-        rows.append((kind_of(item.type_url), item.name, item.version_info, status))
-        if item.HasField("error_state"):
+        if out.format == "name":
+            out.line(f"{kind_of(item.type_url).lower().replace(' ', '-')}/{item.name}")
+            continue
+        row: tuple[object, ...] = (kind_of(item.type_url), item.name, item.version_info, status)
+        if wide:
+            updated = item.last_updated.ToJsonString() if item.HasField("last_updated") else ""
+            error = item.error_state.details if item.HasField("error_state") else ""
+            row += (updated, error)
+        rows.append(row)
+        if item.HasField("error_state") and not wide:
             errors.append(f"{item.name}: {item.error_state.details}")
-    out.line(
+    if out.format == "name":
+        return 0
+    out.note(
         f"node {dump.node.id}" + (f" (cluster {dump.node.cluster})" if dump.node.cluster else "")
     )
-    out.table(("TYPE", "NAME", "VERSION", "STATUS"), rows)
+    headers = ("TYPE", "NAME", "VERSION", "STATUS") + (("LAST UPDATED", "ERROR") if wide else ())
+    out.table(headers, rows)
     for line in errors:
         out.line("error " + line)
     return 0

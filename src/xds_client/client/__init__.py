@@ -20,6 +20,7 @@ from ._watchers import ConnectivityChanged, WatchEvent
 
 if TYPE_CHECKING:
     from ._csds import redact
+    from ._protojson import to_dict, to_json
 
 __all__ = [
     "XdsClient",
@@ -37,14 +38,22 @@ __all__ = [
     "redact",
     "Authority",
     "ResourceRestored",
+    "to_dict",
+    "to_json",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    # The CSDS protos (about 7 ms of imports) load only when a dump or redaction is needed.
+    # The CSDS protos (about 7 ms of imports) load only when a dump, a redaction or a
+    # JSON view is needed.
+    value: Any
     if name == "redact":
-        from ._csds import redact
+        from ._csds import redact as value
+    elif name in ("to_dict", "to_json"):
+        from . import _protojson
 
-        globals()["redact"] = redact
-        return redact
-    raise AttributeError(f"module 'xds_client.client' has no attribute {name!r}")
+        value = getattr(_protojson, name)
+    else:
+        raise AttributeError(f"module 'xds_client.client' has no attribute {name!r}")
+    globals()[name] = value
+    return value

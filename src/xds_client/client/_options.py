@@ -283,6 +283,8 @@ def build_options(
             [value] if isinstance(value, (str, ServerTarget)) else list(value)
         )
         checked_authorities[name] = Authority(tuple(make_target(s) for s in listed))
+    for target in (*targets, *(t for a in checked_authorities.values() for t in a.servers)):
+        _check_uri_fits(target.uri, transport)
     version: ApiVersion = "v2" if api_version == "v2" else "v3"
     checked: dict[str, Validator] = {}
     for spec, check in (validators or {}).items():
@@ -313,6 +315,20 @@ def build_options(
         cache_dir=None if cache_dir is None else os.fspath(cache_dir),
         persist_secrets=persist_secrets,
     )
+
+
+def _check_uri_fits(uri: str, transport: str) -> None:
+    """A URL is for REST and only REST: caught here, not as a failing I/O thread later."""
+    is_url = uri.startswith(("http://", "https://"))
+    if transport == "rest" and not is_url:
+        raise UsageError(
+            f"server {uri!r} is not a URL; transport 'rest' needs http://HOST:PORT or https://..."
+        )
+    if transport != "rest" and is_url:
+        raise UsageError(
+            f"server {uri!r} is a URL, for transport='rest'; transport {transport!r} needs "
+            "a gRPC target such as HOST:PORT"
+        )
 
 
 def resolve_type(spec: ResourceSpec, api_version: ApiVersion) -> ResourceType[Any]:

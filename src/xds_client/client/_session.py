@@ -47,6 +47,7 @@ from xds_client.transport import (
 
 from ._federation import AuthorityRouter
 from ._gc import LARGE_RESPONSE, collector_paused
+from ._html import ResourceCache
 from ._options import BackoffState, ClientOptions
 from ._persist import ConfigCache, PersistedType, ResourceRestored, SaveConfig
 from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent, WatchRegistry
@@ -389,7 +390,7 @@ class Session:
             merged: dict[str, CachedResource[Any]] = {}
             for slot in self._slots_of(type_url):
                 merged.update(slot.protocol.resources(type_url))
-            return merged
+            return ResourceCache(type_url, merged)  # a dict that notebooks show as a table
 
     def client_config(self, to_wall: Callable[[float], float]) -> ClientConfig:
         """CSDS ``ClientConfig`` of everything subscribed or cached, secrets redacted."""

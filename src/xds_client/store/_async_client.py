@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 import tenacity
 
-from xds_client.errors import ClientClosedError
+from xds_client.errors import ClientClosedError, UsageError
 from xds_client.store import _list as core
 from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
 from xds_client.store._informer import AsyncInformer
@@ -233,14 +233,17 @@ class AsyncResourceStoreClient:
         since: int = 0,
         labels: Selector = None,
         send_initial_events: bool = False,
+        timeout: float | None = None,
     ) -> AsyncWatch:
         """Watch changes under ``prefix`` (an async iterator; see the sync twin)."""
+        if timeout is not None and timeout <= 0:
+            raise UsageError("timeout must be positive or None")
         self._check_open()
         initial: Literal["none", "server"] = "server" if send_initial_events else "none"
         state = WatchState(
             prefix, to_requirements(labels), since=since, initial=initial, policy=self.retry
         )
-        return AsyncWatch(self, state)
+        return AsyncWatch(self, state, timeout=timeout)
 
     def informer(
         self,
@@ -300,12 +303,16 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
 class AsyncWatch(AsyncIterator[WatchEvent]):
     """A resumable watch: ``async for`` it; ``aclose()`` stops it."""
 
-    def __init__(self, client: AsyncResourceStoreClient, state: WatchState) -> None:
+    def __init__(
+        self, client: AsyncResourceStoreClient, state: WatchState, *, timeout: float | None = None
+    ) -> None:
         self._client = client
         self.state = state
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
         self._closed = asyncio.Event()
+        self._timeout = timeout
+        self._timer: asyncio.TimerHandle | None = None
 
     @property
     def resource_version(self) -> int:
@@ -314,7 +321,12 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
 
     async def aclose(self) -> None:
         """Stop watching; a pending iteration ends (StopAsyncIteration)."""
+        self._expire()
+
+    def _expire(self) -> None:
         self._closed.set()
+        if self._timer is not None:
+            self._timer.cancel()
         self._drop_stream()
 
     async def __aenter__(self) -> AsyncWatch:
@@ -327,6 +339,8 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
         return self
 
     async def __anext__(self) -> WatchEvent:
+        if self._timeout is not None and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._timeout, self._expire)
         state = self.state
         pending = state.pending
         while True:

@@ -9,7 +9,7 @@ from typing import Any, Literal, TypeVar
 import grpc
 import tenacity
 
-from xds_client.errors import ClientClosedError
+from xds_client.errors import ClientClosedError, UsageError
 from xds_client.store import _list as core
 from xds_client.store._errors import ResourceStoreError, from_rpc_error
 from xds_client.store._informer import Informer
@@ -256,6 +256,7 @@ class ResourceStoreClient:
         since: int = 0,
         labels: Selector = None,
         send_initial_events: bool = False,
+        timeout: float | None = None,
     ) -> Watch:
         """Watch changes under ``prefix``, resuming after failures; never ends by itself.
 
@@ -264,14 +265,17 @@ class ResourceStoreClient:
         events, then a bookmark with ``initial_events_end`` set. Dropped
         streams resume from the last version seen; after a 410 the watch lists
         again, emits the differences and a ``resynced`` event. Close it (or use
-        ``with``) to stop.
+        ``with``) to stop; with ``timeout`` it also stops by itself that many
+        seconds after iteration starts (a notebook cell that cannot hang).
         """
+        if timeout is not None and timeout <= 0:
+            raise UsageError("timeout must be positive or None")
         self._check_open()
         initial: Literal["none", "server"] = "server" if send_initial_events else "none"
         state = WatchState(
             prefix, to_requirements(labels), since=since, initial=initial, policy=self.retry
         )
-        return Watch(self, state)
+        return Watch(self, state, timeout=timeout)
 
     def informer(
         self,
@@ -350,12 +354,16 @@ class ListIterator(Iterator[StoredObject]):
 class Watch(Iterator[WatchEvent]):
     """A resumable watch: iterate it for :class:`WatchEvent` values; ``close()`` stops it."""
 
-    def __init__(self, client: ResourceStoreClient, state: WatchState) -> None:
+    def __init__(
+        self, client: ResourceStoreClient, state: WatchState, *, timeout: float | None = None
+    ) -> None:
         self._client = client
         self.state = state
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
         self._closed = threading.Event()
+        self._timeout = timeout
+        self._timer: threading.Timer | None = None
 
     @property
     def resource_version(self) -> int:
@@ -365,6 +373,9 @@ class Watch(Iterator[WatchEvent]):
     def close(self) -> None:
         """Stop watching; a blocked iteration returns (StopIteration)."""
         self._closed.set()
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
         stream = self._stream
         if stream is not None:
             stream.cancel()
@@ -379,6 +390,10 @@ class Watch(Iterator[WatchEvent]):
         return self
 
     def __next__(self) -> WatchEvent:
+        if self._timeout is not None and self._timer is None:
+            self._timer = threading.Timer(self._timeout, self.close)
+            self._timer.daemon = True
+            self._timer.start()
         state = self.state
         pending = state.pending
         while True:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
     from ._store_server import ResourceStoreServer
     from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo, Subscription
+    from .pytest_plugin import AsyncXdsClientFactory, ControlPlaneFactory
 
 # public name -> module that defines it (loaded on first use)
 _EXPORTS: dict[str, str] = {
@@ -30,6 +31,8 @@ _EXPORTS: dict[str, str] = {
     "LoadedResources": "xds_client.testing._resource_file",
     "ResourceFileError": "xds_client.testing._resource_file",
     "ResourceStoreServer": "xds_client.testing._store_server",
+    "ControlPlaneFactory": "xds_client.testing.pytest_plugin",
+    "AsyncXdsClientFactory": "xds_client.testing.pytest_plugin",
 }
 
 __all__: list[str] = [
@@ -42,6 +45,8 @@ __all__: list[str] = [
     "LoadedResources",
     "ResourceFileError",
     "ResourceStoreServer",
+    "ControlPlaneFactory",
+    "AsyncXdsClientFactory",
 ]
 
 

@@ -88,6 +88,7 @@ class ControlPlane:
         server_credentials: serve TLS with these (``grpc.ssl_server_credentials``);
             None serves plaintext. The attribute of the same name may be changed
             between ``stop_serving()`` and ``resume_serving()`` to rotate certificates.
+        interceptors: gRPC server interceptors, e.g. one that checks a token.
     """
 
     def __init__(
@@ -101,8 +102,10 @@ class ControlPlane:
         max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
         max_workers: int = 100,
         server_credentials: grpc.ServerCredentials | None = None,
+        interceptors: Sequence[grpc.ServerInterceptor] = (),
     ) -> None:
         self.server_credentials = server_credentials
+        self._interceptors = tuple(interceptors)
         self._host = host
         self._requested_port = port
         self._requested_rest_port = rest_port
@@ -243,10 +246,13 @@ class ControlPlane:
         server = grpc.server(
             executor,
             handlers=self._handlers(),
+            interceptors=list(self._interceptors),
             options=[
                 ("grpc.max_send_message_length", self._max_message_bytes),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
-                ("grpc.so_reuseport", 1),
+                # Off: with SO_REUSEPORT a second server on a busy port starts too and
+                # silently takes half of the clients. A busy port must be an error.
+                ("grpc.so_reuseport", 0),
             ],
         )
         try:
@@ -641,9 +647,21 @@ class ControlPlane:
 
         return self._log.wait(probe, timeout, what)
 
-    async def wait_for_subscription_async(self, *args: Any, **kwargs: Any) -> int:
+    async def wait_for_subscription_async(
+        self,
+        type: TypeSpec,
+        names: Iterable[str] = (),
+        *,
+        wildcard: bool | None = None,
+        exact: bool = False,
+        timeout: float = 5.0,
+        node_id: str | None = None,
+    ) -> int:
         """:meth:`wait_for_subscription` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_subscription, *args, **kwargs)
+        return await asyncio.to_thread(
+            self.wait_for_subscription, type, names,
+            wildcard=wildcard, exact=exact, timeout=timeout, node_id=node_id,
+        )  # fmt: skip
 
     def wait_for_streams_closed(self, timeout: float = 5.0) -> None:
         """Wait until no stream is open (e.g. after :meth:`drop_streams`)."""
@@ -657,21 +675,59 @@ class ControlPlane:
 
         self._log.wait(probe, timeout, what)
 
-    async def wait_for_request_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+    async def wait_for_request_async(
+        self,
+        type: TypeSpec | None = None,
+        predicate: Callable[[RecordedRequest], bool] | None = None,
+        *,
+        timeout: float = 5.0,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
         """:meth:`wait_for_request` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_request, *args, **kwargs)
+        return await asyncio.to_thread(
+            self.wait_for_request, type, predicate,
+            timeout=timeout, since=since, stream_id=stream_id, node_id=node_id,
+        )  # fmt: skip
 
-    async def wait_for_ack_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+    async def wait_for_ack_async(
+        self,
+        type: TypeSpec,
+        version: str | None = None,
+        timeout: float = 5.0,
+        *,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
         """:meth:`wait_for_ack` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_ack, *args, **kwargs)
+        return await asyncio.to_thread(
+            self.wait_for_ack, type, version, timeout,
+            since=since, stream_id=stream_id, node_id=node_id,
+        )  # fmt: skip
 
-    async def wait_for_nack_async(self, *args: Any, **kwargs: Any) -> RecordedRequest:
+    async def wait_for_nack_async(
+        self,
+        type: TypeSpec,
+        version: str | None = None,
+        timeout: float = 5.0,
+        *,
+        since: int = 0,
+        stream_id: int | None = None,
+        node_id: str | None = None,
+    ) -> RecordedRequest:
         """:meth:`wait_for_nack` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_nack, *args, **kwargs)
+        return await asyncio.to_thread(
+            self.wait_for_nack, type, version, timeout,
+            since=since, stream_id=stream_id, node_id=node_id,
+        )  # fmt: skip
 
-    async def wait_for_streams_async(self, *args: Any, **kwargs: Any) -> list[StreamInfo]:
+    async def wait_for_streams_async(
+        self, count: int = 1, timeout: float = 5.0, *, active: bool = True
+    ) -> list[StreamInfo]:
         """:meth:`wait_for_streams` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_streams, *args, **kwargs)
+        return await asyncio.to_thread(self.wait_for_streams, count, timeout, active=active)
 
     # -- TTL heartbeats ----------------------------------------------------------
 

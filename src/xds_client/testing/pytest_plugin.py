@@ -1,15 +1,39 @@
-"""pytest fixtures for xds_client's in-process servers (registered via ``pytest11``)."""
+"""pytest fixtures for xds_client's in-process servers (registered via ``pytest11``).
+
+- ``xds_control_plane``: a running :class:`~xds_client.testing.ControlPlane`.
+- ``xds_control_plane_factory``: more of them (a :data:`ControlPlaneFactory`).
+- ``xds_client_connected``: an :class:`~xds_client.XdsClient` pointed at
+  ``xds_control_plane``.
+- ``xds_async_client``: makes :class:`~xds_client.AsyncXdsClient` instances for it, to
+  use as ``async with xds_async_client() as client:`` inside your coroutine (an
+  :data:`AsyncXdsClientFactory`; no asyncio pytest plugin needed).
+- ``resource_store_server`` and ``resource_store_client``.
+
+The type aliases annotate fixture parameters::
+
+    from xds_client.testing import AsyncXdsClientFactory, ControlPlane
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pytest
 
 if TYPE_CHECKING:
+    from xds_client.client import AsyncXdsClient, XdsClient
     from xds_client.store import ResourceStoreClient
     from xds_client.testing import ControlPlane, ResourceStoreServer
+
+__all__ = ["AsyncXdsClientFactory", "ControlPlaneFactory"]
+
+ControlPlaneFactory: TypeAlias = "Callable[..., ControlPlane]"
+"""``xds_control_plane_factory(**ControlPlane options)`` returns a started ControlPlane."""
+AsyncXdsClientFactory: TypeAlias = "Callable[..., AsyncXdsClient]"
+"""``xds_async_client(**options)``: an AsyncXdsClient for the test's control plane."""
+
+TEST_NODE_ID = "pytest"
 
 
 @pytest.fixture
@@ -25,7 +49,7 @@ def xds_control_plane() -> Iterator[ControlPlane]:
 
 
 @pytest.fixture
-def xds_control_plane_factory() -> Iterator[Callable[..., ControlPlane]]:
+def xds_control_plane_factory() -> Iterator[ControlPlaneFactory]:
     """Start extra control planes (``factory(**ControlPlane kwargs)``), all closed after the test.
 
     For tests with several servers, such as primary and fallback.
@@ -44,6 +68,34 @@ def xds_control_plane_factory() -> Iterator[Callable[..., ControlPlane]]:
     finally:
         for control_plane in reversed(started):
             control_plane.close()
+
+
+@pytest.fixture
+def xds_client_connected(xds_control_plane: ControlPlane) -> Iterator[XdsClient]:
+    """An :class:`~xds_client.XdsClient` for ``xds_control_plane`` (node id ``pytest``).
+
+    Its stream opens with the first watch; closed after the test.
+    """
+    from xds_client import Node, XdsClient
+
+    with XdsClient(xds_control_plane.address, node=Node(id=TEST_NODE_ID)) as client:
+        yield client
+
+
+@pytest.fixture
+def xds_async_client(xds_control_plane: ControlPlane) -> AsyncXdsClientFactory:
+    """Make :class:`~xds_client.AsyncXdsClient` instances for ``xds_control_plane``.
+
+    Call it inside the test's coroutine: ``async with xds_async_client() as client``
+    (keyword options as for AsyncXdsClient; node id ``pytest`` unless given).
+    """
+    from xds_client import AsyncXdsClient, Node
+
+    def make(**options: Any) -> AsyncXdsClient:
+        options.setdefault("node", Node(id=TEST_NODE_ID))
+        return AsyncXdsClient(xds_control_plane.address, **options)
+
+    return make
 
 
 @pytest.fixture

@@ -21,7 +21,13 @@ from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, Discovery
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import resource_type
 from xds_client.transport._base import ServerTarget, StreamSpec
-from xds_client.transport._grpc import channel_credentials, channel_options
+from xds_client.transport._grpc import (
+    _HEALTH_CHECK,
+    _answered,
+    _raw,
+    channel_credentials,
+    channel_options,
+)
 from xds_client.transport._polling import (
     AsyncPollingStream,
     PollCall,
@@ -186,14 +192,20 @@ class FetchTransport:
             return stream
 
     def probe(self, timeout: float) -> bool:
-        """True when the channel becomes ready within ``timeout`` seconds (fallback, A71)."""
-        future = grpc.channel_ready_future(self._channel)
+        """True when the server answers a health check within ``timeout`` seconds (A71).
+
+        A plain RPC, as in the streaming transport: ``channel_ready_future``'s polling
+        thread outlives a channel closed meanwhile and dies with a traceback.
+        """
+        check = self._channel.unary_unary(
+            _HEALTH_CHECK, request_serializer=_raw, response_deserializer=_raw
+        )
         try:
-            future.result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            future.cancel()
-            return False
-        except Exception:  # the channel was closed meanwhile
+            check(b"", timeout=timeout, wait_for_ready=True,
+                  metadata=self.target.call_metadata or None)  # fmt: skip
+        except grpc.RpcError as exc:
+            return _answered(exc)
+        except ValueError:  # the channel was closed meanwhile
             return False
         return True
 

@@ -1,4 +1,4 @@
-"""Proto JSON for the command line: ``Any`` fields resolved, secrets redacted.
+"""Proto JSON of resources: ``Any`` fields resolved, secrets redacted (:func:`to_dict`).
 
 ``json_format`` can only print an ``Any`` whose message is in the default
 descriptor pool, that is whose generated module was imported. xds-protos has
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import logging
 import pkgutil
 from typing import Any
@@ -22,12 +23,12 @@ from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-# Redaction is the client's (one rule for CSDS and the CLI); not a public name yet.
-from xds_client.client import redact
+# One redaction rule for CSDS dumps, the CLI and these helpers.
+from ._csds import redact
 
-__all__ = ["message_to_dict", "resolve_any_types"]
+__all__ = ["resolve_any_types", "to_dict", "to_json"]
 
-log = logging.getLogger("xds_client.cli")
+log = logging.getLogger("xds_client.client")
 _MAX_DEPTH = 8  # an Any inside an Any inside ...; real configs nest three or four deep
 _tried_packages: set[str] = set()
 
@@ -108,11 +109,14 @@ def resolve_any_types(message: Message) -> list[str]:
     return missing
 
 
-def message_to_dict(message: Message, *, redacted: bool = True) -> dict[str, Any]:
-    """Proto JSON of ``message`` (field names as in the .proto files), secrets blanked.
+def to_dict(message: Message, *, redacted: bool = True) -> dict[str, Any]:
+    """Proto JSON of ``message`` as a dict (field names as in the .proto files).
 
-    An ``Any`` of a type no installed module defines is shown as
-    ``{"@type": ..., "@unresolved": true}`` instead of failing.
+    Every field marked ``(udpa.annotations.sensitive)`` (private keys, passwords ...)
+    is replaced with ``"[redacted]"``, inside ``Any`` fields too, unless
+    ``redacted=False``. ``Any`` fields are decoded: the message module of each
+    ``@type`` is imported on demand; one that no installed module defines is shown
+    as ``{"@type": ..., "@unresolved": true}`` instead of failing.
     """
     missing = resolve_any_types(message)
     if redacted:
@@ -123,6 +127,12 @@ def message_to_dict(message: Message, *, redacted: bool = True) -> dict[str, Any
         message, preserving_proto_field_name=True, descriptor_pool=descriptor_pool.Default()
     )
     return result
+
+
+def to_json(message: Message, *, redacted: bool = True, indent: int | None = None) -> str:
+    """:func:`to_dict` as a JSON string (one line unless ``indent`` is given)."""
+    separators = (",", ":") if indent is None else None
+    return json.dumps(to_dict(message, redacted=redacted), indent=indent, separators=separators)
 
 
 def _strip_unknown_any(message: Message) -> Message:
