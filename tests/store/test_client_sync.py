@@ -17,12 +17,16 @@ from xds_client.store import (
     BadRequestError,
     ConflictError,
     ExpiredError,
+    ForbiddenError,
+    InternalError,
     InvalidError,
     NotFoundError,
     ResourceKey,
     ResourceStoreClient,
     StoredObject,
+    StoreNotImplementedError,
     TooManyRequestsError,
+    UnauthorizedError,
     UnavailableError,
     WatchEvent,
 )
@@ -207,7 +211,12 @@ def test_grpc_codes_map_to_http_codes(
     cases = [
         (grpc.StatusCode.NOT_FOUND, NotFoundError, 404),
         (grpc.StatusCode.ABORTED, ConflictError, 409),
-        (grpc.StatusCode.PERMISSION_DENIED, Exception, 500),
+        (grpc.StatusCode.PERMISSION_DENIED, ForbiddenError, 403),
+        (grpc.StatusCode.UNAUTHENTICATED, UnauthorizedError, 401),
+        (grpc.StatusCode.UNIMPLEMENTED, StoreNotImplementedError, 501),
+        (grpc.StatusCode.ALREADY_EXISTS, AlreadyExistsError, 409),
+        (grpc.StatusCode.INVALID_ARGUMENT, BadRequestError, 400),
+        (grpc.StatusCode.DATA_LOSS, InternalError, 500),
     ]
     for code, cls, http in cases:
         server.fail_next(1, code)
@@ -587,8 +596,8 @@ def test_sync_client_works_inside_a_running_event_loop(client: ResourceStoreClie
 
 
 def test_pytest_plugin_fixtures(resource_store_client: ResourceStoreClient) -> None:
-    resource_store_client.create(ResourceKey("g", "r", name="n"), doc())
-    assert resource_store_client.read(ResourceKey("g", "r", name="n")).resource_version == 1
+    resource_store_client.create(ResourceKey("dashboard.grafana.app", "dashboards", name="n"), doc())
+    assert resource_store_client.read(ResourceKey("dashboard.grafana.app", "dashboards", name="n")).resource_version == 1
 
 
 def test_file_database_survives_a_restart(tmp_path: Path) -> None:

@@ -17,21 +17,26 @@ from __future__ import annotations
 
 from xds_client.store._async_client import AsyncListIterator, AsyncResourceStoreClient, AsyncWatch
 from xds_client.store._client import ListIterator, ResourceStoreClient, Watch
+from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import (
     AlreadyExistsError,
     BadRequestError,
     ConflictError,
     ErrorCause,
     ExpiredError,
+    ForbiddenError,
     GoneError,
     InternalError,
     InvalidError,
     InvalidResponseError,
+    MessageTooLargeError,
     NotFoundError,
     ResourceStoreError,
     SelectorError,
     ServerTimeoutError,
+    StoreNotImplementedError,
     TooManyRequestsError,
+    UnauthorizedError,
     UnavailableError,
 )
 from xds_client.store._informer import AsyncInformer, Informer
@@ -41,12 +46,17 @@ from xds_client.store._retry import DEFAULT_RETRY, RetryPolicy
 from xds_client.store._selector import Requirement, matches, parse_selector
 from xds_client.store._watch import EventType, WatchEvent
 
+NotImplementedError = StoreNotImplementedError
+"""501 or gRPC UNIMPLEMENTED (also a subclass of the built-in ``NotImplementedError``)."""
+
 __all__ = [
     # clients
     "ResourceStoreClient",
     "AsyncResourceStoreClient",
     "RetryPolicy",
     "DEFAULT_RETRY",
+    "Dialect",
+    "ListSource",
     # values
     "ResourceKey",
     "StoredObject",
@@ -67,13 +77,18 @@ __all__ = [
     # errors
     "ResourceStoreError",
     "BadRequestError",
+    "UnauthorizedError",
+    "ForbiddenError",
     "NotFoundError",
     "AlreadyExistsError",
     "ConflictError",
     "ExpiredError",
     "GoneError",
     "InvalidError",
+    "MessageTooLargeError",
     "TooManyRequestsError",
+    "NotImplementedError",
+    "StoreNotImplementedError",
     "UnavailableError",
     "ServerTimeoutError",
     "InternalError",

@@ -13,6 +13,7 @@ import tenacity
 
 from xds_client.errors import ClientClosedError
 from xds_client.store import _list as core
+from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
 from xds_client.store._informer import AsyncInformer
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
@@ -51,7 +52,10 @@ class AsyncResourceStoreClient:
         timeout: float | None = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         metadata: Sequence[tuple[str, str]] = (),
+        dialect: Dialect | str = Dialect.GRAFANA,
+        max_message_size: int = core.DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
+        options = core.channel_options(options, max_message_size)
         if isinstance(target, str):
             if credentials is not None:
                 self._channel = grpc.aio.secure_channel(target, credentials, options=options)
@@ -67,6 +71,10 @@ class AsyncResourceStoreClient:
         """Deadline of each unary call attempt, in seconds."""
         self.retry = retry
         """The retry policy of unary calls and of watch resumption."""
+        self.dialect = Dialect.of(dialect)
+        """The wire dialect: today's Grafana (default) or the seed's first proto."""
+        self.max_message_size = max_message_size
+        """The largest gRPC message sent or received, in bytes (gRPC's default is 4 MiB)."""
         self._metadata = tuple(metadata)
         self._closed = False
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -101,6 +109,8 @@ class AsyncResourceStoreClient:
         write: bool = False,
     ) -> _T:
         self._check_open()
+        if write:
+            core.check_request_size(request, self.max_message_size)
 
         async def once() -> _T:
             call = method(request, timeout=self.timeout, metadata=self._metadata)
@@ -131,7 +141,7 @@ class AsyncResourceStoreClient:
         require_name(key)
         return await self._call(
             self._stub.Read,
-            core.read_request(key, resource_version),
+            core.read_request(key, resource_version, self.dialect),
             lambda resp, md: core.read_result(key, resp, md),
         )
 
@@ -198,6 +208,8 @@ class AsyncResourceStoreClient:
         limit: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
         resource_version: int = 0,
+        exact: bool = False,
+        source: ListSource | str = ListSource.STORE,
     ) -> ListPage:
         """One page of a list; pass its ``next_page_token`` back as ``page_token``."""
         pager = ListPager(
@@ -206,6 +218,9 @@ class AsyncResourceStoreClient:
             limit=limit,
             resource_version=resource_version,
             token=page_token,
+            exact=exact,
+            source=source,
+            dialect=self.dialect,
         )
         return await self._call(self._stub.List, pager.request(), pager.on_page)
 
@@ -216,11 +231,19 @@ class AsyncResourceStoreClient:
         labels: Selector = None,
         limit: int = DEFAULT_PAGE_SIZE,
         resource_version: int = 0,
+        exact: bool = False,
+        source: ListSource | str = ListSource.STORE,
     ) -> AsyncListIterator:
         """Every object under ``prefix``, page by page (an async iterator)."""
         self._check_open()
         pager = ListPager(
-            prefix, to_requirements(labels), limit=limit, resource_version=resource_version
+            prefix,
+            to_requirements(labels),
+            limit=limit,
+            resource_version=resource_version,
+            exact=exact,
+            source=source,
+            dialect=self.dialect,
         )
         return AsyncListIterator(self, pager)
 
@@ -394,7 +417,9 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
                 state.anchored(page.resource_version)
                 return
             state.list_started()
-            pager = ListPager(state.prefix, state.requirements, limit=DEFAULT_PAGE_SIZE)
+            pager = ListPager(
+                state.prefix, state.requirements, limit=DEFAULT_PAGE_SIZE, dialect=client.dialect
+            )
             while not pager.done and not self._closed.is_set():
                 page = await client._call(client._stub.List, pager.request(), pager.on_page)
                 for item in page.items:
