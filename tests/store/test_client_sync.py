@@ -149,6 +149,8 @@ def test_unreachable_server_is_unhealthy_and_reads_retry() -> None:
     client._sleep = sleeps
     try:
         assert client.is_healthy() is False
+        assert len(sleeps.delays) == 2  # is_healthy retries as reads do
+        sleeps.delays.clear()
         with pytest.raises(UnavailableError):
             client.read(key("a"))
         assert len(sleeps.delays) == 2
@@ -596,8 +598,9 @@ def test_sync_client_works_inside_a_running_event_loop(client: ResourceStoreClie
 
 
 def test_pytest_plugin_fixtures(resource_store_client: ResourceStoreClient) -> None:
-    resource_store_client.create(ResourceKey("dashboard.grafana.app", "dashboards", name="n"), doc())
-    assert resource_store_client.read(ResourceKey("dashboard.grafana.app", "dashboards", name="n")).resource_version == 1
+    cluster_key = ResourceKey("dashboard.grafana.app", "dashboards", name="n")
+    resource_store_client.create(cluster_key, doc())
+    assert resource_store_client.read(cluster_key).resource_version == 1
 
 
 def test_file_database_survives_a_restart(tmp_path: Path) -> None:
@@ -656,6 +659,7 @@ def test_server_and_client_leave_no_threads_behind() -> None:
 
 
 def test_closing_the_client_ends_a_watch_with_a_clear_error(server: ResourceStoreServer) -> None:
+    server.put(key("x"), doc())  # since=1 must not be ahead of the server
     client = ResourceStoreClient(server.address, retry=FAST)
     watch = client.watch(PREFIX, since=1)
     errors: list[BaseException] = []

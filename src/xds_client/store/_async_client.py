@@ -188,15 +188,19 @@ class AsyncResourceStoreClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def is_healthy(self) -> bool:
-        """Whether the server's Diagnostics service reports SERVING (False if unreachable)."""
-        self._check_open()
+        """Whether the server's Diagnostics service reports SERVING.
+
+        Transient failures (UNAVAILABLE, 429) are retried as reads are; False
+        once the retry policy gives up or the server answers NOT_SERVING.
+        """
         try:
-            resp = await self._diag.IsHealthy(
-                core.health_request(), timeout=self.timeout, metadata=self._metadata
+            return await self._call(
+                self._diag.IsHealthy,
+                core.health_request(),
+                lambda resp, _md: core.health_result(resp),
             )
-        except grpc.aio.AioRpcError:
+        except ResourceStoreError:
             return False
-        return core.health_result(resp)
 
     # ------------------------------------------------------------ list
 

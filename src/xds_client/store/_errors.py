@@ -440,6 +440,14 @@ def from_status_json(value: bytes) -> ResourceStoreError:
         result.details.name = str(details.get("name", ""))
         if isinstance(retry, int):
             result.details.retryAfterSeconds = retry
+        causes = details.get("causes")
+        for cause in causes if isinstance(causes, list) else ():
+            if isinstance(cause, dict):
+                result.details.causes.add(
+                    reason=str(cause.get("reason", "")),
+                    message=str(cause.get("message", "")),
+                    field=str(cause.get("field", "")),
+                )
     return from_error_result(result)
 
 

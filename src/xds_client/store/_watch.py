@@ -27,7 +27,12 @@ from collections import deque
 from enum import Enum
 from typing import Any, Literal
 
-from xds_client.store._errors import ExpiredError, ResourceStoreError, from_status_json
+from xds_client.store._errors import (
+    ExpiredError,
+    InvalidResponseError,
+    ResourceStoreError,
+    from_status_json,
+)
 from xds_client.store._keys import _UNSET, ResourceKey, key_from_doc, labels_of
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._retry import RetryPolicy, retryable_stream
@@ -133,6 +138,29 @@ class WatchEvent:
         return f"WatchEvent({self.type}{key} @{self.resource_version})"
 
 
+class DeletedWithoutObjectError(InvalidResponseError):
+    """A DELETED event carried neither the object nor ``previous``: the key is unknown.
+
+    The watch does not guess: it lists again, which reports the deletion.
+    """
+
+
+def needs_relist(error: BaseException | None) -> bool:
+    """Whether a failed stream means our view is stale and only a fresh list repairs it.
+
+    410 Expired (our version is older than the kept history), Kubernetes'
+    "Too large resource version" (the server is behind us, e.g. restored from a
+    backup), and a deletion we cannot place.
+    """
+    if isinstance(error, ExpiredError | DeletedWithoutObjectError):
+        return True
+    if isinstance(error, ResourceStoreError):
+        if any(c.reason == "ResourceVersionTooLarge" for c in error.causes):
+            return True
+        return "too large resource version" in error.message.lower()
+    return False
+
+
 class Step(Enum):
     """What the driver must do next."""
 
@@ -235,6 +263,10 @@ class WatchState:
             self._end_initial(self.last_rv)
         if rv <= self.last_rv:
             return None  # a repeat after resuming
+        if etype == _DELETED and not res.value and not event.previous.value:
+            raise DeletedWithoutObjectError(
+                f"the server sent a DELETED event at version {rv} without the object"
+            )
         self.last_rv = rv
         self._progress = True
         reqs = self.requirements
@@ -342,8 +374,9 @@ class WatchState:
         if self._progress:
             self.failures = 0
         self._progress = False
-        if isinstance(error, ExpiredError):
-            # Our version is older than the server's history: list again.
+        if needs_relist(error):
+            # Our version is older than the server's history (or newer than the
+            # server's, or an event cannot be placed): list again.
             self.resyncs += 1
             self.resyncing = True
             self.in_initial = False
@@ -358,7 +391,7 @@ class WatchState:
     def list_failed(self, error: BaseException) -> float:
         """A list (ANCHOR or LIST step) failed; returns the delay or raises."""
         if not isinstance(error, ResourceStoreError) or not (
-            retryable_stream(error) or isinstance(error, ExpiredError)
+            retryable_stream(error) or needs_relist(error)
         ):
             raise error
         self.failures += 1

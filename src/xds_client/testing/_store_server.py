@@ -961,6 +961,12 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
                 "code": failure.result.code,
                 "reason": failure.result.reason,
                 "message": failure.result.message,
+                "details": {
+                    "causes": [
+                        {"reason": c.reason, "message": c.message, "field": c.field}
+                        for c in failure.result.details.causes
+                    ]
+                },
             }
             yield pb.WatchEvent(
                 timestamp=_now_ms(),
@@ -1000,6 +1006,19 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
             else:
                 initial = []
                 last = request.since or s._rv
+                if request.since > s._rv:
+                    # As the Kubernetes watch cache: the client is ahead of us.
+                    raise _Failure(
+                        504,
+                        "Timeout",
+                        f"Too large resource version: {request.since}, current: {s._rv}",
+                        causes=[
+                            pb.ErrorCause(
+                                reason="ResourceVersionTooLarge",
+                                message="Too large resource version",
+                            )
+                        ],
+                    )
                 if request.since and request.since < s._compacted_rv:
                     raise _Failure(
                         410,
