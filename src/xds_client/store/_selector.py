@@ -43,7 +43,7 @@ _QNAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
-_INT64 = re.compile(r"^[+-]?[0-9]+$")
+_INT64 = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -107,7 +107,8 @@ class Requirement:
 
 
 def _parse_int(text: str) -> int | None:
-    if not _INT64.match(text):
+    # fullmatch: "$" would also match before a final newline, letting "5\n" pass.
+    if not _INT64.fullmatch(text):
         return None
     value = int(text)
     return value if _INT64_MIN <= value <= _INT64_MAX else None
@@ -142,7 +143,7 @@ def _key_errors(key: str) -> list[str]:
         else:
             if len(prefix) > 253:
                 errs.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUBDOMAIN.match(prefix):
+            if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
                 errs.append(
                     "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
                     "alphanumeric characters, '-' or '.', and must start and end with an "
@@ -158,7 +159,7 @@ def _key_errors(key: str) -> list[str]:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
         errs.append("name part must be no more than 63 characters")
-    if not _QNAME.match(name):
+    if not _QNAME.fullmatch(name):
         errs.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
             "start and end with an alphanumeric character"
@@ -170,7 +171,7 @@ def _value_errors(value: str) -> list[str]:
     errs: list[str] = []
     if len(value) > 63:
         errs.append("must be no more than 63 characters")
-    if value and not _QNAME.match(value):
+    if value and not _QNAME.fullmatch(value):
         errs.append(
             "a valid label must be an empty string or consist of alphanumeric characters, "
             "'-', '_' or '.', and must start and end with an alphanumeric character"
@@ -255,16 +256,14 @@ _WHITESPACE = frozenset(" \t\r\n")
 
 
 def _lex(text: str) -> list[tuple[_Tok, str]]:
-    # apimachinery's lexer works on bytes and treats a NUL byte as the end.
-    nul = text.find("\0")
-    if nul >= 0:
-        text = text[:nul]
+    # apimachinery's lexer reads a NUL byte as "no more input" only where a token
+    # starts; inside a token the NUL ends that token, is consumed, and lexing goes on.
     items: list[tuple[_Tok, str]] = []
     pos, n = 0, len(text)
     while True:
         while pos < n and text[pos] in _WHITESPACE:
             pos += 1
-        if pos >= n:
+        if pos >= n or text[pos] == "\0":
             items.append((_Tok.END, ""))
             return items
         if text[pos] in _SPECIAL:
@@ -282,11 +281,17 @@ def _lex(text: str) -> list[tuple[_Tok, str]]:
             assert best is not None  # every single special character is a token
             items.append(best)
             pos += len(best[1])
+            if end == pos and pos < n and text[pos] == "\0":
+                pos += 1  # the NUL that ended the run
         else:
             start = pos
             while pos < n and text[pos] not in _SPECIAL and text[pos] not in _WHITESPACE:
+                if text[pos] == "\0":
+                    break
                 pos += 1
             word = text[start:pos]
+            if pos < n and text[pos] == "\0":
+                pos += 1  # consumed, as Go's scanIDOrKeyword does
             items.append((_LITERALS.get(word, _Tok.ID), word))
 
 
@@ -385,30 +390,25 @@ class _Parser:
         raise SelectorError(f"found '{lit}', expected: ',', ')' or identifier")
 
     def identifiers(self) -> set[str]:
+        # Elements separated by commas, any of them empty: "(,a)", "(a,,b)" and
+        # "(a,,)" all carry "" (apimachinery accepts the last since 1.35).
         values: set[str] = set()
         while True:
-            tok, lit = self.take(values=True)
+            tok, lit = self.peek(values=True)
             if tok is _Tok.ID:
+                self.take(values=True)
                 values.add(lit)
-                tok2, lit2 = self.peek(values=True)
-                if tok2 is _Tok.COMMA:
-                    continue
-                if tok2 is _Tok.CLOSE:
-                    return values
-                raise SelectorError(f"found '{lit2}', expected: ',' or ')'")
-            if tok is _Tok.COMMA:
-                # "(," "a,,b" and ",)" all carry an empty value.
-                if not values:
-                    values.add("")
-                tok2, _ = self.peek(values=True)
-                if tok2 is _Tok.CLOSE:
-                    values.add("")
-                    return values
-                if tok2 is _Tok.COMMA:
-                    self.take(values=True)
-                    values.add("")
+            elif tok in (_Tok.COMMA, _Tok.CLOSE):
+                values.add("")
+            else:
+                raise SelectorError(f"found '{lit}', expected: ',', or identifier")
+            tok2, lit2 = self.peek(values=True)
+            if tok2 is _Tok.COMMA:
+                self.take(values=True)
                 continue
-            raise SelectorError(f"found '{lit}', expected: ',', or identifier")
+            if tok2 is _Tok.CLOSE:
+                return values
+            raise SelectorError(f"found '{lit2}', expected: ',' or ')'")
 
     def exact_value(self) -> str:
         tok, _ = self.peek(values=True)
