@@ -26,7 +26,7 @@ from xds_client.store._retry import (
     surely_not_sent,
     tenacity_kwargs,
 )
-from xds_client.store._selector import Requirement, to_requirements
+from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, WatchEvent, WatchState
 
 __all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncWatch"]
@@ -214,6 +214,7 @@ class AsyncResourceStoreClient:
         resource_version: int = 0,
         exact: bool = False,
         source: ListSource | str = ListSource.STORE,
+        fields: Selector = None,
     ) -> ListPage:
         """One page of a list; pass its ``next_page_token`` back as ``page_token``."""
         pager = ListPager(
@@ -224,6 +225,7 @@ class AsyncResourceStoreClient:
             token=page_token,
             exact=exact,
             source=source,
+            fields=to_field_requirements(fields),
             dialect=self.dialect,
         )
         return await self._call(self._stub.List, pager.request(), pager.on_page)
@@ -237,6 +239,7 @@ class AsyncResourceStoreClient:
         resource_version: int = 0,
         exact: bool = False,
         source: ListSource | str = ListSource.STORE,
+        fields: Selector = None,
     ) -> AsyncListIterator:
         """Every object under ``prefix``, page by page (an async iterator)."""
         self._check_open()
@@ -247,6 +250,7 @@ class AsyncResourceStoreClient:
             resource_version=resource_version,
             exact=exact,
             source=source,
+            fields=to_field_requirements(fields),
             dialect=self.dialect,
         )
         return AsyncListIterator(self, pager)

@@ -24,7 +24,7 @@ from xds_client.store._retry import (
     surely_not_sent,
     tenacity_kwargs,
 )
-from xds_client.store._selector import Requirement, to_requirements
+from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, WatchEvent, WatchState
 
 __all__ = ["ResourceStoreClient", "ListIterator", "Watch"]
@@ -232,6 +232,7 @@ class ResourceStoreClient:
         resource_version: int = 0,
         exact: bool = False,
         source: ListSource | str = ListSource.STORE,
+        fields: Selector = None,
     ) -> ListPage:
         """One page of a list; pass its ``next_page_token`` back as ``page_token``."""
         pager = ListPager(
@@ -242,6 +243,7 @@ class ResourceStoreClient:
             token=page_token,
             exact=exact,
             source=source,
+            fields=to_field_requirements(fields),
             dialect=self.dialect,
         )
         return self._call(self._stub.List, pager.request(), pager.on_page)
@@ -255,12 +257,18 @@ class ResourceStoreClient:
         resource_version: int = 0,
         exact: bool = False,
         source: ListSource | str = ListSource.STORE,
+        fields: Selector = None,
     ) -> ListIterator:
         """Every object under ``prefix``, page by page (``limit`` per page).
 
         ``labels`` is a selector string such as ``"app=web,tier in (a,b),!legacy"``
-        or a sequence of :class:`Requirement`; it is applied again on the client.
-        The iterator's ``resource_version`` is the list's version.
+        or a sequence of :class:`Requirement`; ``fields`` a field selector such
+        as ``"metadata.name=a"``. Both are applied again on the client. With
+        ``exact`` the list shows the store as it was at ``resource_version``
+        (410 once that is older than the kept history). ``source`` ``"history"``
+        (every kept version of the object named by ``prefix``, newest first) and
+        ``"trash"`` (deleted objects) need the ``grafana`` dialect. The
+        iterator's ``resource_version`` is the list's version.
         """
         self._check_open()
         pager = ListPager(
@@ -270,6 +278,7 @@ class ResourceStoreClient:
             resource_version=resource_version,
             exact=exact,
             source=source,
+            fields=to_field_requirements(fields),
             dialect=self.dialect,
         )
         return ListIterator(self, pager)

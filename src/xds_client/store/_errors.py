@@ -397,7 +397,7 @@ def message_too_large(
         " (raise the client's max_message_size if the server allows it, "
         "or list with a smaller limit)"
     )
-    if text.lower().startswith("received"):
+    if "received message larger" in text.lower():
         advice += "; the call may have taken effect on the server (a write may be saved)"
     return MessageTooLargeError(
         text + advice,

@@ -12,7 +12,7 @@ from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import InvalidResponseError, check_result, message_too_large
 from xds_client.store._keys import ResourceKey, StoredObject, Value, encode_value, labels_of
 from xds_client.store._proto import resource_pb2 as pb
-from xds_client.store._selector import Requirement, matches
+from xds_client.store._selector import Requirement, fields_match, matches
 
 __all__ = ["ListPage", "ListPager"]
 
@@ -130,7 +130,16 @@ class ListPager:
     carry one) and applies the label selector again on the client.
     """
 
-    __slots__ = ("_base", "_prefix", "_reqs", "done", "pages", "resource_version", "token")
+    __slots__ = (
+        "_base",
+        "_fields",
+        "_prefix",
+        "_reqs",
+        "done",
+        "pages",
+        "resource_version",
+        "token",
+    )
 
     def __init__(
         self,
@@ -143,16 +152,20 @@ class ListPager:
         token: str = "",
         dialect: Dialect = Dialect.GRAFANA,
         source: ListSource | str = ListSource.STORE,
+        fields: tuple[Requirement, ...] = (),
     ) -> None:
         self._prefix = prefix
         self._reqs = requirements
+        self._fields = fields
         # A history list names its object; every other list takes a prefix.
         wire_key = prefix if source in (ListSource.HISTORY, "history") else prefix.prefix()
         self._base = pb.ListRequest(
             limit=limit,
             resource_version=resource_version,
             options=pb.ListOptions(
-                key=wire_key.to_proto(), labels=[r.to_proto() for r in requirements]
+                key=wire_key.to_proto(),
+                labels=[r.to_proto() for r in requirements],
+                fields=[r.to_proto() for r in fields],
             ),
         )
         _dialect.set_version_match(self._base, resource_version, exact=exact, dialect=dialect)
@@ -186,6 +199,8 @@ class ListPager:
         items = [StoredObject(w.resource_version, w.value, None, prefix) for w in resp.items]
         if reqs:
             items = [o for o in items if matches(reqs, labels_of(o.json()))]
+        if self._fields:
+            items = [o for o in items if fields_match(self._fields, o.json())]
         self.token = resp.next_page_token
         self.done = not self.token
         return ListPage(items, self.token, resp.resource_version, resp.remaining_item_count)
@@ -200,7 +215,7 @@ class ListPager:
         collection (a whole page of them would, and would make the collector run
         more often over a growing heap).
         """
-        if self._reqs:
+        if self._reqs or self._fields:
             return self.on_page(resp, trailing).items
         check_result(_error(resp), trailing)
         self.pages += 1

@@ -23,7 +23,7 @@ from enum import Enum
 from xds_client.store._errors import SelectorError
 from xds_client.store._proto import resource_pb2 as pb
 
-__all__ = ["Requirement", "parse_selector", "matches", "to_requirements"]
+__all__ = ["Requirement", "parse_selector", "matches", "to_requirements", "parse_field_selector"]
 
 # Operator names as apimachinery's selection.Operator spells them (also the wire form).
 EQUALS = "="
@@ -429,3 +429,107 @@ def parse_selector(text: str) -> tuple[Requirement, ...]:
     reqs = _Parser(text).parse()
     reqs.sort(key=lambda r: r.key)
     return tuple(reqs)
+
+
+# ---------------------------------------------------------------- field selectors
+
+
+def parse_field_selector(text: str) -> tuple[Requirement, ...]:
+    """Parse a Kubernetes field selector such as ``"metadata.name=a,spec.x!=b"``.
+
+    Terms are ``key=value``, ``key==value`` or ``key!=value`` separated by
+    commas; ``\\``, ``,`` and ``=`` in a value are escaped with a backslash, as
+    in apimachinery's ``fields.ParseSelector``. Sent to the server as
+    ``ListOptions.fields`` (best effort there) and applied again on the client.
+    """
+    reqs: list[Requirement] = []
+    for term in _split_unescaped(text, ","):
+        if not term:
+            continue
+        for symbol, op in (("!=", NOT_EQUALS), ("==", DOUBLE_EQUALS), ("=", EQUALS)):
+            index = _find_unescaped(term, symbol)
+            if index >= 0:
+                key, value = term[:index], term[index + len(symbol) :]
+                if not key:
+                    raise SelectorError(f"invalid field selector term {term!r}: empty field")
+                reqs.append(Requirement(key, op, (_unescape(value),)))
+                break
+        else:
+            raise SelectorError(f"invalid field selector term {term!r}: no operator (=, ==, !=)")
+    reqs.sort(key=lambda r: r.key)
+    return tuple(reqs)
+
+
+def to_field_requirements(
+    selector: str | Sequence[Requirement] | None,
+) -> tuple[Requirement, ...]:
+    """Accept a field selector as text, as requirements, or None (everything)."""
+    if selector is None:
+        return ()
+    if isinstance(selector, str):
+        return parse_field_selector(selector)
+    return tuple(selector)
+
+
+def field_value(doc: object, path: str) -> str | None:
+    """The value at a dotted path of a decoded object, as a field selector compares it."""
+    node = doc
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    if isinstance(node, str | int | float):
+        return str(node)
+    return None
+
+
+def fields_match(requirements: Iterable[Requirement], doc: object) -> bool:
+    """Whether a decoded object satisfies every field requirement."""
+    for req in requirements:
+        value = field_value(doc, req.key)
+        if req.operator == NOT_EQUALS:
+            if value is not None and value in req.values:
+                return False
+        elif value is None or value not in req.values:
+            return False
+    return True
+
+
+def _find_unescaped(text: str, symbol: str) -> int:
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text.startswith(symbol, i):
+            return i
+        i += 1
+    return -1
+
+
+def _split_unescaped(text: str, sep: str) -> list[str]:
+    parts, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == sep:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _unescape(value: str) -> str:
+    out, i = [], 0
+    while i < len(value):
+        if value[i] == "\\" and i + 1 < len(value):
+            out.append(value[i + 1])
+            i += 2
+            continue
+        out.append(value[i])
+        i += 1
+    return "".join(out)
