@@ -471,3 +471,25 @@ def test_selector_fixes_reach_the_wire(server: ResourceStoreServer) -> None:
         names = [o.key.name for o in client.list(PREFIX, labels="tier in (x,,)")]
         assert names == ["a", "b"]
         assert parse_selector("tier in (x,,)")[0].values == ("", "x")
+
+
+def test_watch_since_a_list_with_known_reports_deletions_after_410(
+    server: ResourceStoreServer, client: ResourceStoreClient
+) -> None:
+    for name in "abc":
+        client.create(key(name), doc(name))
+    listed = client.list(PREFIX)
+    objects = list(listed)
+    # During the gap "b" goes and the history is forgotten: the watch gets 410.
+    client.delete(key("b"))
+    client.create(key("d"), doc("d"))
+    server.compact()
+    with client.watch(PREFIX, since=listed.resource_version, known=objects) as watch:
+        tail = []
+        for event in watch:
+            tail.append(event)
+            if event.type == "resynced":
+                break
+    changes = {(e.type, e.key.name) for e in tail[:-1] if e.key}
+    assert changes == {("deleted", "b"), ("added", "d")}
+    assert watch.state.resyncs == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -264,12 +264,18 @@ class AsyncResourceStoreClient:
         since: int = 0,
         labels: Selector = None,
         send_initial_events: bool = False,
+        known: Iterable[StoredObject] = (),
     ) -> AsyncWatch:
         """Watch changes under ``prefix`` (an async iterator; see the sync twin)."""
         self._check_open()
         initial: Literal["none", "server"] = "server" if send_initial_events else "none"
         state = WatchState(
-            prefix, to_requirements(labels), since=since, initial=initial, policy=self.retry
+            prefix,
+            to_requirements(labels),
+            since=since,
+            initial=initial,
+            policy=self.retry,
+            known=known,
         )
         return AsyncWatch(self, state)
 

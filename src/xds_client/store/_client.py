@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -292,20 +292,30 @@ class ResourceStoreClient:
         since: int = 0,
         labels: Selector = None,
         send_initial_events: bool = False,
+        known: Iterable[StoredObject] = (),
     ) -> Watch:
         """Watch changes under ``prefix``, resuming after failures; never ends by itself.
 
         ``since`` is the resource version to start after (0: from now). With
         ``send_initial_events`` the current objects come first as ``added``
         events, then a bookmark with ``initial_events_end`` set. Dropped
-        streams resume from the last version seen; after a 410 the watch lists
-        again, emits the differences and a ``resynced`` event. Close it (or use
+        streams resume from the last version seen. After a 410 (or a version
+        ahead of the server's) the watch lists again, emits the differences
+        from what it knows and a ``resynced`` event. It knows the objects it
+        reported itself, plus ``known`` (pass the list that gave ``since``):
+        an object deleted during the gap that it never reported and that is
+        not in ``known`` cannot be reported as deleted. Close it (or use
         ``with``) to stop.
         """
         self._check_open()
         initial: Literal["none", "server"] = "server" if send_initial_events else "none"
         state = WatchState(
-            prefix, to_requirements(labels), since=since, initial=initial, policy=self.retry
+            prefix,
+            to_requirements(labels),
+            since=since,
+            initial=initial,
+            policy=self.retry,
+            known=known,
         )
         return Watch(self, state)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Iterable
 from enum import Enum
 from typing import Any, Literal
 
@@ -33,7 +34,7 @@ from xds_client.store._errors import (
     ResourceStoreError,
     from_status_json,
 )
-from xds_client.store._keys import _UNSET, ResourceKey, key_from_doc, labels_of
+from xds_client.store._keys import _UNSET, ResourceKey, StoredObject, key_from_doc, labels_of
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._retry import RetryPolicy, retryable_stream
 from xds_client.store._selector import Requirement, matches
@@ -183,6 +184,7 @@ class WatchState:
         since: int = 0,
         initial: Literal["none", "server", "list"] = "none",
         policy: RetryPolicy,
+        known: Iterable[StoredObject] = (),
     ) -> None:
         self.prefix = prefix.prefix()
         self.requirements = requirements
@@ -209,6 +211,10 @@ class WatchState:
         """Events to hand out before reading more from the wire."""
         self._progress = False
         self._known: dict[tuple[str, str], tuple[int, bytes]] = {}
+        # What the consumer already holds (e.g. the list that gave ``since``): a
+        # relist after a 410 then also reports deletions of those objects.
+        for obj in known:
+            self._known[self._tuple_key(obj.json())] = (obj.resource_version, obj.value)
         self._unfolded: list[WatchEvent] = []
         self._seen: set[tuple[str, str]] | None = None
         if self.in_initial:
