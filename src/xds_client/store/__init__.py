@@ -39,11 +39,17 @@ from xds_client.store._errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from xds_client.store._informer import AsyncInformer, Informer
+from xds_client.store._informer import AsyncInformer, Informer, label_index
 from xds_client.store._keys import ResourceKey, StoredObject, Value
 from xds_client.store._list import ListPage
+from xds_client.store._reflector import ReflectorBackoff
 from xds_client.store._retry import DEFAULT_RETRY, RetryPolicy
-from xds_client.store._selector import Requirement, matches, parse_selector
+from xds_client.store._selector import (
+    Requirement,
+    matches,
+    parse_field_selector,
+    parse_selector,
+)
 from xds_client.store._watch import EventType, WatchEvent
 
 NotImplementedError = StoreNotImplementedError
@@ -70,9 +76,12 @@ __all__ = [
     "AsyncWatch",
     "Informer",
     "AsyncInformer",
+    "ReflectorBackoff",
+    "label_index",
     # label selectors
     "Requirement",
     "parse_selector",
+    "parse_field_selector",
     "matches",
     # errors
     "ResourceStoreError",

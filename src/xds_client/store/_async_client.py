@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -15,10 +15,11 @@ from xds_client.errors import ClientClosedError
 from xds_client.store import _list as core
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
-from xds_client.store._informer import AsyncInformer
+from xds_client.store._informer import AsyncInformer, IndexFunc
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -287,6 +288,9 @@ class AsyncResourceStoreClient:
         on_add: Callable[[StoredObject], None] | None = None,
         on_update: Callable[[StoredObject, StoredObject], None] | None = None,
         on_delete: Callable[[StoredObject], None] | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        resync_period: float | None = None,
+        backoff: ReflectorBackoff | None = None,
     ) -> AsyncInformer:
         """A local cache of ``prefix`` kept current by list+watch in a task."""
         self._check_open()
@@ -296,6 +300,9 @@ class AsyncResourceStoreClient:
             on_add=on_add,
             on_update=on_update,
             on_delete=on_delete,
+            indexers=indexers,
+            resync_period=resync_period,
+            backoff=backoff,
         )
 
 
@@ -409,7 +416,11 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
     def _open(self) -> Any:
         client = self._client
         client._check_open()
-        self._stream = client._stub.Watch(self.state.watch_request(), metadata=client._metadata)
+        # Every stream ends after 5 to 10 minutes and resumes (client-go's watch
+        # timeout), so one that died without a word is replaced.
+        self._stream = client._stub.Watch(
+            self.state.watch_request(), metadata=client._metadata, timeout=watch_timeout()
+        )
         self.state.stream_opened()
         return self._stream
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -13,10 +13,11 @@ from xds_client.errors import ClientClosedError
 from xds_client.store import _list as core
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import ResourceStoreError, from_rpc_error
-from xds_client.store._informer import Informer
+from xds_client.store._informer import IndexFunc, Informer
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -327,15 +328,29 @@ class ResourceStoreClient:
         on_add: Callable[[StoredObject], None] | None = None,
         on_update: Callable[[StoredObject, StoredObject], None] | None = None,
         on_delete: Callable[[StoredObject], None] | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        resync_period: float | None = None,
+        backoff: ReflectorBackoff | None = None,
     ) -> Informer:
         """A local cache of ``prefix`` kept current by list+watch in a thread.
 
         Start it with ``start()`` or ``with``; ``wait_synced(timeout)`` waits for the first list.
+        It never gives up: after any error it waits (``backoff``: 800 ms doubling to
+        30 s, as client-go), lists again and reports the differences to the
+        handlers. ``indexers`` maps index names to functions of an object (see
+        :func:`label_index`) for :meth:`Informer.by_index`; ``resync_period``
+        calls ``on_update(obj, obj)`` for every object that often.
         """
         self._check_open()
         state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
         return Informer(
-            lambda: Watch(self, state), on_add=on_add, on_update=on_update, on_delete=on_delete
+            lambda: Watch(self, state),
+            on_add=on_add,
+            on_update=on_update,
+            on_delete=on_delete,
+            indexers=indexers,
+            resync_period=resync_period,
+            backoff=backoff,
         )
 
 
@@ -467,7 +482,11 @@ class Watch(Iterator[WatchEvent]):
     def _open(self) -> Any:
         client = self._client
         client._check_open()
-        self._stream = client._stub.Watch(self.state.watch_request(), metadata=client._metadata)
+        # Every stream ends after 5 to 10 minutes and resumes (client-go's watch
+        # timeout), so one that died without a word is replaced.
+        self._stream = client._stub.Watch(
+            self.state.watch_request(), metadata=client._metadata, timeout=watch_timeout()
+        )
         self.state.stream_opened()
         if self._closed.is_set():
             self._drop_stream()

@@ -394,6 +394,19 @@ class WatchState:
         self.failures += 1
         return self.policy.delay_for(self.failures, error)
 
+    def relist(self) -> None:
+        """Start again from a full list (the informer after any error).
+
+        The list is reconciled against what was delivered, so the consumer sees
+        the differences (deletions included) and then a ``resynced`` event.
+        """
+        self.in_initial = False
+        self.resyncs += 1
+        self.resyncing = not self.initial_pending
+        self.step = Step.LIST
+        self.failures = 0
+        self._progress = False
+
     def list_failed(self, error: BaseException) -> float:
         """A list (ANCHOR or LIST step) failed; returns the delay or raises."""
         if not isinstance(error, ResourceStoreError) or not (
