@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import delta, imports, memory, sotw, store
+from bench import delta, imports, informer, memory, sotw, store
 from bench._harness import Config, Row, machine, render, warm_up
 from bench._server import ServerProcess
 
@@ -16,6 +16,7 @@ SCENARIOS = {
     "delta": delta.run,
     "memory": memory.run,
     "store": store.run,
+    "informer": informer.run,
     "imports": imports.run,
 }
 

@@ -349,6 +349,7 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
         self.state = state
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
+        self._pager: ListPager | None = None
         self._closed = asyncio.Event()
 
     @property
@@ -441,19 +442,27 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
                 page = await client.list_page(state.prefix, labels=state.requirements, limit=1)
                 state.anchored(page.resource_version)
                 return
-            state.list_started()
-            pager = ListPager(
-                state.prefix, state.requirements, limit=DEFAULT_PAGE_SIZE, dialect=client.dialect
-            )
-            while not pager.done and not self._closed.is_set():
-                page = await client._call(client._stub.List, pager.request(), pager.on_page)
-                for item in page.items:
-                    out = state.list_item(item.resource_version, item.value)
-                    if out is not None:
-                        state.pending.append(out)
-            if not self._closed.is_set():
+            # One page per step: its events are handed out before the next page
+            # is read, so memory is bounded by a page, not by the whole list.
+            pager = self._pager
+            if pager is None:
+                state.list_started()
+                pager = self._pager = ListPager(
+                    state.prefix,
+                    state.requirements,
+                    limit=DEFAULT_PAGE_SIZE,
+                    dialect=client.dialect,
+                )
+            page = await client._call(client._stub.List, pager.request(), pager.on_page)
+            for item in page.items:
+                out = state.list_item(item.resource_version, item.value)
+                if out is not None:
+                    state.pending.append(out)
+            if pager.done and not self._closed.is_set():
+                self._pager = None
                 state.list_done(pager.resource_version)
         except ResourceStoreError as exc:
+            self._pager = None
             await self._pause(state.list_failed(exc))
 
 
