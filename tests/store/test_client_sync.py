@@ -369,10 +369,12 @@ def test_watch_survives_20_interruptions_without_loss_or_repeat(
 
     def writer() -> None:
         for batch in range(20):
+            # Before each batch, not after: after the last one the consumer may
+            # already have all 1000 events and have closed the watch.
+            interrupt_and_wait_for_resume()
             written.append(
                 server.put_many([(key(f"o{batch}-{i}"), doc(str(i))) for i in range(50)])
             )
-            interrupt_and_wait_for_resume()
 
     def interrupt_and_wait_for_resume() -> None:
         calls = server.calls["Watch"]

@@ -16,6 +16,7 @@ See ``docs/store.md`` for the guide.
 from __future__ import annotations
 
 from xds_client.store._async_client import AsyncListIterator, AsyncResourceStoreClient, AsyncWatch
+from xds_client.store._bulk import BulkItem, BulkRejected, BulkResult, BulkSummary
 from xds_client.store._client import ListIterator, ResourceStoreClient, Watch
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import (
@@ -69,6 +70,10 @@ __all__ = [
     "Value",
     "ListPage",
     "ListIterator",
+    "BulkItem",
+    "BulkResult",
+    "BulkSummary",
+    "BulkRejected",
     "AsyncListIterator",
     "WatchEvent",
     "EventType",

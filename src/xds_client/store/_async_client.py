@@ -12,7 +12,9 @@ import grpc.aio
 import tenacity
 
 from xds_client.errors import ClientClosedError
+from xds_client.store import _bulk as bulk_core
 from xds_client.store import _list as core
+from xds_client.store._bulk import BulkItem, BulkResult
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
 from xds_client.store._informer import AsyncInformer, IndexFunc
@@ -68,6 +70,7 @@ class AsyncResourceStoreClient:
             self._owns_channel = False
         self._stub = pb_grpc.ResourceStoreStub(self._channel)
         self._diag = pb_grpc.DiagnosticsStub(self._channel)
+        self._bulk = pb_grpc.BulkStoreStub(self._channel)
         self.timeout = timeout
         """Deadline of each unary call attempt, in seconds."""
         self.retry = retry
@@ -202,6 +205,35 @@ class AsyncResourceStoreClient:
             )
         except ResourceStoreError:
             return False
+
+    async def bulk(
+        self,
+        collection: ResourceKey,
+        items: Iterable[BulkItem | tuple[ResourceKey, Value]],
+        *,
+        rebuild: bool = True,
+        timeout: float | None = None,
+    ) -> BulkResult:
+        """Replace a whole collection with ``items`` in one client stream (BulkProcess).
+
+        ``collection`` is a prefix (namespace, group, resource); ``items`` are
+        ``(key, value)`` pairs or :class:`BulkItem` values, consumed lazily. With
+        ``rebuild`` (the only mode Grafana accepts) the collection holds exactly
+        the items afterwards, in one transaction; an invalid item rolls it all
+        back and raises. Needs the ``grafana`` dialect; never retried.
+        """
+        self._check_open()
+        bulk_core.check_dialect(self.dialect)
+        metadata = (*self._metadata, *bulk_core.settings_metadata(collection, rebuild=rebuild))
+        feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
+        call = self._bulk.BulkProcess(iter(feed), timeout=timeout, metadata=metadata)
+        try:
+            resp = await call
+        except grpc.aio.AioRpcError as exc:
+            if feed.error is not None:
+                raise feed.error from None
+            raise from_rpc_error(exc, exc.trailing_metadata()) from exc
+        return bulk_core.result(resp, await call.trailing_metadata())
 
     # ------------------------------------------------------------ list
 

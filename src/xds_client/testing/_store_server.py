@@ -51,7 +51,7 @@ from typing import Any, Concatenate, ParamSpec
 import grpc
 
 from xds_client.errors import UsageError, WaitTimeoutError
-from xds_client.store import _dialect
+from xds_client.store import _bulk, _dialect
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import pack_status_details
 from xds_client.store._keys import ResourceKey
@@ -291,6 +291,8 @@ class ResourceStoreServer:
         server = grpc.server(self._executor)
         pb_grpc.add_ResourceStoreServicer_to_server(_StoreServicer(self), server)
         pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
+        if self.dialect is Dialect.GRAFANA:  # the seed proto has no BulkStore
+            pb_grpc.add_BulkStoreServicer_to_server(_BulkServicer(self), server)
         self._port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         self._server = server
@@ -477,6 +479,16 @@ class ResourceStoreServer:
                     return fault
         return None
 
+    def _names(self, prefix: ResourceKey) -> list[tuple[str, str, str, str]]:
+        rows = self._db.execute(
+            "SELECT grp, res, ns, name FROM objects WHERE grp=? AND res=? AND ns=?",
+            (prefix.group, prefix.resource, prefix.namespace),
+        ).fetchall()
+        return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+
+    def _count(self, prefix: ResourceKey) -> int:
+        return len(self._names(prefix))
+
     def _get(self, key: pb.ResourceKey) -> tuple[int, str, bytes] | None:
         row = self._db.execute(
             "SELECT rv, uid, value FROM objects WHERE grp=? AND res=? AND ns=? AND name=?",
@@ -491,7 +503,12 @@ class ResourceStoreServer:
             raise _Failure(400, "BadRequest", "name is required", key=key)
         errs = key_errors(key)
         if errs:
-            raise _Failure(400, "BadRequest", "invalid key: " + "; ".join(errs), key=key)
+            raise _Failure(
+                400,
+                "BadRequest",
+                f"invalid key for {key.resource} {key.name!r}: " + "; ".join(errs),
+                key=key,
+            )
         try:
             doc = json.loads(value, parse_constant=_reject_constant)
         except ValueError as exc:
@@ -1098,6 +1115,92 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
                 if watcher in s._watchers:
                     s._watchers.remove(watcher)
                 s._cond.notify_all()
+
+
+class _BulkServicer(pb_grpc.BulkStoreServicer):
+    """Grafana's BulkProcess: a rebuild of whole collections, all or nothing."""
+
+    def __init__(self, store: ResourceStoreServer) -> None:
+        self.s = store
+
+    def BulkProcess(  # noqa: N802 - gRPC method name
+        self, request_iterator: Iterator[pb.BulkRequest], context: grpc.ServicerContext
+    ) -> pb.BulkResponse:
+        s = self.s
+        md = context.invocation_metadata() or ()
+        names = [str(v) for k, v in md if k == _bulk.COLLECTION_KEY]
+        rebuild = any(k == _bulk.REBUILD_KEY and v == "true" for k, v in md)
+        if not names:
+            return _bulk_error(400, "Missing target collection(s) in request header")
+        if not rebuild:
+            return _bulk_error(400, "Bulk currently only supports RebuildCollection")
+        try:
+            targets = [_bulk.parse_collection_id(n) for n in names]
+        except UsageError as exc:
+            return _bulk_error(412, "error reading settings", reason=str(exc))
+        # As Grafana: nothing is written (and no event sent) before the stream completes.
+        items = list(request_iterator)
+        resp = pb.BulkResponse()
+        try:
+            with s._cond, s._transaction():
+                summary = self._rebuild(targets, items, resp)
+        except _Failure as failure:
+            resp.ClearField("summary")
+            resp.error.CopyFrom(failure.result)
+            return resp
+        resp.processed = len(items)
+        resp.summary.extend(summary)
+        return resp
+
+    def _rebuild(
+        self,
+        targets: list[ResourceKey],
+        items: list[pb.BulkRequest],
+        resp: pb.BulkResponse,
+    ) -> list[pb.BulkResponse.Summary]:
+        s = self.s
+        wanted = {t.prefix() for t in targets}
+        previous = {t: s._count(t) for t in targets}
+        sent: set[tuple[str, str, str, str]] = set()
+        for req in items:
+            key = req.key
+            if ResourceKey.from_proto(key).prefix() not in wanted:
+                message = f"{key.resource} {key.name!r} is outside the bulk's collections"
+                resp.rejected.add(key=key, action=req.action, error=message)
+                raise _Failure(400, "BadRequest", message, key=key)
+            if req.action not in (pb.BulkRequest.ADDED, pb.BulkRequest.MODIFIED):
+                continue  # DELETED: a rebuilt collection simply does not have it
+            sent.add((key.group, key.resource, key.namespace, key.name))
+            try:
+                row = s._get(key)
+                if row is None:
+                    s._write_create(key, req.value, checked=True)
+                else:
+                    s._write_update(key, req.value, 0, row=row)
+            except _Failure as failure:
+                resp.rejected.add(key=key, action=req.action, error=failure.result.message)
+                raise
+        out = []
+        for target in targets:
+            for grp, res, ns, name in s._names(target):
+                if (grp, res, ns, name) not in sent:
+                    gone = pb.ResourceKey(group=grp, resource=res, namespace=ns, name=name)
+                    s._write_delete(gone, 0, "")
+            out.append(
+                pb.BulkResponse.Summary(
+                    namespace=target.namespace,
+                    group=target.group,
+                    resource=target.resource,
+                    count=s._count(target),
+                    previous_count=previous[target],
+                    resource_version=s._rv,
+                )
+            )
+        return out
+
+
+def _bulk_error(code: int, message: str, *, reason: str = "") -> pb.BulkResponse:
+    return pb.BulkResponse(error=pb.ErrorResult(code=code, message=message, reason=reason))
 
 
 class _DiagnosticsServicer(pb_grpc.DiagnosticsServicer):
