@@ -45,6 +45,7 @@ from xds_client.store._keys import ResourceKey, StoredObject, Value
 from xds_client.store._list import ListPage
 from xds_client.store._reflector import ReflectorBackoff
 from xds_client.store._retry import DEFAULT_RETRY, RetryPolicy
+from xds_client.store._search import KindStats, SearchFacet, SearchHit, SearchResult
 from xds_client.store._selector import (
     Requirement,
     matches,
@@ -74,6 +75,10 @@ __all__ = [
     "BulkResult",
     "BulkSummary",
     "BulkRejected",
+    "SearchResult",
+    "SearchHit",
+    "SearchFacet",
+    "KindStats",
     "AsyncListIterator",
     "WatchEvent",
     "EventType",

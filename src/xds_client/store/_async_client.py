@@ -14,6 +14,7 @@ import tenacity
 from xds_client.errors import ClientClosedError
 from xds_client.store import _bulk as bulk_core
 from xds_client.store import _list as core
+from xds_client.store import _search as search_core
 from xds_client.store._bulk import BulkItem, BulkResult
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
@@ -21,6 +22,7 @@ from xds_client.store._informer import AsyncInformer, IndexFunc
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+from xds_client.store._proto import search_pb2_grpc as search_grpc
 from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
     DEFAULT_RETRY,
@@ -29,6 +31,7 @@ from xds_client.store._retry import (
     surely_not_sent,
     tenacity_kwargs,
 )
+from xds_client.store._search import KindStats, SearchResult
 from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, WatchEvent, WatchState
 
@@ -71,6 +74,7 @@ class AsyncResourceStoreClient:
         self._stub = pb_grpc.ResourceStoreStub(self._channel)
         self._diag = pb_grpc.DiagnosticsStub(self._channel)
         self._bulk = pb_grpc.BulkStoreStub(self._channel)
+        self._index = search_grpc.ResourceIndexStub(self._channel)
         self.timeout = timeout
         """Deadline of each unary call attempt, in seconds."""
         self.retry = retry
@@ -234,6 +238,56 @@ class AsyncResourceStoreClient:
                 raise feed.error from None
             raise from_rpc_error(exc, exc.trailing_metadata()) from exc
         return bulk_core.result(resp, await call.trailing_metadata())
+
+    async def search(
+        self,
+        prefix: ResourceKey,
+        query: str = "",
+        *,
+        labels: Selector = None,
+        fields: Sequence[str] = (),
+        limit: int = 50,
+        offset: int = 0,
+        sort: Sequence[str] = (),
+        facets: Mapping[str, int] | Sequence[str] = (),
+    ) -> SearchResult:
+        """Search one resource type (Grafana's ResourceIndex, which clients may call directly).
+
+        ``query`` is free text (empty: every object), ``labels`` a selector,
+        ``fields`` the columns to return (empty: the server's defaults, such as
+        ``title``, ``folder`` and ``tags``), ``sort`` field names (``"-title"``
+        descending), ``facets`` fields to count terms of (a mapping gives each
+        one's top-N). Page with ``offset`` and ``limit``; the result's
+        ``has_more`` says when to stop. The index may lag the store. Needs the
+        ``grafana`` dialect.
+        """
+        bulk_core.check_dialect(self.dialect, "search")
+        request = search_core.search_request(
+            prefix,
+            query,
+            labels=to_requirements(labels),
+            fields=fields,
+            limit=limit,
+            offset=offset,
+            sort=sort,
+            facets=facets,
+        )
+        return await self._call(
+            self._index.Search,
+            request,
+            lambda resp, md: search_core.search_result(resp, md, offset),
+        )
+
+    async def stats(
+        self, namespace: str, *, kinds: Sequence[str] = (), folders: Sequence[str] = ()
+    ) -> list[KindStats]:
+        """How many objects each kind (``"group/resource"``) has in ``namespace``."""
+        bulk_core.check_dialect(self.dialect, "stats")
+        return await self._call(
+            self._index.GetStats,
+            search_core.stats_request(namespace, kinds, folders),
+            search_core.stats_result,
+        )
 
     # ------------------------------------------------------------ list
 

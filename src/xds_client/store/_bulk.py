@@ -114,10 +114,10 @@ def settings_metadata(
     return md
 
 
-def check_dialect(dialect: Dialect) -> None:
-    """BulkStore exists only in today's Grafana."""
+def check_dialect(dialect: Dialect, what: str = "bulk") -> None:
+    """BulkStore and ResourceIndex exist only in today's Grafana."""
     if dialect is Dialect.SEED:
-        raise UsageError("bulk needs the 'grafana' dialect (the seed proto has no BulkStore)")
+        raise UsageError(f"{what} needs the 'grafana' dialect (the seed proto has no {what})")
 
 
 def requests(

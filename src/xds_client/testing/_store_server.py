@@ -57,7 +57,13 @@ from xds_client.store._errors import pack_status_details
 from xds_client.store._keys import ResourceKey
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+from xds_client.store._proto import search_pb2_grpc as search_grpc
 from xds_client.store._selector import Requirement, matches
+from xds_client.testing._store_search import (
+    SEARCH_BACKFILL,
+    SEARCH_SCHEMA,
+    ResourceIndexServicer,
+)
 
 __all__ = ["ResourceStoreServer"]
 
@@ -236,6 +242,7 @@ class ResourceStoreServer:
         filter_labels: bool = True,
         dialect: Dialect | str = Dialect.GRAFANA,
         max_page_bytes: int = _MAX_PAGE_BYTES,
+        search: bool = True,
     ) -> None:
         self.history_size = history_size
         """How many events the history keeps; a watch from before that is 410 Expired."""
@@ -246,6 +253,12 @@ class ResourceStoreServer:
         self.dialect = Dialect.of(dialect)
         """The wire dialect served (today's Grafana by default)."""
         self.max_page_bytes = max_page_bytes
+        """A list page ends once its values reach this many bytes (Grafana: 2 MiB)."""
+        self.search = search and self.dialect is Dialect.GRAFANA
+        """Serve ResourceIndex (Search, GetStats) over an FTS5 index kept by triggers.
+
+        The index costs writes some time (about 15% on bulk loads); turn it off
+        for write-heavy tests. The seed dialect has no search."""
         """A list page ends once its values reach this many bytes (Grafana: 2 MiB)."""
         self.initial_event_delay = 0.0
         """Seconds to wait before each initial watch event (holds a stream mid-way)."""
@@ -293,6 +306,8 @@ class ResourceStoreServer:
         pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
         if self.dialect is Dialect.GRAFANA:  # the seed proto has no BulkStore
             pb_grpc.add_BulkStoreServicer_to_server(_BulkServicer(self), server)
+        if self.search:
+            search_grpc.add_ResourceIndexServicer_to_server(ResourceIndexServicer(self), server)
         self._port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         self._server = server
@@ -318,6 +333,9 @@ class ResourceStoreServer:
                 ) from None
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(_SCHEMA)
+        if self.search:
+            conn.executescript(SEARCH_SCHEMA)
+            conn.executescript(SEARCH_BACKFILL)
         self._conn = conn
         # The version counter survives restarts of a file database: the newest of the
         # recorded events, the stored objects and the compaction point.

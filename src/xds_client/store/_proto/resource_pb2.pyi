@@ -910,6 +910,175 @@ class BulkResponse(_message.Message):
 Global___BulkResponse: _TypeAlias = BulkResponse  # noqa: Y015
 
 @_typing.final
+class ResourceTable(_message.Message):
+    """---- Tables (search results) ----
+
+    A protobuf form of the Kubernetes Table: columns, then one row per object.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COLUMNS_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    REMAINING_ITEM_COUNT_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    resource_version: _builtins.int
+    remaining_item_count: _builtins.int
+    @_builtins.property
+    def columns(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceTableColumnDefinition]: ...
+    @_builtins.property
+    def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceTableRow]: ...
+    def __init__(
+        self,
+        *,
+        columns: _abc.Iterable[Global___ResourceTableColumnDefinition] | None = ...,
+        rows: _abc.Iterable[Global___ResourceTableRow] | None = ...,
+        next_page_token: _builtins.str = ...,
+        resource_version: _builtins.int = ...,
+        remaining_item_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "next_page_token", b"next_page_token", "remaining_item_count", b"remaining_item_count", "resource_version", b"resource_version", "rows", b"rows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceTable: _TypeAlias = ResourceTable  # noqa: Y015
+
+@_typing.final
+class ResourceTableColumnDefinition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _ColumnType:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _ColumnTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ResourceTableColumnDefinition._ColumnType.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        UNKNOWN_TYPE: ResourceTableColumnDefinition._ColumnType.ValueType  # 0
+        STRING: ResourceTableColumnDefinition._ColumnType.ValueType  # 1
+        BOOLEAN: ResourceTableColumnDefinition._ColumnType.ValueType  # 2
+        INT32: ResourceTableColumnDefinition._ColumnType.ValueType  # 3
+        INT64: ResourceTableColumnDefinition._ColumnType.ValueType  # 4
+        FLOAT: ResourceTableColumnDefinition._ColumnType.ValueType  # 5
+        DOUBLE: ResourceTableColumnDefinition._ColumnType.ValueType  # 6
+        DATE: ResourceTableColumnDefinition._ColumnType.ValueType  # 7
+        DATE_TIME: ResourceTableColumnDefinition._ColumnType.ValueType  # 8
+        BINARY: ResourceTableColumnDefinition._ColumnType.ValueType  # 9
+        OBJECT: ResourceTableColumnDefinition._ColumnType.ValueType  # 10
+        """map[string]any, JSON"""
+
+    class ColumnType(_ColumnType, metaclass=_ColumnTypeEnumTypeWrapper): ...
+    UNKNOWN_TYPE: ResourceTableColumnDefinition.ColumnType.ValueType  # 0
+    STRING: ResourceTableColumnDefinition.ColumnType.ValueType  # 1
+    BOOLEAN: ResourceTableColumnDefinition.ColumnType.ValueType  # 2
+    INT32: ResourceTableColumnDefinition.ColumnType.ValueType  # 3
+    INT64: ResourceTableColumnDefinition.ColumnType.ValueType  # 4
+    FLOAT: ResourceTableColumnDefinition.ColumnType.ValueType  # 5
+    DOUBLE: ResourceTableColumnDefinition.ColumnType.ValueType  # 6
+    DATE: ResourceTableColumnDefinition.ColumnType.ValueType  # 7
+    DATE_TIME: ResourceTableColumnDefinition.ColumnType.ValueType  # 8
+    BINARY: ResourceTableColumnDefinition.ColumnType.ValueType  # 9
+    OBJECT: ResourceTableColumnDefinition.ColumnType.ValueType  # 10
+    """map[string]any, JSON"""
+
+    @_typing.final
+    class Properties(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        UNIQUE_VALUES_FIELD_NUMBER: _builtins.int
+        FREE_TEXT_FIELD_NUMBER: _builtins.int
+        FILTERABLE_FIELD_NUMBER: _builtins.int
+        NOT_NULL_FIELD_NUMBER: _builtins.int
+        DEFAULT_VALUE_FIELD_NUMBER: _builtins.int
+        unique_values: _builtins.bool
+        free_text: _builtins.bool
+        filterable: _builtins.bool
+        not_null: _builtins.bool
+        default_value: _builtins.bytes
+        def __init__(
+            self,
+            *,
+            unique_values: _builtins.bool = ...,
+            free_text: _builtins.bool = ...,
+            filterable: _builtins.bool = ...,
+            not_null: _builtins.bool = ...,
+            default_value: _builtins.bytes = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["default_value", b"default_value", "filterable", b"filterable", "free_text", b"free_text", "not_null", b"not_null", "unique_values", b"unique_values"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    IS_ARRAY_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PROPERTIES_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    type: Global___ResourceTableColumnDefinition.ColumnType.ValueType
+    is_array: _builtins.bool
+    """cells hold JSON arrays"""
+    description: _builtins.str
+    priority: _builtins.int
+    @_builtins.property
+    def properties(self) -> Global___ResourceTableColumnDefinition.Properties: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        type: Global___ResourceTableColumnDefinition.ColumnType.ValueType = ...,
+        is_array: _builtins.bool = ...,
+        description: _builtins.str = ...,
+        properties: Global___ResourceTableColumnDefinition.Properties | None = ...,
+        priority: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["properties", b"properties"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "is_array", b"is_array", "name", b"name", "priority", b"priority", "properties", b"properties", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceTableColumnDefinition: _TypeAlias = ResourceTableColumnDefinition  # noqa: Y015
+
+@_typing.final
+class ResourceTableRow(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    CELLS_FIELD_NUMBER: _builtins.int
+    OBJECT_FIELD_NUMBER: _builtins.int
+    resource_version: _builtins.int
+    object: _builtins.bytes
+    """optional partial object metadata"""
+    @_builtins.property
+    def key(self) -> Global___ResourceKey: ...
+    @_builtins.property
+    def cells(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """one per column: numbers big-endian, arrays and objects JSON"""
+
+    def __init__(
+        self,
+        *,
+        key: Global___ResourceKey | None = ...,
+        resource_version: _builtins.int = ...,
+        cells: _abc.Iterable[_builtins.bytes] | None = ...,
+        object: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cells", b"cells", "key", b"key", "object", b"object", "resource_version", b"resource_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceTableRow: _TypeAlias = ResourceTableRow  # noqa: Y015
+
+@_typing.final
 class HealthCheckRequest(_message.Message):
     """---- Diagnostics ----"""
 
