@@ -152,3 +152,14 @@ def test_gt_and_lt_need_the_whole_value_to_be_an_integer(value: str) -> None:
     assert not gt.matches({"x": value})
     assert not lt.matches({"x": value})
     assert gt.matches({"x": "+5"})
+
+
+def test_exact_requirements_travel_on_the_wire() -> None:
+    exact = Requirement("app", "=", ("web",), exact=True)
+    wire = exact.to_proto()
+    assert wire.exact
+    assert Requirement.from_proto(wire) == exact
+    assert exact.matches({"app": "web"})
+    assert not exact.matches({"app": "webx"})
+    with pytest.raises(SelectorError, match="exact"):
+        Requirement("app", "in", ("a", "b"), exact=True)

@@ -61,6 +61,18 @@ class Requirement:
     """One of the operator names above."""
     values: tuple[str, ...] = ()
     """The values, sorted and unique; one for ``=``, ``==``, ``!=``, ``gt``, ``lt``."""
+    exact: bool = False
+    """Today's Grafana's ``Requirement.exact``: an ``=`` with one value, matched exactly.
+
+    Matching is the same as without it (label values are compared exactly
+    anyway); it tells the server it may use an exact index lookup.
+    """
+
+    def __post_init__(self) -> None:
+        if self.exact and (self.operator not in (EQUALS, DOUBLE_EQUALS) or len(self.values) != 1):
+            raise SelectorError(
+                f"an exact requirement on {self.key!r} needs operator '=' and one value"
+            )
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether a set of labels satisfies this requirement (apimachinery's rules)."""
@@ -87,12 +99,15 @@ class Requirement:
 
     def to_proto(self) -> pb.Requirement:
         """The wire form."""
-        return pb.Requirement(key=self.key, operator=self.operator, values=self.values)
+        return pb.Requirement(
+            key=self.key, operator=self.operator, values=self.values, exact=self.exact
+        )
 
     @classmethod
     def from_proto(cls, req: pb.Requirement) -> Requirement:
         """Build from the wire form (not validated)."""
-        return cls(req.key, req.operator, tuple(req.values))
+        exact = req.exact and req.operator in (EQUALS, DOUBLE_EQUALS) and len(req.values) == 1
+        return cls(req.key, req.operator, tuple(req.values), exact)
 
     def __str__(self) -> str:
         op = self.operator
