@@ -493,3 +493,13 @@ def test_watch_since_a_list_with_known_reports_deletions_after_410(
     changes = {(e.type, e.key.name) for e in tail[:-1] if e.key}
     assert changes == {("deleted", "b"), ("added", "d")}
     assert watch.state.resyncs == 1
+
+
+def test_each_attempt_is_cut_to_the_time_the_deadline_leaves() -> None:
+    from xds_client.store._retry import attempt_timeout
+
+    policy = RetryPolicy(deadline=10.0)
+    assert attempt_timeout(30.0, policy, 0.0, 4.0) == 6.0
+    assert attempt_timeout(None, policy, 0.0, 4.0) == 6.0
+    assert attempt_timeout(3.0, policy, 0.0, 4.0) == 3.0
+    assert attempt_timeout(30.0, policy.with_deadline(None), 0.0, 4.0) == 30.0

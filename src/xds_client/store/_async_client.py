@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -27,6 +28,7 @@ from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
     DEFAULT_RETRY,
     RetryPolicy,
+    attempt_timeout,
     retryable_read,
     surely_not_sent,
     tenacity_kwargs,
@@ -120,8 +122,11 @@ class AsyncResourceStoreClient:
         if write:
             core.check_request_size(request, self.max_message_size)
 
+        started = time.monotonic()
+
         async def once() -> _T:
-            call = method(request, timeout=self.timeout, metadata=self._metadata)
+            timeout = attempt_timeout(self.timeout, self.retry, started, time.monotonic())
+            call = method(request, timeout=timeout, metadata=self._metadata)
             try:
                 resp = await call
             except grpc.aio.AioRpcError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -25,6 +26,7 @@ from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
     DEFAULT_RETRY,
     RetryPolicy,
+    attempt_timeout,
     retryable_read,
     surely_not_sent,
     tenacity_kwargs,
@@ -121,11 +123,12 @@ class ResourceStoreClient:
         if write:
             core.check_request_size(request, self.max_message_size)
 
+        started = time.monotonic()
+
         def once() -> _T:
+            timeout = attempt_timeout(self.timeout, self.retry, started, time.monotonic())
             try:
-                resp, call = method.with_call(
-                    request, timeout=self.timeout, metadata=self._metadata
-                )
+                resp, call = method.with_call(request, timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc, exc.trailing_metadata()) from exc
             return handle(resp, call.trailing_metadata())

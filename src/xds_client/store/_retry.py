@@ -152,6 +152,16 @@ class _Stop(tenacity.stop.stop_base):
         return elapsed + delay >= policy.deadline
 
 
+def attempt_timeout(
+    timeout: float | None, policy: RetryPolicy, started: float, now: float
+) -> float | None:
+    """The deadline of one attempt: the client's ``timeout``, cut to what the policy has left."""
+    if policy.deadline is None:
+        return timeout
+    left = max(0.001, policy.deadline - (now - started))
+    return left if timeout is None else min(timeout, left)
+
+
 def tenacity_kwargs(
     policy: RetryPolicy, predicate: Callable[[BaseException], bool]
 ) -> dict[str, Any]:
