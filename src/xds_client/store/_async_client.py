@@ -357,6 +357,7 @@ class AsyncResourceStoreClient:
         labels: Selector = None,
         send_initial_events: bool = False,
         known: Iterable[StoredObject] = (),
+        fields: Selector = None,
     ) -> AsyncWatch:
         """Watch changes under ``prefix`` (an async iterator; see the sync twin)."""
         self._check_open()
@@ -368,6 +369,7 @@ class AsyncResourceStoreClient:
             initial=initial,
             policy=self.retry,
             known=known,
+            fields=to_field_requirements(fields),
         )
         return AsyncWatch(self, state)
 
@@ -543,6 +545,7 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
                     state.requirements,
                     limit=DEFAULT_PAGE_SIZE,
                     dialect=client.dialect,
+                    fields=state.fields,
                 )
             page = await client._call(client._stub.List, pager.request(), pager.on_page)
             for item in page.items:

@@ -384,6 +384,7 @@ class ResourceStoreClient:
         labels: Selector = None,
         send_initial_events: bool = False,
         known: Iterable[StoredObject] = (),
+        fields: Selector = None,
     ) -> Watch:
         """Watch changes under ``prefix``, resuming after failures; never ends by itself.
 
@@ -407,6 +408,7 @@ class ResourceStoreClient:
             initial=initial,
             policy=self.retry,
             known=known,
+            fields=to_field_requirements(fields),
         )
         return Watch(self, state)
 
@@ -610,6 +612,7 @@ class Watch(Iterator[WatchEvent]):
                     state.requirements,
                     limit=DEFAULT_PAGE_SIZE,
                     dialect=client.dialect,
+                    fields=state.fields,
                 )
             page = client._call(client._stub.List, pager.request(), pager.on_page)
             for item in page.items:

@@ -37,7 +37,7 @@ from xds_client.store._errors import (
 from xds_client.store._keys import _UNSET, ResourceKey, StoredObject, key_from_doc, labels_of
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._retry import RetryPolicy, retryable_stream
-from xds_client.store._selector import Requirement, matches
+from xds_client.store._selector import Requirement, fields_match, matches
 
 __all__ = ["WatchEvent", "EventType", "WatchState", "Step"]
 
@@ -185,9 +185,13 @@ class WatchState:
         initial: Literal["none", "server", "list"] = "none",
         policy: RetryPolicy,
         known: Iterable[StoredObject] = (),
+        fields: tuple[Requirement, ...] = (),
     ) -> None:
         self.prefix = prefix.prefix()
         self.requirements = requirements
+        self.fields = fields
+        """Field requirements (``metadata.name=a``), applied on the client like labels."""
+        self._filtered = bool(requirements or fields)
         self.policy = policy
         self.last_rv = since
         """The newest resource version seen; the next stream resumes after it."""
@@ -225,7 +229,9 @@ class WatchState:
     def watch_request(self) -> pb.WatchRequest:
         """The request of the next stream, rebuilt from what was seen so far."""
         opts = pb.ListOptions(
-            key=self.prefix.to_proto(), labels=[r.to_proto() for r in self.requirements]
+            key=self.prefix.to_proto(),
+            labels=[r.to_proto() for r in self.requirements],
+            fields=[r.to_proto() for r in self.fields],
         )
         if self.in_initial:
             return pb.WatchRequest(
@@ -275,7 +281,7 @@ class WatchState:
             )
         self.last_rv = rv
         self._progress = True
-        reqs = self.requirements
+        reqs = self._filtered
         # Each access to a sub-message or bytes field allocates: read each once.
         prev = event.previous.value or None if event.HasField("previous") else None
         if etype == _DELETED:
@@ -319,12 +325,9 @@ class WatchState:
         # Label selectors see an object leave (deleted) or enter (added) the selection.
         doc = json.loads(value)
         k = self._tuple_key(doc)
-        now = matches(self.requirements, labels_of(doc))
+        now = self._selects(doc)
         known = self._known.get(k)
-        if prev is not None:
-            before = matches(self.requirements, labels_of(json.loads(prev)))
-        else:
-            before = known is not None
+        before = self._selects(json.loads(prev)) if prev is not None else known is not None
         if now:
             self._known[k] = (rv, value)
             etype = MODIFIED if before else ADDED
@@ -339,7 +342,7 @@ class WatchState:
         doc = json.loads(removed)
         k = self._tuple_key(doc)
         known = self._known.pop(k, None)
-        if known is None and not matches(self.requirements, labels_of(doc)):
+        if known is None and not self._selects(doc):
             return None
         return _with_doc(WatchEvent(DELETED, rv, None, removed, self.prefix), doc)
 
@@ -418,6 +421,9 @@ class WatchState:
 
     # ------------------------------------------------------------ known objects
 
+    def _selects(self, doc: Any) -> bool:
+        return matches(self.requirements, labels_of(doc)) and fields_match(self.fields, doc)
+
     def _tuple_key(self, doc: Any) -> tuple[str, str]:
         key = key_from_doc(self.prefix, doc)
         return key.namespace, key.name
@@ -438,7 +444,7 @@ class WatchState:
 
     def _reconcile_item(self, rv: int, value: bytes) -> WatchEvent | None:
         doc = json.loads(value)
-        if self.requirements and not matches(self.requirements, labels_of(doc)):
+        if self._filtered and not self._selects(doc):
             return None
         k = self._tuple_key(doc)
         if self._seen is not None:
