@@ -280,6 +280,8 @@ def test_watch_selector_and_errors(server: ResourceStoreServer) -> None:
 
 
 def test_watch_closes_while_waiting(server: ResourceStoreServer) -> None:
+    server.put(key("x"), doc())  # since=1 must not be ahead of the server
+
     async def body(client: AsyncResourceStoreClient) -> None:
         watch = client.watch(PREFIX, since=1)
         task = asyncio.ensure_future(watch.__anext__())

@@ -17,12 +17,16 @@ from xds_client.store import (
     BadRequestError,
     ConflictError,
     ExpiredError,
+    ForbiddenError,
+    InternalError,
     InvalidError,
     NotFoundError,
     ResourceKey,
     ResourceStoreClient,
     StoredObject,
+    StoreNotImplementedError,
     TooManyRequestsError,
+    UnauthorizedError,
     UnavailableError,
     WatchEvent,
 )
@@ -145,6 +149,8 @@ def test_unreachable_server_is_unhealthy_and_reads_retry() -> None:
     client._sleep = sleeps
     try:
         assert client.is_healthy() is False
+        assert len(sleeps.delays) == 2  # is_healthy retries as reads do
+        sleeps.delays.clear()
         with pytest.raises(UnavailableError):
             client.read(key("a"))
         assert len(sleeps.delays) == 2
@@ -207,7 +213,12 @@ def test_grpc_codes_map_to_http_codes(
     cases = [
         (grpc.StatusCode.NOT_FOUND, NotFoundError, 404),
         (grpc.StatusCode.ABORTED, ConflictError, 409),
-        (grpc.StatusCode.PERMISSION_DENIED, Exception, 500),
+        (grpc.StatusCode.PERMISSION_DENIED, ForbiddenError, 403),
+        (grpc.StatusCode.UNAUTHENTICATED, UnauthorizedError, 401),
+        (grpc.StatusCode.UNIMPLEMENTED, StoreNotImplementedError, 501),
+        (grpc.StatusCode.ALREADY_EXISTS, AlreadyExistsError, 409),
+        (grpc.StatusCode.INVALID_ARGUMENT, BadRequestError, 400),
+        (grpc.StatusCode.DATA_LOSS, InternalError, 500),
     ]
     for code, cls, http in cases:
         server.fail_next(1, code)
@@ -358,10 +369,12 @@ def test_watch_survives_20_interruptions_without_loss_or_repeat(
 
     def writer() -> None:
         for batch in range(20):
+            # Before each batch, not after: after the last one the consumer may
+            # already have all 1000 events and have closed the watch.
+            interrupt_and_wait_for_resume()
             written.append(
                 server.put_many([(key(f"o{batch}-{i}"), doc(str(i))) for i in range(50)])
             )
-            interrupt_and_wait_for_resume()
 
     def interrupt_and_wait_for_resume() -> None:
         calls = server.calls["Watch"]
@@ -587,8 +600,9 @@ def test_sync_client_works_inside_a_running_event_loop(client: ResourceStoreClie
 
 
 def test_pytest_plugin_fixtures(resource_store_client: ResourceStoreClient) -> None:
-    resource_store_client.create(ResourceKey("g", "r", name="n"), doc())
-    assert resource_store_client.read(ResourceKey("g", "r", name="n")).resource_version == 1
+    cluster_key = ResourceKey("dashboard.grafana.app", "dashboards", name="n")
+    resource_store_client.create(cluster_key, doc())
+    assert resource_store_client.read(cluster_key).resource_version == 1
 
 
 def test_file_database_survives_a_restart(tmp_path: Path) -> None:
@@ -647,6 +661,7 @@ def test_server_and_client_leave_no_threads_behind() -> None:
 
 
 def test_closing_the_client_ends_a_watch_with_a_clear_error(server: ResourceStoreServer) -> None:
+    server.put(key("x"), doc())  # since=1 must not be ahead of the server
     client = ResourceStoreClient(server.address, retry=FAST)
     watch = client.watch(PREFIX, since=1)
     errors: list[BaseException] = []

@@ -40,11 +40,19 @@ VALID: list[tuple[str, tuple[Requirement, ...]]] = [
     ("example.com/app=web", (R("example.com/app", "=", ("web",)),)),
     ("a.b-c_d=e.f-g_h", (R("a.b-c_d", "=", ("e.f-g_h",)),)),
     ("x\t=\ta , y", (R("x", "=", ("a",)), R("y", "exists"))),
-    ("x=a\0garbage!!", (R("x", "=", ("a",)),)),
+    # Go's lexer: a NUL ends the token it is in and lexing goes on; at the
+    # start of a token it ends the input.
+    ("x=a\0,y", (R("x", "=", ("a",)), R("y", "exists"))),
+    ("x=a\0", (R("x", "=", ("a",)),)),
+    ("\0x=a", ()),
+    ("x in (a,,)", (R("x", "in", ("", "a")),)),  # accepted since apimachinery 1.35
     ("k" * 63, (R("k" * 63, "exists"),)),
 ]
 
 INVALID: list[tuple[str, str]] = [
+    ("x=a\0garbage!!", "expected: ',' or 'end of string'"),
+    ("x\0y", "expected: in, notin, =, ==, !=, gt, lt"),
+    ("x=a, \0", "identifier after ','"),
     ("x=a,", "expected: identifier after ','"),
     (",x", "expected: !, identifier, or 'end of string'"),
     ("=a", "expected: !, identifier, or 'end of string'"),
@@ -135,3 +143,23 @@ def test_requirement_round_trips_through_proto_and_text() -> None:
     reqs = parse_selector("app=web,tier in (a,b),!legacy,n>3,k")
     assert tuple(Requirement.from_proto(r.to_proto()) for r in reqs) == reqs
     assert parse_selector(",".join(str(r) for r in reqs)) == reqs
+
+
+@pytest.mark.parametrize("value", ["5\n", " 5", "5 ", "0x5", "5.0", ""])
+def test_gt_and_lt_need_the_whole_value_to_be_an_integer(value: str) -> None:
+    (gt,) = parse_selector("x>1")
+    (lt,) = parse_selector("x<9")
+    assert not gt.matches({"x": value})
+    assert not lt.matches({"x": value})
+    assert gt.matches({"x": "+5"})
+
+
+def test_exact_requirements_travel_on_the_wire() -> None:
+    exact = Requirement("app", "=", ("web",), exact=True)
+    wire = exact.to_proto()
+    assert wire.exact
+    assert Requirement.from_proto(wire) == exact
+    assert exact.matches({"app": "web"})
+    assert not exact.matches({"app": "webx"})
+    with pytest.raises(SelectorError, match="exact"):
+        Requirement("app", "in", ("a", "b"), exact=True)

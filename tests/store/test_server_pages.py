@@ -15,7 +15,7 @@ from xds_client.store._proto import resource_pb2 as pb
 from xds_client.testing import ResourceStoreServer
 from xds_client.testing._store_server import _Prefix
 
-PREFIX = ResourceKey("g", "r", "ns")
+PREFIX = ResourceKey("grp.grafana.app", "things", "default")
 NAMES = [f"n{i}" for i in range(12)]
 
 op = st.one_of(
@@ -66,7 +66,7 @@ def test_pages_show_the_store_as_it_was(
             elif kind == "del" and srv._get(key.to_proto()) is not None:
                 srv.remove(key)
             elif kind == "other":
-                srv.put(ResourceKey("g", "other", "ns", name), {"spec": {}})
+                srv.put(ResourceKey("grp.grafana.app", "others", "default", name), {"spec": {}})
             elif kind == "page" and token:
                 page()
         while token:

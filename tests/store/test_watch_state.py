@@ -16,6 +16,7 @@ from xds_client.store import (
     BadRequestError,
     ConflictError,
     ExpiredError,
+    ForbiddenError,
     InternalError,
     InvalidError,
     InvalidResponseError,
@@ -23,7 +24,9 @@ from xds_client.store import (
     ResourceKey,
     RetryPolicy,
     ServerTimeoutError,
+    StoreNotImplementedError,
     TooManyRequestsError,
+    UnauthorizedError,
     UnavailableError,
     WatchEvent,
 )
@@ -394,7 +397,9 @@ class FakeRpcError(grpc.RpcError):
         (grpc.StatusCode.RESOURCE_EXHAUSTED, TooManyRequestsError, 429),
         (grpc.StatusCode.UNAVAILABLE, UnavailableError, 503),
         (grpc.StatusCode.DEADLINE_EXCEEDED, ServerTimeoutError, 504),
-        (grpc.StatusCode.PERMISSION_DENIED, InternalError, 500),
+        (grpc.StatusCode.PERMISSION_DENIED, ForbiddenError, 403),
+        (grpc.StatusCode.UNAUTHENTICATED, UnauthorizedError, 401),
+        (grpc.StatusCode.UNIMPLEMENTED, StoreNotImplementedError, 501),
         (grpc.StatusCode.INTERNAL, InternalError, 500),
     ],
 )

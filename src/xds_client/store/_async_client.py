@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -12,20 +13,28 @@ import grpc.aio
 import tenacity
 
 from xds_client.errors import ClientClosedError, UsageError
+from xds_client.store import _bulk as bulk_core
 from xds_client.store import _list as core
+from xds_client.store import _search as search_core
+from xds_client.store._bulk import BulkItem, BulkResult
+from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
-from xds_client.store._informer import AsyncInformer
+from xds_client.store._informer import AsyncInformer, IndexFunc
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+from xds_client.store._proto import search_pb2_grpc as search_grpc
+from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
     DEFAULT_RETRY,
     RetryPolicy,
+    attempt_timeout,
     retryable_read,
     surely_not_sent,
     tenacity_kwargs,
 )
-from xds_client.store._selector import Requirement, to_requirements
+from xds_client.store._search import KindStats, SearchResult
+from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, WatchEvent, WatchState
 
 __all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncWatch"]
@@ -51,7 +60,10 @@ class AsyncResourceStoreClient:
         timeout: float | None = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         metadata: Sequence[tuple[str, str]] = (),
+        dialect: Dialect | str = Dialect.GRAFANA,
+        max_message_size: int = core.DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
+        options = core.channel_options(options, max_message_size)
         if isinstance(target, str):
             if credentials is not None:
                 self._channel = grpc.aio.secure_channel(target, credentials, options=options)
@@ -63,10 +75,16 @@ class AsyncResourceStoreClient:
             self._owns_channel = False
         self._stub = pb_grpc.ResourceStoreStub(self._channel)
         self._diag = pb_grpc.DiagnosticsStub(self._channel)
+        self._bulk = pb_grpc.BulkStoreStub(self._channel)
+        self._index = search_grpc.ResourceIndexStub(self._channel)
         self.timeout = timeout
         """Deadline of each unary call attempt, in seconds."""
         self.retry = retry
         """The retry policy of unary calls and of watch resumption."""
+        self.dialect = Dialect.of(dialect)
+        """The wire dialect: today's Grafana (default) or the seed's first proto."""
+        self.max_message_size = max_message_size
+        """The largest gRPC message sent or received, in bytes (gRPC's default is 4 MiB)."""
         self._metadata = tuple(metadata)
         self._closed = False
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -101,9 +119,14 @@ class AsyncResourceStoreClient:
         write: bool = False,
     ) -> _T:
         self._check_open()
+        if write:
+            core.check_request_size(request, self.max_message_size)
+
+        started = time.monotonic()
 
         async def once() -> _T:
-            call = method(request, timeout=self.timeout, metadata=self._metadata)
+            timeout = attempt_timeout(self.timeout, self.retry, started, time.monotonic())
+            call = method(request, timeout=timeout, metadata=self._metadata)
             try:
                 resp = await call
             except grpc.aio.AioRpcError as exc:
@@ -131,7 +154,7 @@ class AsyncResourceStoreClient:
         require_name(key)
         return await self._call(
             self._stub.Read,
-            core.read_request(key, resource_version),
+            core.read_request(key, resource_version, self.dialect),
             lambda resp, md: core.read_result(key, resp, md),
         )
 
@@ -178,15 +201,98 @@ class AsyncResourceStoreClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def is_healthy(self) -> bool:
-        """Whether the server's Diagnostics service reports SERVING (False if unreachable)."""
-        self._check_open()
+        """Whether the server's Diagnostics service reports SERVING.
+
+        Transient failures (UNAVAILABLE, 429) are retried as reads are; False
+        once the retry policy gives up or the server answers NOT_SERVING.
+        """
         try:
-            resp = await self._diag.IsHealthy(
-                core.health_request(), timeout=self.timeout, metadata=self._metadata
+            return await self._call(
+                self._diag.IsHealthy,
+                core.health_request(),
+                lambda resp, _md: core.health_result(resp),
             )
-        except grpc.aio.AioRpcError:
+        except ResourceStoreError:
             return False
-        return core.health_result(resp)
+
+    async def bulk(
+        self,
+        collection: ResourceKey,
+        items: Iterable[BulkItem | tuple[ResourceKey, Value]],
+        *,
+        rebuild: bool = True,
+        timeout: float | None = None,
+    ) -> BulkResult:
+        """Replace a whole collection with ``items`` in one client stream (BulkProcess).
+
+        ``collection`` is a prefix (namespace, group, resource); ``items`` are
+        ``(key, value)`` pairs or :class:`BulkItem` values, consumed lazily. With
+        ``rebuild`` (the only mode Grafana accepts) the collection holds exactly
+        the items afterwards, in one transaction; an invalid item rolls it all
+        back and raises. Needs the ``grafana`` dialect; never retried.
+        """
+        self._check_open()
+        bulk_core.check_dialect(self.dialect)
+        metadata = (*self._metadata, *bulk_core.settings_metadata(collection, rebuild=rebuild))
+        feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
+        call = self._bulk.BulkProcess(iter(feed), timeout=timeout, metadata=metadata)
+        try:
+            resp = await call
+        except grpc.aio.AioRpcError as exc:
+            if feed.error is not None:
+                raise feed.error from None
+            raise from_rpc_error(exc, exc.trailing_metadata()) from exc
+        return bulk_core.result(resp, await call.trailing_metadata())
+
+    async def search(
+        self,
+        prefix: ResourceKey,
+        query: str = "",
+        *,
+        labels: Selector = None,
+        fields: Sequence[str] = (),
+        limit: int = 50,
+        offset: int = 0,
+        sort: Sequence[str] = (),
+        facets: Mapping[str, int] | Sequence[str] = (),
+    ) -> SearchResult:
+        """Search one resource type (Grafana's ResourceIndex, which clients may call directly).
+
+        ``query`` is free text (empty: every object), ``labels`` a selector,
+        ``fields`` the columns to return (empty: the server's defaults, such as
+        ``title``, ``folder`` and ``tags``), ``sort`` field names (``"-title"``
+        descending), ``facets`` fields to count terms of (a mapping gives each
+        one's top-N). Page with ``offset`` and ``limit``; the result's
+        ``has_more`` says when to stop. The index may lag the store. Needs the
+        ``grafana`` dialect.
+        """
+        bulk_core.check_dialect(self.dialect, "search")
+        request = search_core.search_request(
+            prefix,
+            query,
+            labels=to_requirements(labels),
+            fields=fields,
+            limit=limit,
+            offset=offset,
+            sort=sort,
+            facets=facets,
+        )
+        return await self._call(
+            self._index.Search,
+            request,
+            lambda resp, md: search_core.search_result(resp, md, offset),
+        )
+
+    async def stats(
+        self, namespace: str, *, kinds: Sequence[str] = (), folders: Sequence[str] = ()
+    ) -> list[KindStats]:
+        """How many objects each kind (``"group/resource"``) has in ``namespace``."""
+        bulk_core.check_dialect(self.dialect, "stats")
+        return await self._call(
+            self._index.GetStats,
+            search_core.stats_request(namespace, kinds, folders),
+            search_core.stats_result,
+        )
 
     # ------------------------------------------------------------ list
 
@@ -198,6 +304,9 @@ class AsyncResourceStoreClient:
         limit: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
         resource_version: int = 0,
+        exact: bool = False,
+        source: ListSource | str = ListSource.STORE,
+        fields: Selector = None,
     ) -> ListPage:
         """One page of a list; pass its ``next_page_token`` back as ``page_token``."""
         pager = ListPager(
@@ -206,6 +315,10 @@ class AsyncResourceStoreClient:
             limit=limit,
             resource_version=resource_version,
             token=page_token,
+            exact=exact,
+            source=source,
+            fields=to_field_requirements(fields),
+            dialect=self.dialect,
         )
         return await self._call(self._stub.List, pager.request(), pager.on_page)
 
@@ -216,11 +329,21 @@ class AsyncResourceStoreClient:
         labels: Selector = None,
         limit: int = DEFAULT_PAGE_SIZE,
         resource_version: int = 0,
+        exact: bool = False,
+        source: ListSource | str = ListSource.STORE,
+        fields: Selector = None,
     ) -> AsyncListIterator:
         """Every object under ``prefix``, page by page (an async iterator)."""
         self._check_open()
         pager = ListPager(
-            prefix, to_requirements(labels), limit=limit, resource_version=resource_version
+            prefix,
+            to_requirements(labels),
+            limit=limit,
+            resource_version=resource_version,
+            exact=exact,
+            source=source,
+            fields=to_field_requirements(fields),
+            dialect=self.dialect,
         )
         return AsyncListIterator(self, pager)
 
@@ -234,6 +357,8 @@ class AsyncResourceStoreClient:
         labels: Selector = None,
         send_initial_events: bool = False,
         timeout: float | None = None,
+        known: Iterable[StoredObject] = (),
+        fields: Selector = None,
     ) -> AsyncWatch:
         """Watch changes under ``prefix`` (an async iterator; see the sync twin)."""
         if timeout is not None and timeout <= 0:
@@ -241,7 +366,13 @@ class AsyncResourceStoreClient:
         self._check_open()
         initial: Literal["none", "server"] = "server" if send_initial_events else "none"
         state = WatchState(
-            prefix, to_requirements(labels), since=since, initial=initial, policy=self.retry
+            prefix,
+            to_requirements(labels),
+            since=since,
+            initial=initial,
+            policy=self.retry,
+            known=known,
+            fields=to_field_requirements(fields),
         )
         return AsyncWatch(self, state, timeout=timeout)
 
@@ -253,6 +384,9 @@ class AsyncResourceStoreClient:
         on_add: Callable[[StoredObject], None] | None = None,
         on_update: Callable[[StoredObject, StoredObject], None] | None = None,
         on_delete: Callable[[StoredObject], None] | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        resync_period: float | None = None,
+        backoff: ReflectorBackoff | None = None,
     ) -> AsyncInformer:
         """A local cache of ``prefix`` kept current by list+watch in a task."""
         self._check_open()
@@ -262,6 +396,9 @@ class AsyncResourceStoreClient:
             on_add=on_add,
             on_update=on_update,
             on_delete=on_delete,
+            indexers=indexers,
+            resync_period=resync_period,
+            backoff=backoff,
         )
 
 
@@ -310,6 +447,7 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
         self.state = state
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
+        self._pager: ListPager | None = None
         self._closed = asyncio.Event()
         self._timeout = timeout
         self._timer: asyncio.TimerHandle | None = None
@@ -386,7 +524,11 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
     def _open(self) -> Any:
         client = self._client
         client._check_open()
-        self._stream = client._stub.Watch(self.state.watch_request(), metadata=client._metadata)
+        # Every stream ends after 5 to 10 minutes and resumes (client-go's watch
+        # timeout), so one that died without a word is replaced.
+        self._stream = client._stub.Watch(
+            self.state.watch_request(), metadata=client._metadata, timeout=watch_timeout()
+        )
         self.state.stream_opened()
         return self._stream
 
@@ -407,17 +549,28 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
                 page = await client.list_page(state.prefix, labels=state.requirements, limit=1)
                 state.anchored(page.resource_version)
                 return
-            state.list_started()
-            pager = ListPager(state.prefix, state.requirements, limit=DEFAULT_PAGE_SIZE)
-            while not pager.done and not self._closed.is_set():
-                page = await client._call(client._stub.List, pager.request(), pager.on_page)
-                for item in page.items:
-                    out = state.list_item(item.resource_version, item.value)
-                    if out is not None:
-                        state.pending.append(out)
-            if not self._closed.is_set():
+            # One page per step: its events are handed out before the next page
+            # is read, so memory is bounded by a page, not by the whole list.
+            pager = self._pager
+            if pager is None:
+                state.list_started()
+                pager = self._pager = ListPager(
+                    state.prefix,
+                    state.requirements,
+                    limit=DEFAULT_PAGE_SIZE,
+                    dialect=client.dialect,
+                    fields=state.fields,
+                )
+            page = await client._call(client._stub.List, pager.request(), pager.on_page)
+            for item in page.items:
+                out = state.list_item(item.resource_version, item.value)
+                if out is not None:
+                    state.pending.append(out)
+            if pager.done and not self._closed.is_set():
+                self._pager = None
                 state.list_done(pager.resource_version)
         except ResourceStoreError as exc:
+            self._pager = None
             await self._pause(state.list_failed(exc))
 
 

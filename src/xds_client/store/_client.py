@@ -3,27 +3,36 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
 import tenacity
 
 from xds_client.errors import ClientClosedError, UsageError
+from xds_client.store import _bulk as bulk_core
 from xds_client.store import _list as core
+from xds_client.store import _search as search_core
+from xds_client.store._bulk import BulkItem, BulkResult
+from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import ResourceStoreError, from_rpc_error
-from xds_client.store._informer import Informer
+from xds_client.store._informer import IndexFunc, Informer
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+from xds_client.store._proto import search_pb2_grpc as search_grpc
+from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
     DEFAULT_RETRY,
     RetryPolicy,
+    attempt_timeout,
     retryable_read,
     surely_not_sent,
     tenacity_kwargs,
 )
-from xds_client.store._selector import Requirement, to_requirements
+from xds_client.store._search import KindStats, SearchResult
+from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, WatchEvent, WatchState
 
 __all__ = ["ResourceStoreClient", "ListIterator", "Watch"]
@@ -52,7 +61,10 @@ class ResourceStoreClient:
         timeout: float | None = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         metadata: Sequence[tuple[str, str]] = (),
+        dialect: Dialect | str = Dialect.GRAFANA,
+        max_message_size: int = core.DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
+        options = core.channel_options(options, max_message_size)
         if isinstance(target, str):
             if credentials is not None:
                 self._channel = grpc.secure_channel(target, credentials, options=options)
@@ -64,10 +76,16 @@ class ResourceStoreClient:
             self._owns_channel = False
         self._stub = pb_grpc.ResourceStoreStub(self._channel)
         self._diag = pb_grpc.DiagnosticsStub(self._channel)
+        self._bulk = pb_grpc.BulkStoreStub(self._channel)
+        self._index = search_grpc.ResourceIndexStub(self._channel)
         self.timeout = timeout
         """Deadline of each unary call attempt, in seconds."""
         self.retry = retry
         """The retry policy of unary calls and of watch resumption."""
+        self.dialect = Dialect.of(dialect)
+        """The wire dialect: today's Grafana (default) or the seed's first proto."""
+        self.max_message_size = max_message_size
+        """The largest gRPC message sent or received, in bytes (gRPC's default is 4 MiB)."""
         self._metadata = tuple(metadata)
         self._closed = False
         self._sleep: Callable[[float], None] = _sleep
@@ -102,12 +120,15 @@ class ResourceStoreClient:
         write: bool = False,
     ) -> _T:
         self._check_open()
+        if write:
+            core.check_request_size(request, self.max_message_size)
+
+        started = time.monotonic()
 
         def once() -> _T:
+            timeout = attempt_timeout(self.timeout, self.retry, started, time.monotonic())
             try:
-                resp, call = method.with_call(
-                    request, timeout=self.timeout, metadata=self._metadata
-                )
+                resp, call = method.with_call(request, timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc, exc.trailing_metadata()) from exc
             return handle(resp, call.trailing_metadata())
@@ -137,7 +158,7 @@ class ResourceStoreClient:
         require_name(key)
         return self._call(
             self._stub.Read,
-            core.read_request(key, resource_version),
+            core.read_request(key, resource_version, self.dialect),
             lambda resp, md: core.read_result(key, resp, md),
         )
 
@@ -196,15 +217,99 @@ class ResourceStoreClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def is_healthy(self) -> bool:
-        """Whether the server's Diagnostics service reports SERVING (False if unreachable)."""
-        self._check_open()
+        """Whether the server's Diagnostics service reports SERVING.
+
+        Transient failures (UNAVAILABLE, 429) are retried as reads are; False
+        once the retry policy gives up or the server answers NOT_SERVING.
+        """
         try:
-            resp = self._diag.IsHealthy(
-                core.health_request(), timeout=self.timeout, metadata=self._metadata
+            return self._call(
+                self._diag.IsHealthy,
+                core.health_request(),
+                lambda resp, _md: core.health_result(resp),
             )
-        except grpc.RpcError:
+        except ResourceStoreError:
             return False
-        return core.health_result(resp)
+
+    def bulk(
+        self,
+        collection: ResourceKey,
+        items: Iterable[BulkItem | tuple[ResourceKey, Value]],
+        *,
+        rebuild: bool = True,
+        timeout: float | None = None,
+    ) -> BulkResult:
+        """Replace a whole collection with ``items`` in one client stream (BulkProcess).
+
+        ``collection`` is a prefix (namespace, group, resource); ``items`` are
+        ``(key, value)`` pairs or :class:`BulkItem` values, consumed lazily. With
+        ``rebuild`` (the only mode Grafana accepts) the collection holds exactly
+        the items afterwards, in one transaction; an invalid item rolls it all
+        back and raises. Needs the ``grafana`` dialect; never retried.
+        """
+        self._check_open()
+        bulk_core.check_dialect(self.dialect)
+        metadata = (*self._metadata, *bulk_core.settings_metadata(collection, rebuild=rebuild))
+        feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
+        try:
+            resp, call = self._bulk.BulkProcess.with_call(
+                iter(feed), timeout=timeout, metadata=metadata
+            )
+        except grpc.RpcError as exc:
+            if feed.error is not None:
+                raise feed.error from None
+            raise from_rpc_error(exc, exc.trailing_metadata()) from exc
+        return bulk_core.result(resp, call.trailing_metadata())
+
+    def search(
+        self,
+        prefix: ResourceKey,
+        query: str = "",
+        *,
+        labels: Selector = None,
+        fields: Sequence[str] = (),
+        limit: int = 50,
+        offset: int = 0,
+        sort: Sequence[str] = (),
+        facets: Mapping[str, int] | Sequence[str] = (),
+    ) -> SearchResult:
+        """Search one resource type (Grafana's ResourceIndex, which clients may call directly).
+
+        ``query`` is free text (empty: every object), ``labels`` a selector,
+        ``fields`` the columns to return (empty: the server's defaults, such as
+        ``title``, ``folder`` and ``tags``), ``sort`` field names (``"-title"``
+        descending), ``facets`` fields to count terms of (a mapping gives each
+        one's top-N). Page with ``offset`` and ``limit``; the result's
+        ``has_more`` says when to stop. The index may lag the store. Needs the
+        ``grafana`` dialect.
+        """
+        bulk_core.check_dialect(self.dialect, "search")
+        request = search_core.search_request(
+            prefix,
+            query,
+            labels=to_requirements(labels),
+            fields=fields,
+            limit=limit,
+            offset=offset,
+            sort=sort,
+            facets=facets,
+        )
+        return self._call(
+            self._index.Search,
+            request,
+            lambda resp, md: search_core.search_result(resp, md, offset),
+        )
+
+    def stats(
+        self, namespace: str, *, kinds: Sequence[str] = (), folders: Sequence[str] = ()
+    ) -> list[KindStats]:
+        """How many objects each kind (``"group/resource"``) has in ``namespace``."""
+        bulk_core.check_dialect(self.dialect, "stats")
+        return self._call(
+            self._index.GetStats,
+            search_core.stats_request(namespace, kinds, folders),
+            search_core.stats_result,
+        )
 
     # ------------------------------------------------------------ list
 
@@ -216,6 +321,9 @@ class ResourceStoreClient:
         limit: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
         resource_version: int = 0,
+        exact: bool = False,
+        source: ListSource | str = ListSource.STORE,
+        fields: Selector = None,
     ) -> ListPage:
         """One page of a list; pass its ``next_page_token`` back as ``page_token``."""
         pager = ListPager(
@@ -224,6 +332,10 @@ class ResourceStoreClient:
             limit=limit,
             resource_version=resource_version,
             token=page_token,
+            exact=exact,
+            source=source,
+            fields=to_field_requirements(fields),
+            dialect=self.dialect,
         )
         return self._call(self._stub.List, pager.request(), pager.on_page)
 
@@ -234,16 +346,31 @@ class ResourceStoreClient:
         labels: Selector = None,
         limit: int = DEFAULT_PAGE_SIZE,
         resource_version: int = 0,
+        exact: bool = False,
+        source: ListSource | str = ListSource.STORE,
+        fields: Selector = None,
     ) -> ListIterator:
         """Every object under ``prefix``, page by page (``limit`` per page).
 
         ``labels`` is a selector string such as ``"app=web,tier in (a,b),!legacy"``
-        or a sequence of :class:`Requirement`; it is applied again on the client.
-        The iterator's ``resource_version`` is the list's version.
+        or a sequence of :class:`Requirement`; ``fields`` a field selector such
+        as ``"metadata.name=a"``. Both are applied again on the client. With
+        ``exact`` the list shows the store as it was at ``resource_version``
+        (410 once that is older than the kept history). ``source`` ``"history"``
+        (every kept version of the object named by ``prefix``, newest first) and
+        ``"trash"`` (deleted objects) need the ``grafana`` dialect. The
+        iterator's ``resource_version`` is the list's version.
         """
         self._check_open()
         pager = ListPager(
-            prefix, to_requirements(labels), limit=limit, resource_version=resource_version
+            prefix,
+            to_requirements(labels),
+            limit=limit,
+            resource_version=resource_version,
+            exact=exact,
+            source=source,
+            fields=to_field_requirements(fields),
+            dialect=self.dialect,
         )
         return ListIterator(self, pager)
 
@@ -257,14 +384,20 @@ class ResourceStoreClient:
         labels: Selector = None,
         send_initial_events: bool = False,
         timeout: float | None = None,
+        known: Iterable[StoredObject] = (),
+        fields: Selector = None,
     ) -> Watch:
         """Watch changes under ``prefix``, resuming after failures; never ends by itself.
 
         ``since`` is the resource version to start after (0: from now). With
         ``send_initial_events`` the current objects come first as ``added``
         events, then a bookmark with ``initial_events_end`` set. Dropped
-        streams resume from the last version seen; after a 410 the watch lists
-        again, emits the differences and a ``resynced`` event. Close it (or use
+        streams resume from the last version seen. After a 410 (or a version
+        ahead of the server's) the watch lists again, emits the differences
+        from what it knows and a ``resynced`` event. It knows the objects it
+        reported itself, plus ``known`` (pass the list that gave ``since``):
+        an object deleted during the gap that it never reported and that is
+        not in ``known`` cannot be reported as deleted. Close it (or use
         ``with``) to stop; with ``timeout`` it also stops by itself that many
         seconds after iteration starts (a notebook cell that cannot hang).
         """
@@ -273,7 +406,13 @@ class ResourceStoreClient:
         self._check_open()
         initial: Literal["none", "server"] = "server" if send_initial_events else "none"
         state = WatchState(
-            prefix, to_requirements(labels), since=since, initial=initial, policy=self.retry
+            prefix,
+            to_requirements(labels),
+            since=since,
+            initial=initial,
+            policy=self.retry,
+            known=known,
+            fields=to_field_requirements(fields),
         )
         return Watch(self, state, timeout=timeout)
 
@@ -285,15 +424,29 @@ class ResourceStoreClient:
         on_add: Callable[[StoredObject], None] | None = None,
         on_update: Callable[[StoredObject, StoredObject], None] | None = None,
         on_delete: Callable[[StoredObject], None] | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        resync_period: float | None = None,
+        backoff: ReflectorBackoff | None = None,
     ) -> Informer:
         """A local cache of ``prefix`` kept current by list+watch in a thread.
 
         Start it with ``start()`` or ``with``; ``wait_synced(timeout)`` waits for the first list.
+        It never gives up: after any error it waits (``backoff``: 800 ms doubling to
+        30 s, as client-go), lists again and reports the differences to the
+        handlers. ``indexers`` maps index names to functions of an object (see
+        :func:`label_index`) for :meth:`Informer.by_index`; ``resync_period``
+        calls ``on_update(obj, obj)`` for every object that often.
         """
         self._check_open()
         state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
         return Informer(
-            lambda: Watch(self, state), on_add=on_add, on_update=on_update, on_delete=on_delete
+            lambda: Watch(self, state),
+            on_add=on_add,
+            on_update=on_update,
+            on_delete=on_delete,
+            indexers=indexers,
+            resync_period=resync_period,
+            backoff=backoff,
         )
 
 
@@ -361,6 +514,7 @@ class Watch(Iterator[WatchEvent]):
         self.state = state
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
+        self._pager: ListPager | None = None
         self._closed = threading.Event()
         self._timeout = timeout
         self._timer: threading.Timer | None = None
@@ -436,7 +590,11 @@ class Watch(Iterator[WatchEvent]):
     def _open(self) -> Any:
         client = self._client
         client._check_open()
-        self._stream = client._stub.Watch(self.state.watch_request(), metadata=client._metadata)
+        # Every stream ends after 5 to 10 minutes and resumes (client-go's watch
+        # timeout), so one that died without a word is replaced.
+        self._stream = client._stub.Watch(
+            self.state.watch_request(), metadata=client._metadata, timeout=watch_timeout()
+        )
         self.state.stream_opened()
         if self._closed.is_set():
             self._drop_stream()
@@ -459,15 +617,26 @@ class Watch(Iterator[WatchEvent]):
                 page = client.list_page(state.prefix, labels=state.requirements, limit=1)
                 state.anchored(page.resource_version)
                 return
-            state.list_started()
-            pager = ListPager(state.prefix, state.requirements, limit=DEFAULT_PAGE_SIZE)
-            while not pager.done and not self._closed.is_set():
-                page = client._call(client._stub.List, pager.request(), pager.on_page)
-                for item in page.items:
-                    out = state.list_item(item.resource_version, item.value)
-                    if out is not None:
-                        state.pending.append(out)
-            if not self._closed.is_set():
+            # One page per step: its events are handed out before the next page
+            # is read, so memory is bounded by a page, not by the whole list.
+            pager = self._pager
+            if pager is None:
+                state.list_started()
+                pager = self._pager = ListPager(
+                    state.prefix,
+                    state.requirements,
+                    limit=DEFAULT_PAGE_SIZE,
+                    dialect=client.dialect,
+                    fields=state.fields,
+                )
+            page = client._call(client._stub.List, pager.request(), pager.on_page)
+            for item in page.items:
+                out = state.list_item(item.resource_version, item.value)
+                if out is not None:
+                    state.pending.append(out)
+            if pager.done and not self._closed.is_set():
+                self._pager = None
                 state.list_done(pager.resource_version)
         except ResourceStoreError as exc:
+            self._pager = None
             self._pause(state.list_failed(exc))

@@ -4,15 +4,19 @@
 
     XdsClientError
     └── ResourceStoreError              a failed ResourceStore call (code, reason, message, ...)
-        ├── BadRequestError             400
-        ├── NotFoundError               404
-        ├── AlreadyExistsError          409 with reason AlreadyExists
-        ├── ConflictError               409 otherwise, and gRPC ABORTED
+        ├── BadRequestError             400, gRPC INVALID_ARGUMENT
+        ├── UnauthorizedError           401, gRPC UNAUTHENTICATED
+        ├── ForbiddenError              403, gRPC PERMISSION_DENIED
+        ├── NotFoundError               404, gRPC NOT_FOUND
+        ├── ConflictError               409, gRPC ABORTED, "optimistic locking failed"
+        │   └── AlreadyExistsError      409 AlreadyExists (or "already exists"), ALREADY_EXISTS
         ├── ExpiredError (GoneError)    410: a resource version or page token is too old
+        ├── MessageTooLargeError        413: a request or response over ``max_message_size``
         ├── InvalidError                422
-        ├── TooManyRequestsError        429 and gRPC RESOURCE_EXHAUSTED (``retry_after``)
-        ├── UnavailableError            503 and gRPC UNAVAILABLE
-        ├── ServerTimeoutError          504 and gRPC DEADLINE_EXCEEDED
+        ├── TooManyRequestsError        429, and gRPC RESOURCE_EXHAUSTED that is not a size limit
+        ├── NotImplementedError         501, gRPC UNIMPLEMENTED (``StoreNotImplementedError``)
+        ├── UnavailableError            503, gRPC UNAVAILABLE
+        ├── ServerTimeoutError          504, gRPC DEADLINE_EXCEEDED
         ├── InternalError               500 and any other status
         └── InvalidResponseError        the server answered something impossible
 
@@ -26,6 +30,7 @@ wins over both, since then there is no response at all.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,13 +43,17 @@ __all__ = [
     "ErrorCause",
     "ResourceStoreError",
     "BadRequestError",
+    "UnauthorizedError",
+    "ForbiddenError",
     "NotFoundError",
     "AlreadyExistsError",
     "ConflictError",
     "ExpiredError",
     "GoneError",
     "InvalidError",
+    "MessageTooLargeError",
     "TooManyRequestsError",
+    "StoreNotImplementedError",
     "UnavailableError",
     "ServerTimeoutError",
     "InternalError",
@@ -116,6 +125,18 @@ class BadRequestError(ResourceStoreError):
     default_code = 400
 
 
+class UnauthorizedError(ResourceStoreError):
+    """401 or gRPC UNAUTHENTICATED: the call carries no valid identity."""
+
+    default_code = 401
+
+
+class ForbiddenError(ResourceStoreError):
+    """403 or gRPC PERMISSION_DENIED: the identity may not do this."""
+
+    default_code = 403
+
+
 class NotFoundError(ResourceStoreError):
     """404: the resource does not exist."""
 
@@ -142,6 +163,22 @@ GoneError = ExpiredError
 """Another name for :class:`ExpiredError` (HTTP 410 Gone)."""
 
 
+class MessageTooLargeError(ResourceStoreError):
+    """A request or a response is larger than the gRPC message limit; never retried.
+
+    ``limit`` is the limit in bytes when known (the client's ``max_message_size``
+    or the one the gRPC message names). A write whose *response* was too large
+    may have been applied: read the object to find out.
+    """
+
+    default_code = 413
+
+    def __init__(self, message: str, *, limit: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.limit: int | None = limit
+        """The message size limit in bytes, when known."""
+
+
 class InvalidError(ResourceStoreError):
     """422: the object failed validation; ``causes`` lists the fields."""
 
@@ -158,6 +195,16 @@ class TooManyRequestsError(ResourceStoreError):
         """Seconds the server asked us to wait, or None."""
         seconds = self.details.retryAfterSeconds
         return float(seconds) if seconds > 0 else None
+
+
+class StoreNotImplementedError(ResourceStoreError, NotImplementedError):
+    """501 or gRPC UNIMPLEMENTED: the server does not offer this call (or this dialect).
+
+    Exported as ``xds_client.store.NotImplementedError``; it is also a
+    subclass of the built-in ``NotImplementedError``.
+    """
+
+    default_code = 501
 
 
 class UnavailableError(ResourceStoreError):
@@ -193,18 +240,27 @@ class SelectorError(UsageError, ValueError):
 
 _BY_CODE: dict[int, type[ResourceStoreError]] = {
     400: BadRequestError,
+    401: UnauthorizedError,
+    403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
     410: ExpiredError,
+    413: MessageTooLargeError,
     422: InvalidError,
     429: TooManyRequestsError,
+    501: StoreNotImplementedError,
     503: UnavailableError,
     504: ServerTimeoutError,
 }
 
 _GRPC_TO_HTTP: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
     grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
     grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
     grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
     grpc.StatusCode.UNAVAILABLE: 503,
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
@@ -219,6 +275,10 @@ _BY_REASON: dict[str, type[ResourceStoreError]] = {
     "Gone": ExpiredError,
     "Invalid": InvalidError,
     "BadRequest": BadRequestError,
+    "Unauthorized": UnauthorizedError,
+    "Forbidden": ForbiddenError,
+    "RequestEntityTooLarge": MessageTooLargeError,
+    "NotImplemented": StoreNotImplementedError,
     "TooManyRequests": TooManyRequestsError,
     "ServiceUnavailable": UnavailableError,
     "Timeout": ServerTimeoutError,
@@ -230,10 +290,24 @@ def grpc_code_to_http(code: grpc.StatusCode) -> int:
     return _GRPC_TO_HTTP.get(code, 500)
 
 
-def error_class(code: int, reason: str) -> type[ResourceStoreError]:
-    """The exception class for an HTTP-style code and a reason."""
+# Older Grafana servers send these as bare messages (no reason, sometimes code 500).
+_ALREADY_EXISTS_TEXT = re.compile(r"\balready exists\b", re.IGNORECASE)
+_CONFLICT_TEXT = re.compile(r"optimistic lock(ing)? failed", re.IGNORECASE)
+# grpc-core's wording when a message exceeds a size limit (either direction).
+_SIZE_TEXT = re.compile(
+    r"(received|sent|send|receive)[a-z ]* message larger than max \(\s*(\d+)\s*vs\.?\s*(\d+)\s*\)",
+    re.IGNORECASE,
+)
+
+
+def error_class(code: int, reason: str, message: str = "") -> type[ResourceStoreError]:
+    """The exception class for an HTTP-style code, a reason and (for old servers) a message."""
+    if code in (0, 409, 500) and not reason and _CONFLICT_TEXT.search(message):
+        return ConflictError
     if code == 409:
-        return AlreadyExistsError if reason == "AlreadyExists" else ConflictError
+        if reason == "AlreadyExists" or (not reason and _ALREADY_EXISTS_TEXT.search(message)):
+            return AlreadyExistsError
+        return ConflictError
     cls = _BY_CODE.get(code)
     if cls is not None:
         return cls
@@ -249,7 +323,9 @@ def from_error_result(
     code = result.code
     if code == 0 and grpc_code is not None and result.reason not in _BY_REASON:
         code = grpc_code_to_http(grpc_code)
-    cls = error_class(code, result.reason)
+    cls = error_class(code, result.reason, result.message)
+    if cls is ConflictError and code != 409:
+        code = 409  # an old server's "optimistic locking failed" sent as 500
     return cls(
         result.message,
         code=code or cls.default_code,
@@ -301,10 +377,35 @@ def from_rpc_error(exc: _RpcErrorLike, trailing_metadata: Any) -> ResourceStoreE
     result = error_result_from_metadata(trailing_metadata)
     if result is not None:
         return from_error_result(result, grpc_code=code)
-    http = grpc_code_to_http(code)
-    cls = error_class(http, "")
     name = code.name if code is not None else "UNKNOWN"
-    return cls(exc.details() or name, code=http, reason=name, grpc_code=code)
+    text = exc.details() or name
+    size = _SIZE_TEXT.search(text)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and size is not None:
+        return message_too_large(text, limit=int(size.group(3)), grpc_code=code)
+    http = grpc_code_to_http(code)
+    cls = error_class(http, "", text)
+    if code == grpc.StatusCode.ALREADY_EXISTS:
+        cls = AlreadyExistsError
+    return cls(text, code=http, reason=name, grpc_code=code)
+
+
+def message_too_large(
+    text: str, *, limit: int | None, grpc_code: grpc.StatusCode | None = None
+) -> MessageTooLargeError:
+    """The error of a message over the size limit, with advice in the message."""
+    advice = (
+        " (raise the client's max_message_size if the server allows it, "
+        "or list with a smaller limit)"
+    )
+    if "received message larger" in text.lower():
+        advice += "; the call may have taken effect on the server (a write may be saved)"
+    return MessageTooLargeError(
+        text + advice,
+        limit=limit,
+        code=413,
+        reason="RequestEntityTooLarge",
+        grpc_code=grpc_code,
+    )
 
 
 def check_result(response_error: pb.ErrorResult | None, trailing: Any) -> None:
@@ -339,6 +440,14 @@ def from_status_json(value: bytes) -> ResourceStoreError:
         result.details.name = str(details.get("name", ""))
         if isinstance(retry, int):
             result.details.retryAfterSeconds = retry
+        causes = details.get("causes")
+        for cause in causes if isinstance(causes, list) else ():
+            if isinstance(cause, dict):
+                result.details.causes.add(
+                    reason=str(cause.get("reason", "")),
+                    message=str(cause.get("message", "")),
+                    field=str(cause.get("field", "")),
+                )
     return from_error_result(result)
 
 

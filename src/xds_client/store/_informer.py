@@ -1,8 +1,12 @@
 """Informers: a local dict of objects kept current by list+watch.
 
-:class:`InformerCache` applies watch events to the dict and says which
-handler to call; :class:`Informer` (a thread) and :class:`AsyncInformer` (a
-task) only move events into it.
+:class:`InformerCache` applies watch events to the dict, keeps the indexes
+and calls the handlers; :class:`Informer` (a thread) and
+:class:`AsyncInformer` (a task) only move events into it. Like client-go's
+reflector they never give up: after any error they wait
+(:class:`~xds_client.store._reflector.ReflectorBackoff`), list again (the
+differences reach the handlers) and watch on. Only ``stop()`` or a closed
+client ends them; :attr:`Informer.error` keeps the last error seen.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from xds_client.errors import WaitTimeoutError
+from xds_client.errors import ClientClosedError, WaitTimeoutError
 from xds_client.store._keys import ResourceKey, StoredObject
+from xds_client.store._reflector import ReflectorBackoff
 from xds_client.store._watch import ADDED, BOOKMARK, DELETED, MODIFIED, WatchEvent
 
 __all__ = ["Informer", "AsyncInformer", "InformerCache"]
@@ -31,20 +37,76 @@ class _Closable(Protocol):
     def close(self) -> None: ...
 
 
+IndexFunc = Callable[[StoredObject], Iterable[str]]
+"""Index values of an object (client-go's ``IndexFunc``)."""
+
+
+def label_index(label: str) -> IndexFunc:
+    """An index function by the value of one label (objects without it are not indexed)."""
+
+    def values(obj: StoredObject) -> Iterable[str]:
+        value = obj.labels.get(label)
+        return () if value is None else (value,)
+
+    return values
+
+
 class InformerCache:
-    """The informer's dict and handler dispatch, without threads or tasks."""
+    """The informer's dict, indexes and handler dispatch, without threads or tasks."""
 
     def __init__(
         self,
         on_add: AddHandler | None,
         on_update: UpdateHandler | None,
         on_delete: DeleteHandler | None,
+        indexers: Mapping[str, IndexFunc] | None = None,
     ) -> None:
         self.objects: dict[ResourceKey, StoredObject] = {}
         self.synced = False
-        self.on_add = on_add
-        self.on_update = on_update
-        self.on_delete = on_delete
+        self.handlers: list[
+            tuple[AddHandler | None, UpdateHandler | None, DeleteHandler | None]
+        ] = []
+        """Every registered (on_add, on_update, on_delete), called in order."""
+        if on_add or on_update or on_delete:
+            self.handlers.append((on_add, on_update, on_delete))
+        self.indexers: dict[str, IndexFunc] = dict(indexers or {})
+        self._indexes: dict[str, dict[str, set[ResourceKey]]] = {n: {} for n in self.indexers}
+
+    def add_handler(
+        self,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> None:
+        """Register more handlers; ``on_add`` is called at once for every cached object."""
+        self.handlers.append((on_add, on_update, on_delete))
+        for obj in list(self.objects.values()):
+            self._call(on_add, obj)
+
+    def by_index(self, name: str, value: str) -> list[StoredObject]:
+        """The cached objects whose index ``name`` has ``value``."""
+        if name not in self._indexes:
+            raise KeyError(f"no index named {name!r}; indexes: {sorted(self._indexes)}")
+        keys = self._indexes[name].get(value, ())
+        return [self.objects[k] for k in sorted(keys, key=str)]
+
+    def resync(self) -> None:
+        """Call ``on_update(obj, obj)`` for every cached object (client-go's resync)."""
+        for obj in list(self.objects.values()):
+            for _add, update, _delete in self.handlers:
+                self._call(update, obj, obj)
+
+    def _index(self, key: ResourceKey, old: StoredObject | None, new: StoredObject | None) -> None:
+        for name, fn in self.indexers.items():
+            index = self._indexes[name]
+            for value in _safe_values(fn, old):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+            for value in _safe_values(fn, new):
+                index.setdefault(value, set()).add(key)
 
     def apply(self, event: WatchEvent) -> None:
         """Update the dict from one event and call the matching handler."""
@@ -58,19 +120,25 @@ class InformerCache:
             return
         if etype == DELETED:
             old = self.objects.pop(key, None)
+            if old is not None:
+                self._index(key, old, None)
             if old is None and event.previous is not None:
                 old = StoredObject(event.resource_version, event.previous, key=key)
             if old is not None:
-                self._call(self.on_delete, old)
+                for _add, _update, delete in self.handlers:
+                    self._call(delete, old)
             return
         if etype in (ADDED, MODIFIED) and event.value is not None:
             new = StoredObject(event.resource_version, event.value, key=key)
             previous = self.objects.get(key)
             self.objects[key] = new
-            if previous is None:
-                self._call(self.on_add, new)
-            else:
-                self._call(self.on_update, previous, new)
+            if self.indexers:
+                self._index(key, previous, new)
+            for add, update, _delete in self.handlers:
+                if previous is None:
+                    self._call(add, new)
+                else:
+                    self._call(update, previous, new)
 
     @staticmethod
     def _call(handler: Callable[..., None] | None, *args: StoredObject) -> None:
@@ -81,6 +149,17 @@ class InformerCache:
         except Exception:
             # A broken handler must not stop the informer; the user sees the log.
             _log.exception("informer handler %r failed", handler)
+
+
+def _safe_values(fn: IndexFunc, obj: StoredObject | None) -> tuple[str, ...]:
+    if obj is None:
+        return ()
+    try:
+        return tuple(fn(obj))
+    except Exception:
+        # A broken index function must not stop the informer; the user sees the log.
+        _log.exception("informer index function %r failed", fn)
+        return ()
 
 
 class Informer:
@@ -97,16 +176,26 @@ class Informer:
         on_add: AddHandler | None = None,
         on_update: UpdateHandler | None = None,
         on_delete: DeleteHandler | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        resync_period: float | None = None,
+        backoff: ReflectorBackoff | None = None,
     ) -> None:
         self._open_watch = open_watch
-        self._cache = InformerCache(on_add, on_update, on_delete)
+        self._cache = InformerCache(on_add, on_update, on_delete, indexers)
+        self.resync_period = resync_period
+        """Seconds between resyncs (``on_update(obj, obj)`` for every object); None: never."""
+        self.backoff = backoff if backoff is not None else ReflectorBackoff()
+        """Delays between relists after failures (800 ms to 30 s, as client-go)."""
+        self.restarts = 0
+        """How many times the informer listed again after an error."""
         self._lock = threading.Lock()
         self._synced = threading.Event()
         self._thread: threading.Thread | None = None
         self._watch: _Closable | None = None
         self._stopping = False
+        self._stop_event = threading.Event()
         self.error: BaseException | None = None
-        """The error that stopped the informer, if any."""
+        """The last error the informer recovered from (or that stopped it: a closed client)."""
 
     @property
     def objects(self) -> Mapping[ResourceKey, StoredObject]:
@@ -118,6 +207,21 @@ class Informer:
         """The cached object of ``key``, or None."""
         with self._lock:
             return self._cache.objects.get(key)
+
+    def by_index(self, name: str, value: str) -> list[StoredObject]:
+        """The cached objects whose index ``name`` (see ``indexers``) has ``value``."""
+        with self._lock:
+            return self._cache.by_index(name, value)
+
+    def add_handler(
+        self,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> None:
+        """Register more handlers; ``on_add`` runs at once for the objects already cached."""
+        with self._lock:
+            self._cache.add_handler(on_add, on_update, on_delete)
 
     @property
     def has_synced(self) -> bool:
@@ -134,6 +238,7 @@ class Informer:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the watch and join the thread."""
         self._stopping = True
+        self._stop_event.set()
         watch = self._watch
         if watch is not None:
             watch.close()
@@ -153,27 +258,48 @@ class Informer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _resync_loop(self, period: float) -> None:
+        while not self._stop_event.wait(period):
+            with self._lock:
+                self._cache.resync()
+
     def _run(self) -> None:
-        try:
-            watch = self._open_watch()
-        except Exception as exc:
-            self.error = exc
-            return
-        self._watch = watch
-        if self._stopping:
-            watch.close()
-        events: Iterator[WatchEvent] = watch
-        try:
-            for event in events:
-                with self._lock:
-                    self._cache.apply(event)
-                if self._cache.synced:
-                    self._synced.set()
-        except Exception as exc:
-            self.error = exc
-            _log.error("informer stopped: %s", exc)
-        finally:
-            watch.close()
+        if self.resync_period:
+            threading.Thread(
+                target=self._resync_loop,
+                args=(self.resync_period,),
+                name="store-informer-resync",
+                daemon=True,
+            ).start()
+        while not self._stopping:
+            try:
+                watch = self._open_watch()
+            except Exception as exc:  # the client is closed: nothing to retry
+                self.error = exc
+                return
+            self._watch = watch
+            if self._stopping:
+                watch.close()
+                return
+            events: Iterator[WatchEvent] = watch
+            try:
+                for event in events:
+                    with self._lock:
+                        self._cache.apply(event)
+                    if self._cache.synced:
+                        self._synced.set()
+            except ClientClosedError as exc:
+                self.error = exc
+                return
+            except Exception as exc:
+                self.error = exc
+                delay = self.backoff.failure(time.monotonic())
+                _log.warning("informer: %s; listing again in %.1f s", exc, delay)
+                self._stop_event.wait(delay)
+                watch.state.relist()
+                self.restarts += 1
+            finally:
+                watch.close()
 
 
 class AsyncInformer:
@@ -186,14 +312,23 @@ class AsyncInformer:
         on_add: AddHandler | None = None,
         on_update: UpdateHandler | None = None,
         on_delete: DeleteHandler | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        resync_period: float | None = None,
+        backoff: ReflectorBackoff | None = None,
     ) -> None:
         self._open_watch = open_watch
-        self._cache = InformerCache(on_add, on_update, on_delete)
+        self._cache = InformerCache(on_add, on_update, on_delete, indexers)
+        self.resync_period = resync_period
+        """Seconds between resyncs (``on_update(obj, obj)`` for every object); None: never."""
+        self.backoff = backoff if backoff is not None else ReflectorBackoff()
+        """Delays between relists after failures (800 ms to 30 s, as client-go)."""
+        self.restarts = 0
+        """How many times the informer listed again after an error."""
         self._synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._watch: Any = None
         self.error: BaseException | None = None
-        """The error that stopped the informer, if any."""
+        """The last error the informer recovered from (or that stopped it: a closed client)."""
 
     @property
     def objects(self) -> Mapping[ResourceKey, StoredObject]:
@@ -203,6 +338,19 @@ class AsyncInformer:
     def get(self, key: ResourceKey) -> StoredObject | None:
         """The cached object of ``key``, or None."""
         return self._cache.objects.get(key)
+
+    def by_index(self, name: str, value: str) -> list[StoredObject]:
+        """The cached objects whose index ``name`` (see ``indexers``) has ``value``."""
+        return self._cache.by_index(name, value)
+
+    def add_handler(
+        self,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> None:
+        """Register more handlers; ``on_add`` runs at once for the objects already cached."""
+        self._cache.add_handler(on_add, on_update, on_delete)
 
     @property
     def has_synced(self) -> bool:
@@ -240,21 +388,44 @@ class AsyncInformer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    async def _resync_loop(self, period: float) -> None:
+        while True:
+            await asyncio.sleep(period)
+            self._cache.resync()
+
     async def _run(self) -> None:
+        resync = None
+        if self.resync_period:
+            resync = asyncio.get_running_loop().create_task(self._resync_loop(self.resync_period))
         try:
-            watch = self._open_watch()
-        except Exception as exc:
-            self.error = exc
-            return
-        self._watch = watch
-        events: AsyncIterator[WatchEvent] = watch
-        try:
-            async for event in events:
-                self._cache.apply(event)
-                if self._cache.synced:
-                    self._synced.set()
-        except Exception as exc:
-            self.error = exc
-            _log.error("informer stopped: %s", exc)
+            await self._run_watches()
         finally:
-            await watch.aclose()
+            if resync is not None:
+                resync.cancel()
+
+    async def _run_watches(self) -> None:
+        while True:
+            try:
+                watch = self._open_watch()
+            except Exception as exc:  # the client is closed: nothing to retry
+                self.error = exc
+                return
+            self._watch = watch
+            events: AsyncIterator[WatchEvent] = watch
+            try:
+                async for event in events:
+                    self._cache.apply(event)
+                    if self._cache.synced:
+                        self._synced.set()
+            except ClientClosedError as exc:
+                self.error = exc
+                return
+            except Exception as exc:
+                self.error = exc
+                delay = self.backoff.failure(time.monotonic())
+                _log.warning("informer: %s; listing again in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                watch.state.relist()
+                self.restarts += 1
+            finally:
+                await watch.aclose()

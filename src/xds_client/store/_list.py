@@ -6,10 +6,13 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from xds_client.store._errors import InvalidResponseError, check_result
+from xds_client.errors import UsageError
+from xds_client.store import _dialect
+from xds_client.store._dialect import Dialect, ListSource
+from xds_client.store._errors import InvalidResponseError, check_result, message_too_large
 from xds_client.store._keys import ResourceKey, StoredObject, Value, encode_value, labels_of
 from xds_client.store._proto import resource_pb2 as pb
-from xds_client.store._selector import Requirement, matches
+from xds_client.store._selector import Requirement, fields_match, matches
 
 __all__ = ["ListPage", "ListPager"]
 
@@ -18,10 +21,6 @@ DEFAULT_PAGE_SIZE = 500
 
 def _error(resp: Any) -> pb.ErrorResult | None:
     return resp.error if resp.HasField("error") else None
-
-
-# ListResponse has no error field: list errors only travel as gRPC status details.
-_NO_ERROR: pb.ErrorResult | None = None
 
 
 # ------------------------------------------------------------------ unary calls
@@ -61,8 +60,10 @@ def delete_result(resp: pb.DeleteResponse, trailing: Sequence[Any] | None) -> in
     return resp.resource_version
 
 
-def read_request(key: ResourceKey, resource_version: int) -> pb.ReadRequest:
-    return pb.ReadRequest(key=key.to_proto(), resource_version=resource_version)
+def read_request(
+    key: ResourceKey, resource_version: int, dialect: Dialect = Dialect.GRAFANA
+) -> pb.ReadRequest:
+    return _dialect.read_request(key.to_proto(), resource_version, dialect)
 
 
 def read_result(
@@ -129,7 +130,16 @@ class ListPager:
     carry one) and applies the label selector again on the client.
     """
 
-    __slots__ = ("_base", "_prefix", "_reqs", "done", "pages", "resource_version", "token")
+    __slots__ = (
+        "_base",
+        "_fields",
+        "_prefix",
+        "_reqs",
+        "done",
+        "pages",
+        "resource_version",
+        "token",
+    )
 
     def __init__(
         self,
@@ -140,17 +150,26 @@ class ListPager:
         resource_version: int = 0,
         exact: bool = False,
         token: str = "",
+        dialect: Dialect = Dialect.GRAFANA,
+        source: ListSource | str = ListSource.STORE,
+        fields: tuple[Requirement, ...] = (),
     ) -> None:
         self._prefix = prefix
         self._reqs = requirements
+        self._fields = fields
+        # A history list names its object; every other list takes a prefix.
+        wire_key = prefix if source in (ListSource.HISTORY, "history") else prefix.prefix()
         self._base = pb.ListRequest(
             limit=limit,
             resource_version=resource_version,
-            version_match=pb.Exact if exact else pb.NotOlderThan,
             options=pb.ListOptions(
-                key=prefix.prefix().to_proto(), labels=[r.to_proto() for r in requirements]
+                key=wire_key.to_proto(),
+                labels=[r.to_proto() for r in requirements],
+                fields=[r.to_proto() for r in fields],
             ),
         )
+        _dialect.set_version_match(self._base, resource_version, exact=exact, dialect=dialect)
+        _dialect.set_source(self._base, source, dialect)
         self.token = token
         """The token the next request will carry."""
         self.resource_version = 0
@@ -171,7 +190,7 @@ class ListPager:
 
     def on_page(self, resp: pb.ListResponse, trailing: Sequence[Any] | None) -> ListPage:
         """Check a page, advance the token and return the (filtered) items."""
-        check_result(_NO_ERROR, trailing)
+        check_result(_error(resp), trailing)
         self.pages += 1
         if self.resource_version == 0:
             self.resource_version = resp.resource_version
@@ -180,6 +199,8 @@ class ListPager:
         items = [StoredObject(w.resource_version, w.value, None, prefix) for w in resp.items]
         if reqs:
             items = [o for o in items if matches(reqs, labels_of(o.json()))]
+        if self._fields:
+            items = [o for o in items if fields_match(self._fields, o.json())]
         self.token = resp.next_page_token
         self.done = not self.token
         return ListPage(items, self.token, resp.resource_version, resp.remaining_item_count)
@@ -194,9 +215,9 @@ class ListPager:
         collection (a whole page of them would, and would make the collector run
         more often over a growing heap).
         """
-        if self._reqs:
+        if self._reqs or self._fields:
             return self.on_page(resp, trailing).items
-        check_result(_NO_ERROR, trailing)
+        check_result(_error(resp), trailing)
         self.pages += 1
         if self.resource_version == 0:
             self.resource_version = resp.resource_version
@@ -204,3 +225,34 @@ class ListPager:
         self.done = not self.token
         prefix = self._prefix
         return (StoredObject(w.resource_version, w.value, None, prefix) for w in resp.items)
+
+
+# ------------------------------------------------------------------ message sizes
+
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+"""gRPC's default limit of a received message, which Grafana also keeps."""
+
+_SIZE_OPTIONS = ("grpc.max_receive_message_length", "grpc.max_send_message_length")
+
+
+def channel_options(
+    options: Sequence[tuple[str, Any]], max_message_size: int
+) -> list[tuple[str, Any]]:
+    """The caller's channel options plus the size limits (the caller's own win)."""
+    if max_message_size <= 0:
+        raise UsageError(f"max_message_size must be positive, got {max_message_size}")
+    out = list(options)
+    given = {name for name, _ in out}
+    out.extend((name, max_message_size) for name in _SIZE_OPTIONS if name not in given)
+    return out
+
+
+def check_request_size(request: Any, limit: int) -> None:
+    """Refuse a write that gRPC would refuse, with the limit and the key in the message."""
+    size = request.ByteSize()
+    if size > limit:
+        key = ResourceKey.from_proto(request.key) if request.HasField("key") else None
+        raise message_too_large(
+            f"the request for {key} is {size} bytes, over the limit of {limit} bytes",
+            limit=limit,
+        )

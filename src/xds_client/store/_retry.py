@@ -3,8 +3,10 @@
 Reads, lists and watches retry on Unavailable, ResourceExhausted and 429.
 Writes retry only when the request surely did not take effect: a 429 (the
 server refused before doing anything) or a connection that never reached
-the server. Backoff is exponential with jitter; a 429's ``retryAfterSeconds``
-is honoured as a lower bound.
+the server. A message over the size limit is never retried. Backoff is
+exponential with jitter; a 429's ``retryAfterSeconds`` is honoured as a lower
+bound, but never past the policy's ``deadline``: when the next attempt could
+only start after it, the call fails at once with the last error.
 """
 
 from __future__ import annotations
@@ -127,15 +129,45 @@ class _Wait(tenacity.wait.wait_base):
         return self.policy.delay_for(retry_state.attempt_number, error)
 
 
+class _Stop(tenacity.stop.stop_base):
+    """Stop after ``max_attempts``, or when the next attempt would start past the deadline."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        policy = self.policy
+        if retry_state.attempt_number >= max(1, policy.max_attempts):
+            return True
+        if policy.deadline is None:
+            return False
+        # tenacity >= 8.3 computes the wait (upcoming_sleep) before it asks whether
+        # to stop; older ones ask first, so estimate it the same way.
+        delay = retry_state.upcoming_sleep
+        if not delay:
+            outcome = retry_state.outcome
+            error = outcome.exception() if outcome is not None else None
+            delay = policy.delay_for(retry_state.attempt_number, error)
+        elapsed = retry_state.seconds_since_start or 0.0
+        return elapsed + delay >= policy.deadline
+
+
+def attempt_timeout(
+    timeout: float | None, policy: RetryPolicy, started: float, now: float
+) -> float | None:
+    """The deadline of one attempt: the client's ``timeout``, cut to what the policy has left."""
+    if policy.deadline is None:
+        return timeout
+    left = max(0.001, policy.deadline - (now - started))
+    return left if timeout is None else min(timeout, left)
+
+
 def tenacity_kwargs(
     policy: RetryPolicy, predicate: Callable[[BaseException], bool]
 ) -> dict[str, Any]:
     """Arguments shared by ``tenacity.Retrying`` and ``tenacity.AsyncRetrying``."""
-    stop: Any = tenacity.stop_after_attempt(max(1, policy.max_attempts))
-    if policy.deadline is not None:
-        stop = stop | tenacity.stop_after_delay(policy.deadline)
     return {
-        "stop": stop,
+        "stop": _Stop(policy),
         "wait": _Wait(policy),
         "retry": tenacity.retry_if_exception(predicate),
         "reraise": True,

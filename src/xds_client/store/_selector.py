@@ -23,7 +23,7 @@ from enum import Enum
 from xds_client.store._errors import SelectorError
 from xds_client.store._proto import resource_pb2 as pb
 
-__all__ = ["Requirement", "parse_selector", "matches", "to_requirements"]
+__all__ = ["Requirement", "parse_selector", "matches", "to_requirements", "parse_field_selector"]
 
 # Operator names as apimachinery's selection.Operator spells them (also the wire form).
 EQUALS = "="
@@ -43,7 +43,7 @@ _QNAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
-_INT64 = re.compile(r"^[+-]?[0-9]+$")
+_INT64 = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -61,6 +61,18 @@ class Requirement:
     """One of the operator names above."""
     values: tuple[str, ...] = ()
     """The values, sorted and unique; one for ``=``, ``==``, ``!=``, ``gt``, ``lt``."""
+    exact: bool = False
+    """Today's Grafana's ``Requirement.exact``: an ``=`` with one value, matched exactly.
+
+    Matching is the same as without it (label values are compared exactly
+    anyway); it tells the server it may use an exact index lookup.
+    """
+
+    def __post_init__(self) -> None:
+        if self.exact and (self.operator not in (EQUALS, DOUBLE_EQUALS) or len(self.values) != 1):
+            raise SelectorError(
+                f"an exact requirement on {self.key!r} needs operator '=' and one value"
+            )
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether a set of labels satisfies this requirement (apimachinery's rules)."""
@@ -87,12 +99,15 @@ class Requirement:
 
     def to_proto(self) -> pb.Requirement:
         """The wire form."""
-        return pb.Requirement(key=self.key, operator=self.operator, values=self.values)
+        return pb.Requirement(
+            key=self.key, operator=self.operator, values=self.values, exact=self.exact
+        )
 
     @classmethod
     def from_proto(cls, req: pb.Requirement) -> Requirement:
         """Build from the wire form (not validated)."""
-        return cls(req.key, req.operator, tuple(req.values))
+        exact = req.exact and req.operator in (EQUALS, DOUBLE_EQUALS) and len(req.values) == 1
+        return cls(req.key, req.operator, tuple(req.values), exact)
 
     def __str__(self) -> str:
         op = self.operator
@@ -107,7 +122,8 @@ class Requirement:
 
 
 def _parse_int(text: str) -> int | None:
-    if not _INT64.match(text):
+    # fullmatch: "$" would also match before a final newline, letting "5\n" pass.
+    if not _INT64.fullmatch(text):
         return None
     value = int(text)
     return value if _INT64_MIN <= value <= _INT64_MAX else None
@@ -142,7 +158,7 @@ def _key_errors(key: str) -> list[str]:
         else:
             if len(prefix) > 253:
                 errs.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUBDOMAIN.match(prefix):
+            if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
                 errs.append(
                     "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
                     "alphanumeric characters, '-' or '.', and must start and end with an "
@@ -158,7 +174,7 @@ def _key_errors(key: str) -> list[str]:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
         errs.append("name part must be no more than 63 characters")
-    if not _QNAME.match(name):
+    if not _QNAME.fullmatch(name):
         errs.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
             "start and end with an alphanumeric character"
@@ -170,7 +186,7 @@ def _value_errors(value: str) -> list[str]:
     errs: list[str] = []
     if len(value) > 63:
         errs.append("must be no more than 63 characters")
-    if value and not _QNAME.match(value):
+    if value and not _QNAME.fullmatch(value):
         errs.append(
             "a valid label must be an empty string or consist of alphanumeric characters, "
             "'-', '_' or '.', and must start and end with an alphanumeric character"
@@ -255,16 +271,14 @@ _WHITESPACE = frozenset(" \t\r\n")
 
 
 def _lex(text: str) -> list[tuple[_Tok, str]]:
-    # apimachinery's lexer works on bytes and treats a NUL byte as the end.
-    nul = text.find("\0")
-    if nul >= 0:
-        text = text[:nul]
+    # apimachinery's lexer reads a NUL byte as "no more input" only where a token
+    # starts; inside a token the NUL ends that token, is consumed, and lexing goes on.
     items: list[tuple[_Tok, str]] = []
     pos, n = 0, len(text)
     while True:
         while pos < n and text[pos] in _WHITESPACE:
             pos += 1
-        if pos >= n:
+        if pos >= n or text[pos] == "\0":
             items.append((_Tok.END, ""))
             return items
         if text[pos] in _SPECIAL:
@@ -282,11 +296,17 @@ def _lex(text: str) -> list[tuple[_Tok, str]]:
             assert best is not None  # every single special character is a token
             items.append(best)
             pos += len(best[1])
+            if end == pos and pos < n and text[pos] == "\0":
+                pos += 1  # the NUL that ended the run
         else:
             start = pos
             while pos < n and text[pos] not in _SPECIAL and text[pos] not in _WHITESPACE:
+                if text[pos] == "\0":
+                    break
                 pos += 1
             word = text[start:pos]
+            if pos < n and text[pos] == "\0":
+                pos += 1  # consumed, as Go's scanIDOrKeyword does
             items.append((_LITERALS.get(word, _Tok.ID), word))
 
 
@@ -385,30 +405,25 @@ class _Parser:
         raise SelectorError(f"found '{lit}', expected: ',', ')' or identifier")
 
     def identifiers(self) -> set[str]:
+        # Elements separated by commas, any of them empty: "(,a)", "(a,,b)" and
+        # "(a,,)" all carry "" (apimachinery accepts the last since 1.35).
         values: set[str] = set()
         while True:
-            tok, lit = self.take(values=True)
+            tok, lit = self.peek(values=True)
             if tok is _Tok.ID:
+                self.take(values=True)
                 values.add(lit)
-                tok2, lit2 = self.peek(values=True)
-                if tok2 is _Tok.COMMA:
-                    continue
-                if tok2 is _Tok.CLOSE:
-                    return values
-                raise SelectorError(f"found '{lit2}', expected: ',' or ')'")
-            if tok is _Tok.COMMA:
-                # "(," "a,,b" and ",)" all carry an empty value.
-                if not values:
-                    values.add("")
-                tok2, _ = self.peek(values=True)
-                if tok2 is _Tok.CLOSE:
-                    values.add("")
-                    return values
-                if tok2 is _Tok.COMMA:
-                    self.take(values=True)
-                    values.add("")
+            elif tok in (_Tok.COMMA, _Tok.CLOSE):
+                values.add("")
+            else:
+                raise SelectorError(f"found '{lit}', expected: ',', or identifier")
+            tok2, lit2 = self.peek(values=True)
+            if tok2 is _Tok.COMMA:
+                self.take(values=True)
                 continue
-            raise SelectorError(f"found '{lit}', expected: ',', or identifier")
+            if tok2 is _Tok.CLOSE:
+                return values
+            raise SelectorError(f"found '{lit2}', expected: ',' or ')'")
 
     def exact_value(self) -> str:
         tok, _ = self.peek(values=True)
@@ -429,3 +444,107 @@ def parse_selector(text: str) -> tuple[Requirement, ...]:
     reqs = _Parser(text).parse()
     reqs.sort(key=lambda r: r.key)
     return tuple(reqs)
+
+
+# ---------------------------------------------------------------- field selectors
+
+
+def parse_field_selector(text: str) -> tuple[Requirement, ...]:
+    """Parse a Kubernetes field selector such as ``"metadata.name=a,spec.x!=b"``.
+
+    Terms are ``key=value``, ``key==value`` or ``key!=value`` separated by
+    commas; ``\\``, ``,`` and ``=`` in a value are escaped with a backslash, as
+    in apimachinery's ``fields.ParseSelector``. Sent to the server as
+    ``ListOptions.fields`` (best effort there) and applied again on the client.
+    """
+    reqs: list[Requirement] = []
+    for term in _split_unescaped(text, ","):
+        if not term:
+            continue
+        for symbol, op in (("!=", NOT_EQUALS), ("==", DOUBLE_EQUALS), ("=", EQUALS)):
+            index = _find_unescaped(term, symbol)
+            if index >= 0:
+                key, value = term[:index], term[index + len(symbol) :]
+                if not key:
+                    raise SelectorError(f"invalid field selector term {term!r}: empty field")
+                reqs.append(Requirement(key, op, (_unescape(value),)))
+                break
+        else:
+            raise SelectorError(f"invalid field selector term {term!r}: no operator (=, ==, !=)")
+    reqs.sort(key=lambda r: r.key)
+    return tuple(reqs)
+
+
+def to_field_requirements(
+    selector: str | Sequence[Requirement] | None,
+) -> tuple[Requirement, ...]:
+    """Accept a field selector as text, as requirements, or None (everything)."""
+    if selector is None:
+        return ()
+    if isinstance(selector, str):
+        return parse_field_selector(selector)
+    return tuple(selector)
+
+
+def field_value(doc: object, path: str) -> str | None:
+    """The value at a dotted path of a decoded object, as a field selector compares it."""
+    node = doc
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    if isinstance(node, str | int | float):
+        return str(node)
+    return None
+
+
+def fields_match(requirements: Iterable[Requirement], doc: object) -> bool:
+    """Whether a decoded object satisfies every field requirement."""
+    for req in requirements:
+        value = field_value(doc, req.key)
+        if req.operator == NOT_EQUALS:
+            if value is not None and value in req.values:
+                return False
+        elif value is None or value not in req.values:
+            return False
+    return True
+
+
+def _find_unescaped(text: str, symbol: str) -> int:
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text.startswith(symbol, i):
+            return i
+        i += 1
+    return -1
+
+
+def _split_unescaped(text: str, sep: str) -> list[str]:
+    parts, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == sep:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _unescape(value: str) -> str:
+    out, i = [], 0
+    while i < len(value):
+        if value[i] == "\\" and i + 1 < len(value):
+            out.append(value[i + 1])
+            i += 2
+            continue
+        out.append(value[i])
+        i += 1
+    return "".join(out)

@@ -24,14 +24,20 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Iterable
 from enum import Enum
 from typing import Any, Literal
 
-from xds_client.store._errors import ExpiredError, ResourceStoreError, from_status_json
-from xds_client.store._keys import _UNSET, ResourceKey, key_from_doc, labels_of
+from xds_client.store._errors import (
+    ExpiredError,
+    InvalidResponseError,
+    ResourceStoreError,
+    from_status_json,
+)
+from xds_client.store._keys import _UNSET, ResourceKey, StoredObject, key_from_doc, labels_of
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._retry import RetryPolicy, retryable_stream
-from xds_client.store._selector import Requirement, matches
+from xds_client.store._selector import Requirement, fields_match, matches
 
 __all__ = ["WatchEvent", "EventType", "WatchState", "Step"]
 
@@ -133,6 +139,29 @@ class WatchEvent:
         return f"WatchEvent({self.type}{key} @{self.resource_version})"
 
 
+class DeletedWithoutObjectError(InvalidResponseError):
+    """A DELETED event carried neither the object nor ``previous``: the key is unknown.
+
+    The watch does not guess: it lists again, which reports the deletion.
+    """
+
+
+def needs_relist(error: BaseException | None) -> bool:
+    """Whether a failed stream means our view is stale and only a fresh list repairs it.
+
+    410 Expired (our version is older than the kept history), Kubernetes'
+    "Too large resource version" (the server is behind us, e.g. restored from a
+    backup), and a deletion we cannot place.
+    """
+    if isinstance(error, ExpiredError | DeletedWithoutObjectError):
+        return True
+    if isinstance(error, ResourceStoreError):
+        if any(c.reason == "ResourceVersionTooLarge" for c in error.causes):
+            return True
+        return "too large resource version" in error.message.lower()
+    return False
+
+
 class Step(Enum):
     """What the driver must do next."""
 
@@ -155,9 +184,14 @@ class WatchState:
         since: int = 0,
         initial: Literal["none", "server", "list"] = "none",
         policy: RetryPolicy,
+        known: Iterable[StoredObject] = (),
+        fields: tuple[Requirement, ...] = (),
     ) -> None:
         self.prefix = prefix.prefix()
         self.requirements = requirements
+        self.fields = fields
+        """Field requirements (``metadata.name=a``), applied on the client like labels."""
+        self._filtered = bool(requirements or fields)
         self.policy = policy
         self.last_rv = since
         """The newest resource version seen; the next stream resumes after it."""
@@ -181,6 +215,10 @@ class WatchState:
         """Events to hand out before reading more from the wire."""
         self._progress = False
         self._known: dict[tuple[str, str], tuple[int, bytes]] = {}
+        # What the consumer already holds (e.g. the list that gave ``since``): a
+        # relist after a 410 then also reports deletions of those objects.
+        for obj in known:
+            self._known[self._tuple_key(obj.json())] = (obj.resource_version, obj.value)
         self._unfolded: list[WatchEvent] = []
         self._seen: set[tuple[str, str]] | None = None
         if self.in_initial:
@@ -191,7 +229,9 @@ class WatchState:
     def watch_request(self) -> pb.WatchRequest:
         """The request of the next stream, rebuilt from what was seen so far."""
         opts = pb.ListOptions(
-            key=self.prefix.to_proto(), labels=[r.to_proto() for r in self.requirements]
+            key=self.prefix.to_proto(),
+            labels=[r.to_proto() for r in self.requirements],
+            fields=[r.to_proto() for r in self.fields],
         )
         if self.in_initial:
             return pb.WatchRequest(
@@ -235,9 +275,13 @@ class WatchState:
             self._end_initial(self.last_rv)
         if rv <= self.last_rv:
             return None  # a repeat after resuming
+        if etype == _DELETED and not res.value and not event.previous.value:
+            raise DeletedWithoutObjectError(
+                f"the server sent a DELETED event at version {rv} without the object"
+            )
         self.last_rv = rv
         self._progress = True
-        reqs = self.requirements
+        reqs = self._filtered
         # Each access to a sub-message or bytes field allocates: read each once.
         prev = event.previous.value or None if event.HasField("previous") else None
         if etype == _DELETED:
@@ -281,12 +325,9 @@ class WatchState:
         # Label selectors see an object leave (deleted) or enter (added) the selection.
         doc = json.loads(value)
         k = self._tuple_key(doc)
-        now = matches(self.requirements, labels_of(doc))
+        now = self._selects(doc)
         known = self._known.get(k)
-        if prev is not None:
-            before = matches(self.requirements, labels_of(json.loads(prev)))
-        else:
-            before = known is not None
+        before = self._selects(json.loads(prev)) if prev is not None else known is not None
         if now:
             self._known[k] = (rv, value)
             etype = MODIFIED if before else ADDED
@@ -301,7 +342,7 @@ class WatchState:
         doc = json.loads(removed)
         k = self._tuple_key(doc)
         known = self._known.pop(k, None)
-        if known is None and not matches(self.requirements, labels_of(doc)):
+        if known is None and not self._selects(doc):
             return None
         return _with_doc(WatchEvent(DELETED, rv, None, removed, self.prefix), doc)
 
@@ -342,8 +383,9 @@ class WatchState:
         if self._progress:
             self.failures = 0
         self._progress = False
-        if isinstance(error, ExpiredError):
-            # Our version is older than the server's history: list again.
+        if needs_relist(error):
+            # Our version is older than the server's history (or newer than the
+            # server's, or an event cannot be placed): list again.
             self.resyncs += 1
             self.resyncing = True
             self.in_initial = False
@@ -355,16 +397,32 @@ class WatchState:
         self.failures += 1
         return self.policy.delay_for(self.failures, error)
 
+    def relist(self) -> None:
+        """Start again from a full list (the informer after any error).
+
+        The list is reconciled against what was delivered, so the consumer sees
+        the differences (deletions included) and then a ``resynced`` event.
+        """
+        self.in_initial = False
+        self.resyncs += 1
+        self.resyncing = not self.initial_pending
+        self.step = Step.LIST
+        self.failures = 0
+        self._progress = False
+
     def list_failed(self, error: BaseException) -> float:
         """A list (ANCHOR or LIST step) failed; returns the delay or raises."""
         if not isinstance(error, ResourceStoreError) or not (
-            retryable_stream(error) or isinstance(error, ExpiredError)
+            retryable_stream(error) or needs_relist(error)
         ):
             raise error
         self.failures += 1
         return self.policy.delay_for(self.failures, error)
 
     # ------------------------------------------------------------ known objects
+
+    def _selects(self, doc: Any) -> bool:
+        return matches(self.requirements, labels_of(doc)) and fields_match(self.fields, doc)
 
     def _tuple_key(self, doc: Any) -> tuple[str, str]:
         key = key_from_doc(self.prefix, doc)
@@ -386,7 +444,7 @@ class WatchState:
 
     def _reconcile_item(self, rv: int, value: bytes) -> WatchEvent | None:
         doc = json.loads(value)
-        if self.requirements and not matches(self.requirements, labels_of(doc)):
+        if self._filtered and not self._selects(doc):
             return None
         k = self._tuple_key(doc)
         if self._seen is not None:

@@ -12,7 +12,15 @@ It serves ``resource.ResourceStore`` and ``resource.Diagnostics`` on
 - watch from ``since`` delivers only newer events; ``send_initial_events``
   sends the current objects then one bookmark; a ``since`` older than the kept
   history (``history_size`` events) is 410 Expired;
-- labels come from ``metadata.labels`` of the JSON.
+- labels come from ``metadata.labels`` of the JSON;
+- either wire dialect (``dialect="grafana"``, the default, or ``"seed"``; see
+  ``xds_client.store.Dialect``); in the grafana dialect list failures travel in
+  ``ListResponse.error`` and lists can read ``history`` and ``trash``;
+- names, namespaces, groups and resources are validated with Grafana's rules,
+  list pages are cut at ``max_page_bytes`` (2 MiB, as Grafana) as well as at
+  the limit, each write (object plus event) is one SQLite transaction, a file
+  database is locked against a second server, and NaN, Infinity or JSON
+  nested too deeply for Python are 400 Bad Request.
 
 Fault injection: :meth:`ResourceStoreServer.drop_watches`,
 :meth:`~ResourceStoreServer.end_watches`, :meth:`~ResourceStoreServer.fail_next`,
@@ -26,30 +34,97 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import contextlib
 import heapq
 import itertools
 import json
+import re
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 import grpc
 
-from xds_client.errors import WaitTimeoutError
+from xds_client.errors import UsageError, WaitTimeoutError
+from xds_client.store import _bulk, _dialect
+from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import pack_status_details
 from xds_client.store._keys import ResourceKey
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+from xds_client.store._proto import search_pb2_grpc as search_grpc
 from xds_client.store._selector import Requirement, matches
+from xds_client.testing._store_search import (
+    SEARCH_BACKFILL,
+    SEARCH_SCHEMA,
+    ResourceIndexServicer,
+)
 
 __all__ = ["ResourceStoreServer"]
 
 _DEFAULT_LIMIT = 50
+_MAX_PAGE_BYTES = 2 * 1024 * 1024
+
+# Grafana's name rules (pkg/apimachinery/validation): lengths are in bytes, and
+# Go's regexp "$" only matches at the very end (hence fullmatch).
+_GRAFANA_NAME = re.compile(r"[a-zA-Z0-9:\-_.]*")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_RESOURCE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+
+
+def key_errors(key: pb.ResourceKey, *, need_name: bool = True) -> list[str]:
+    """Why Grafana would reject this key (empty when it is valid)."""
+    errs: list[str] = []
+    name_len = len(key.name.encode())
+    if need_name or key.name:
+        if name_len == 0:
+            errs.append("name may not be empty")
+        elif name_len > 253:
+            errs.append("name is too long")
+        elif not _GRAFANA_NAME.fullmatch(key.name):
+            errs.append("name must consist of alphanumeric characters, '-', '_', ':' or '.'")
+    for what, value, low, high, pattern in (
+        ("namespace", key.namespace, 3, 40, _QUALIFIED_NAME),
+        ("group", key.group, 3, 60, _QUALIFIED_NAME),
+        ("resource", key.resource, 3, 40, _RESOURCE_NAME),
+    ):
+        size = len(value.encode())
+        if what == "namespace" and size == 0:
+            continue  # cluster-scoped
+        if size > high:
+            errs.append(f"{what} is too long")
+        elif size < low:
+            errs.append(f"{what} is too short")
+        elif not pattern.fullmatch(value):
+            errs.append(f"{what} {value!r} has invalid characters")
+    return errs
+
+
+_P = ParamSpec("_P")
+
+
+def _in_transaction(
+    fn: Callable[Concatenate[ResourceStoreServer, _P], int],
+) -> Callable[Concatenate[ResourceStoreServer, _P], int]:
+    """Run a write (the object and its event) as one SQLite transaction."""
+
+    def run(self: ResourceStoreServer, /, *args: _P.args, **kwargs: _P.kwargs) -> int:
+        with self._transaction():
+            return fn(self, *args, **kwargs)
+
+    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+    return run
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 _WATCH_BATCH = 500
 
 _HTTP_TO_GRPC = {
@@ -165,6 +240,9 @@ class ResourceStoreServer:
         max_workers: int = 64,
         errors_as_details: bool = False,
         filter_labels: bool = True,
+        dialect: Dialect | str = Dialect.GRAFANA,
+        max_page_bytes: int = _MAX_PAGE_BYTES,
+        search: bool = True,
     ) -> None:
         self.history_size = history_size
         """How many events the history keeps; a watch from before that is 410 Expired."""
@@ -172,6 +250,16 @@ class ResourceStoreServer:
         """Send errors as ``google.rpc.Status`` details (gRPC status) instead of in responses."""
         self.filter_labels = filter_labels
         """Apply label selectors on the server (turn off to test client-side filtering)."""
+        self.dialect = Dialect.of(dialect)
+        """The wire dialect served (today's Grafana by default)."""
+        self.max_page_bytes = max_page_bytes
+        """A list page ends once its values reach this many bytes (Grafana: 2 MiB)."""
+        self.search = search and self.dialect is Dialect.GRAFANA
+        """Serve ResourceIndex (Search, GetStats) over an FTS5 index kept by triggers.
+
+        The index costs writes some time (about 15% on bulk loads); turn it off
+        for write-heavy tests. The seed dialect has no search."""
+        """A list page ends once its values reach this many bytes (Grafana: 2 MiB)."""
         self.initial_event_delay = 0.0
         """Seconds to wait before each initial watch event (holds a stream mid-way)."""
         self.calls: collections.Counter[str] = collections.Counter()
@@ -216,17 +304,38 @@ class ResourceStoreServer:
         server = grpc.server(self._executor)
         pb_grpc.add_ResourceStoreServicer_to_server(_StoreServicer(self), server)
         pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
+        if self.dialect is Dialect.GRAFANA:  # the seed proto has no BulkStore
+            pb_grpc.add_BulkStoreServicer_to_server(_BulkServicer(self), server)
+        if self.search:
+            search_grpc.add_ResourceIndexServicer_to_server(ResourceIndexServicer(self), server)
         self._port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         self._server = server
         return self
 
     def _open_db(self) -> None:
-        conn = sqlite3.connect(self._db_path, check_same_thread=False, isolation_level=None)
-        conn.executescript(_SCHEMA)
+        conn = sqlite3.connect(
+            self._db_path, check_same_thread=False, isolation_level=None, timeout=0.2
+        )
         if self._db_path != ":memory:":
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=OFF")
+            # One server per file: a second one would hand out duplicate versions.
+            # The exclusive lock is taken now and held until the connection closes.
+            try:
+                conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("BEGIN EXCLUSIVE")
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                raise UsageError(
+                    f"the SQLite file {self._db_path!r} is in use by another "
+                    f"ResourceStoreServer ({exc})"
+                ) from None
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        if self.search:
+            conn.executescript(SEARCH_SCHEMA)
+            conn.executescript(SEARCH_BACKFILL)
         self._conn = conn
         # The version counter survives restarts of a file database: the newest of the
         # recorded events, the stored objects and the compaction point.
@@ -333,15 +442,11 @@ class ResourceStoreServer:
             return self._write_update(wire, raw, 0, row=row)
 
     def put_many(self, items: Sequence[tuple[ResourceKey, Mapping[str, Any] | bytes]]) -> int:
-        """:meth:`put` many objects under one lock; returns the last version."""
+        """:meth:`put` many objects in one transaction; returns the last version."""
         rv = 0
-        with self._cond:
-            self._db.execute("BEGIN")
-            try:
-                for key, value in items:
-                    rv = self.put(key, value)
-            finally:
-                self._db.execute("COMMIT")
+        with self._cond, self._transaction():
+            for key, value in items:
+                rv = self.put(key, value)
         return rv
 
     def remove(self, key: ResourceKey) -> int:
@@ -350,6 +455,23 @@ class ResourceStoreServer:
             return self._write_delete(key.to_proto(), 0, "")
 
     # ------------------------------------------------------------ internals
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One SQLite transaction (nested uses join the outer one); rolls back on failure."""
+        db = self._db
+        if db.in_transaction:
+            yield
+            return
+        rv, compacted = self._rv, self._compacted_rv
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            self._rv, self._compacted_rv = rv, compacted
+            raise
+        db.execute("COMMIT")
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -375,6 +497,16 @@ class ResourceStoreServer:
                     return fault
         return None
 
+    def _names(self, prefix: ResourceKey) -> list[tuple[str, str, str, str]]:
+        rows = self._db.execute(
+            "SELECT grp, res, ns, name FROM objects WHERE grp=? AND res=? AND ns=?",
+            (prefix.group, prefix.resource, prefix.namespace),
+        ).fetchall()
+        return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+
+    def _count(self, prefix: ResourceKey) -> int:
+        return len(self._names(prefix))
+
     def _get(self, key: pb.ResourceKey) -> tuple[int, str, bytes] | None:
         row = self._db.execute(
             "SELECT rv, uid, value FROM objects WHERE grp=? AND res=? AND ns=? AND name=?",
@@ -387,10 +519,20 @@ class ResourceStoreServer:
             raise _Failure(400, "BadRequest", "group and resource are required", key=key)
         if not key.name:
             raise _Failure(400, "BadRequest", "name is required", key=key)
+        errs = key_errors(key)
+        if errs:
+            raise _Failure(
+                400,
+                "BadRequest",
+                f"invalid key for {key.resource} {key.name!r}: " + "; ".join(errs),
+                key=key,
+            )
         try:
-            doc = json.loads(value)
+            doc = json.loads(value, parse_constant=_reject_constant)
         except ValueError as exc:
             raise _Failure(400, "BadRequest", f"value is not JSON: {exc}", key=key) from None
+        except RecursionError:
+            raise _Failure(400, "BadRequest", "value is nested too deeply", key=key) from None
         if not isinstance(doc, dict):
             raise _Failure(400, "BadRequest", "value must be a JSON object", key=key)
         meta = doc.setdefault("metadata", {})
@@ -473,6 +615,7 @@ class ResourceStoreServer:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('compacted', ?)", (rv,))
         self._compacted_rv = rv
 
+    @_in_transaction
     def _write_create(self, key: pb.ResourceKey, value: bytes, *, checked: bool = False) -> int:
         if not checked and self._get(key) is not None:
             raise _Failure(
@@ -489,6 +632,7 @@ class ResourceStoreServer:
         self._record(key, rv, pb.WatchEvent.ADDED, stored, 0, None)
         return rv
 
+    @_in_transaction
     def _write_update(
         self,
         key: pb.ResourceKey,
@@ -518,6 +662,7 @@ class ResourceStoreServer:
         self._record(key, rv, pb.WatchEvent.MODIFIED, stored, old_rv, old_value)
         return rv
 
+    @_in_transaction
     def _write_delete(self, key: pb.ResourceKey, expected_rv: int, uid: str) -> int:
         row = self._get(key)
         if row is None:
@@ -563,6 +708,9 @@ class ResourceStoreServer:
         return int(found[1]), bytes(found[2])
 
     def _list_page(self, req: pb.ListRequest) -> pb.ListResponse:
+        source = _dialect.requested_source(req, self.dialect)
+        if source is not ListSource.STORE:
+            return self._list_events(req, source)
         opts = req.options
         prefix = _Prefix(opts.key.group, opts.key.resource, opts.key.namespace)
         limit = req.limit if req.limit > 0 else _DEFAULT_LIMIT
@@ -571,7 +719,7 @@ class ResourceStoreServer:
             list_rv, after = _decode_token(req.next_page_token, prefix)
         else:
             list_rv = self._rv
-            if req.resource_version and req.version_match == pb.Exact:
+            if req.resource_version and _dialect.wants_exact(req, self.dialect):
                 list_rv = req.resource_version
         if list_rv > self._rv:
             raise _Failure(400, "BadRequest", f"resource version {list_rv} is in the future")
@@ -616,21 +764,71 @@ class ResourceStoreServer:
                 first_after[k] = row
         restored = sorted(row for row in first_after.values() if row[4] > 0)
         rows = list(itertools.islice(heapq.merge(unchanged, restored), limit + 1))
-        more = len(rows) > limit
-        rows = rows[:limit]
         reqs = tuple(Requirement.from_proto(r) for r in opts.labels)
+        names = _field_names(opts.fields)
         resp = pb.ListResponse(resource_version=list_rv)
         items = resp.items
-        for row in rows:
+        page_bytes = 0
+        taken = 0
+        for row in rows[:limit]:
+            taken += 1
             value = row[5]
+            if names is not None and row[3] not in names:
+                continue
             if reqs and self.filter_labels and not matches(reqs, _labels(value)):
                 continue
             items.add(resource_version=row[4], value=value)
+            # As Grafana: a page also ends once its values reach the byte budget.
+            page_bytes += len(value)
+            if page_bytes >= self.max_page_bytes:
+                break
+        more = len(rows) > taken
+        rows = rows[:taken]
         if more:
             last = rows[-1]
             resp.next_page_token = _encode_token(
                 list_rv, (last[0], last[1], last[2], last[3]), prefix
             )
+        return resp
+
+    def _list_events(self, req: pb.ListRequest, source: ListSource) -> pb.ListResponse:
+        """History (every kept version of one object, newest first) or trash
+        (the last version of each deleted object that was not recreated)."""
+        key = req.options.key
+        prefix = _Prefix(key.group, key.resource, key.namespace)
+        limit = req.limit if req.limit > 0 else _DEFAULT_LIMIT
+        before = self._rv + 1
+        if req.next_page_token:
+            try:
+                before = int(base64.urlsafe_b64decode(req.next_page_token.encode()))
+            except (ValueError, binascii.Error):
+                raise _Failure(400, "BadRequest", "invalid page token") from None
+        where, args = prefix.where(by_rv=True)
+        if source is ListSource.HISTORY:
+            if not key.name:
+                raise _Failure(400, "BadRequest", "a history list needs the object's name")
+            rows = self._db.execute(
+                f"SELECT rv, value FROM events WHERE {where} AND name = ? AND type != ? "
+                f"AND rv < ? ORDER BY rv DESC LIMIT ?",
+                (*args, key.name, pb.WatchEvent.DELETED, before, limit + 1),
+            ).fetchall()
+        else:
+            rows = self._db.execute(
+                f"SELECT e.rv, e.value FROM events AS e WHERE {where} AND e.type = ? "
+                f"AND e.rv < ? AND NOT EXISTS (SELECT 1 FROM objects AS o WHERE "
+                f"o.grp = e.grp AND o.res = e.res AND o.ns = e.ns AND o.name = e.name) "
+                f"AND e.rv = (SELECT MAX(rv) FROM events AS l WHERE l.grp = e.grp AND "
+                f"l.res = e.res AND l.ns = e.ns AND l.name = e.name) "
+                f"ORDER BY e.rv DESC LIMIT ?",
+                (*args, pb.WatchEvent.DELETED, before, limit + 1),
+            ).fetchall()
+        resp = pb.ListResponse(resource_version=self._rv)
+        for rv, value in rows[:limit]:
+            resp.items.add(resource_version=int(rv), value=bytes(value))
+        if len(rows) > limit:
+            resp.next_page_token = base64.urlsafe_b64encode(
+                str(rows[limit - 1][0]).encode()
+            ).decode()
         return resp
 
     def _events_after(self, prefix: _Prefix, after: int) -> tuple[list[Any], int]:
@@ -675,6 +873,17 @@ class ResourceStoreServer:
         )
 
 
+def _field_names(fields: Sequence[pb.Requirement]) -> set[str] | None:
+    """The names a ``metadata.name`` field selector allows (None: no such selector)."""
+    names: set[str] | None = None
+    for req in fields:
+        if req.key != "metadata.name" or req.operator not in ("=", "==", "in"):
+            continue  # best effort, as Grafana: the client filters again
+        allowed = set(req.values)
+        names = allowed if names is None else names & allowed
+    return names
+
+
 def _encode_token(list_rv: int, after: tuple[str, str, str, str], prefix: _Prefix) -> str:
     doc = {
         "rv": list_rv,
@@ -714,8 +923,9 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
             with s._cond:
                 return fn()
         except _Failure as failure:
-            # ListResponse has no error field, so list errors are always status details.
-            if s.errors_as_details or "error" not in resp_cls.DESCRIPTOR.fields_by_name:
+            # The seed's ListResponse has no error field: its list errors are status details.
+            seed_list = resp_cls is pb.ListResponse and s.dialect is Dialect.SEED
+            if s.errors_as_details or seed_list:
                 s._deliver(context, failure)
             return resp_cls(error=failure.result)
 
@@ -723,7 +933,8 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
         self, request: pb.ReadRequest, context: grpc.ServicerContext
     ) -> pb.ReadResponse:
         def run() -> pb.ReadResponse:
-            rv, value = self.s._read(request.key, request.resource_version)
+            at = _dialect.requested_read_version(request, self.s.dialect)
+            rv, value = self.s._read(request.key, at)
             return pb.ReadResponse(resource_version=rv, value=value)
 
         result: pb.ReadResponse = self._unary(context, "Read", run, pb.ReadResponse)
@@ -785,6 +996,12 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
                 "code": failure.result.code,
                 "reason": failure.result.reason,
                 "message": failure.result.message,
+                "details": {
+                    "causes": [
+                        {"reason": c.reason, "message": c.message, "field": c.field}
+                        for c in failure.result.details.causes
+                    ]
+                },
             }
             yield pb.WatchEvent(
                 timestamp=_now_ms(),
@@ -824,6 +1041,19 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
             else:
                 initial = []
                 last = request.since or s._rv
+                if request.since > s._rv:
+                    # As the Kubernetes watch cache: the client is ahead of us.
+                    raise _Failure(
+                        504,
+                        "Timeout",
+                        f"Too large resource version: {request.since}, current: {s._rv}",
+                        causes=[
+                            pb.ErrorCause(
+                                reason="ResourceVersionTooLarge",
+                                message="Too large resource version",
+                            )
+                        ],
+                    )
                 if request.since and request.since < s._compacted_rv:
                     raise _Failure(
                         410,
@@ -903,6 +1133,92 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
                 if watcher in s._watchers:
                     s._watchers.remove(watcher)
                 s._cond.notify_all()
+
+
+class _BulkServicer(pb_grpc.BulkStoreServicer):
+    """Grafana's BulkProcess: a rebuild of whole collections, all or nothing."""
+
+    def __init__(self, store: ResourceStoreServer) -> None:
+        self.s = store
+
+    def BulkProcess(  # noqa: N802 - gRPC method name
+        self, request_iterator: Iterator[pb.BulkRequest], context: grpc.ServicerContext
+    ) -> pb.BulkResponse:
+        s = self.s
+        md = context.invocation_metadata() or ()
+        names = [str(v) for k, v in md if k == _bulk.COLLECTION_KEY]
+        rebuild = any(k == _bulk.REBUILD_KEY and v == "true" for k, v in md)
+        if not names:
+            return _bulk_error(400, "Missing target collection(s) in request header")
+        if not rebuild:
+            return _bulk_error(400, "Bulk currently only supports RebuildCollection")
+        try:
+            targets = [_bulk.parse_collection_id(n) for n in names]
+        except UsageError as exc:
+            return _bulk_error(412, "error reading settings", reason=str(exc))
+        # As Grafana: nothing is written (and no event sent) before the stream completes.
+        items = list(request_iterator)
+        resp = pb.BulkResponse()
+        try:
+            with s._cond, s._transaction():
+                summary = self._rebuild(targets, items, resp)
+        except _Failure as failure:
+            resp.ClearField("summary")
+            resp.error.CopyFrom(failure.result)
+            return resp
+        resp.processed = len(items)
+        resp.summary.extend(summary)
+        return resp
+
+    def _rebuild(
+        self,
+        targets: list[ResourceKey],
+        items: list[pb.BulkRequest],
+        resp: pb.BulkResponse,
+    ) -> list[pb.BulkResponse.Summary]:
+        s = self.s
+        wanted = {t.prefix() for t in targets}
+        previous = {t: s._count(t) for t in targets}
+        sent: set[tuple[str, str, str, str]] = set()
+        for req in items:
+            key = req.key
+            if ResourceKey.from_proto(key).prefix() not in wanted:
+                message = f"{key.resource} {key.name!r} is outside the bulk's collections"
+                resp.rejected.add(key=key, action=req.action, error=message)
+                raise _Failure(400, "BadRequest", message, key=key)
+            if req.action not in (pb.BulkRequest.ADDED, pb.BulkRequest.MODIFIED):
+                continue  # DELETED: a rebuilt collection simply does not have it
+            sent.add((key.group, key.resource, key.namespace, key.name))
+            try:
+                row = s._get(key)
+                if row is None:
+                    s._write_create(key, req.value, checked=True)
+                else:
+                    s._write_update(key, req.value, 0, row=row)
+            except _Failure as failure:
+                resp.rejected.add(key=key, action=req.action, error=failure.result.message)
+                raise
+        out = []
+        for target in targets:
+            for grp, res, ns, name in s._names(target):
+                if (grp, res, ns, name) not in sent:
+                    gone = pb.ResourceKey(group=grp, resource=res, namespace=ns, name=name)
+                    s._write_delete(gone, 0, "")
+            out.append(
+                pb.BulkResponse.Summary(
+                    namespace=target.namespace,
+                    group=target.group,
+                    resource=target.resource,
+                    count=s._count(target),
+                    previous_count=previous[target],
+                    resource_version=s._rv,
+                )
+            )
+        return out
+
+
+def _bulk_error(code: int, message: str, *, reason: str = "") -> pb.BulkResponse:
+    return pb.BulkResponse(error=pb.ErrorResult(code=code, message=message, reason=reason))
 
 
 class _DiagnosticsServicer(pb_grpc.DiagnosticsServicer):

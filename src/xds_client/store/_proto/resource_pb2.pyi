@@ -3,10 +3,14 @@
 isort:skip_file
 Grafana unified storage: the ResourceStore and Diagnostics gRPC services.
 
-Transcribed from Grafana's pkg/storage/unified/resource/resource.proto. The
-package, message names, field numbers and service names are the wire
-contract and must not change; the comments are ours. Regenerate the Python
-code with `make protos`.
+Transcribed from Grafana's pkg/storage/unified/proto/resource.proto (today's
+wire) and its first version (pkg/storage/unified/resource/resource.proto, mid
+2024, "the seed"). One file serves both dialects: where they differ on the
+wire, the seed's field has its own name (``seed_*``) and a number the current
+proto leaves free, so a client or server fills the fields of its dialect
+(store/_dialect.py). The package, message names, field numbers and service
+names are the wire contract and must not change; the comments are ours.
+Regenerate the Python code with `make protos`.
 """
 
 from collections import abc as _abc
@@ -31,14 +35,35 @@ class _ResourceVersionMatch:
 
 class _ResourceVersionMatchEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ResourceVersionMatch.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
-    NotOlderThan: _ResourceVersionMatch.ValueType  # 0
-    Exact: _ResourceVersionMatch.ValueType  # 1
+    DEPRECATED_NotOlderThan: _ResourceVersionMatch.ValueType  # 0
+    DEPRECATED_Exact: _ResourceVersionMatch.ValueType  # 1
 
-class ResourceVersionMatch(_ResourceVersionMatch, metaclass=_ResourceVersionMatchEnumTypeWrapper): ...
+class ResourceVersionMatch(_ResourceVersionMatch, metaclass=_ResourceVersionMatchEnumTypeWrapper):
+    """The seed's match; today's Grafana deprecates it (and reads it as Unset)."""
 
-NotOlderThan: ResourceVersionMatch.ValueType  # 0
-Exact: ResourceVersionMatch.ValueType  # 1
+DEPRECATED_NotOlderThan: ResourceVersionMatch.ValueType  # 0
+DEPRECATED_Exact: ResourceVersionMatch.ValueType  # 1
 Global___ResourceVersionMatch: _TypeAlias = ResourceVersionMatch  # noqa: Y015
+
+class _ResourceVersionMatchV2:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ResourceVersionMatchV2EnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ResourceVersionMatchV2.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    UNKNOWN: _ResourceVersionMatchV2.ValueType  # 0
+    Unset: _ResourceVersionMatchV2.ValueType  # 1
+    Exact: _ResourceVersionMatchV2.ValueType  # 2
+    NotOlderThan: _ResourceVersionMatchV2.ValueType  # 3
+
+class ResourceVersionMatchV2(_ResourceVersionMatchV2, metaclass=_ResourceVersionMatchV2EnumTypeWrapper):
+    """Today's Grafana's match."""
+
+UNKNOWN: ResourceVersionMatchV2.ValueType  # 0
+Unset: ResourceVersionMatchV2.ValueType  # 1
+Exact: ResourceVersionMatchV2.ValueType  # 2
+NotOlderThan: ResourceVersionMatchV2.ValueType  # 3
+Global___ResourceVersionMatchV2: _TypeAlias = ResourceVersionMatchV2  # noqa: Y015
 
 @_typing.final
 class ResourceKey(_message.Message):
@@ -403,8 +428,11 @@ class ReadRequest(_message.Message):
 
     KEY_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    SEED_RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     resource_version: _builtins.int
-    """0 for the latest"""
+    """0 for the latest (today's Grafana)"""
+    seed_resource_version: _builtins.int
+    """the same, in the seed dialect"""
     @_builtins.property
     def key(self) -> Global___ResourceKey: ...
     def __init__(
@@ -412,10 +440,11 @@ class ReadRequest(_message.Message):
         *,
         key: Global___ResourceKey | None = ...,
         resource_version: _builtins.int = ...,
+        seed_resource_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "resource_version", b"resource_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "resource_version", b"resource_version", "seed_resource_version", b"seed_resource_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -459,9 +488,12 @@ class Requirement(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     OPERATOR_FIELD_NUMBER: _builtins.int
     VALUES_FIELD_NUMBER: _builtins.int
+    EXACT_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     operator: _builtins.str
     """"=", "==", "!=", "in", "notin", "exists", "!", "gt", "lt" """
+    exact: _builtins.bool
+    """operator "=" with one value, matched exactly (today's Grafana)"""
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """how many depends on the operator"""
@@ -472,10 +504,11 @@ class Requirement(_message.Message):
         key: _builtins.str = ...,
         operator: _builtins.str = ...,
         values: _abc.Iterable[_builtins.str] | None = ...,
+        exact: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exact", b"exact", "key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -519,17 +552,45 @@ Global___ListOptions: _TypeAlias = ListOptions  # noqa: Y015
 class ListRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    class _Source:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _SourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ListRequest._Source.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        STORE: ListRequest._Source.ValueType  # 0
+        """the current objects"""
+        HISTORY: ListRequest._Source.ValueType  # 1
+        """every version of one object (the key's name is required)"""
+        TRASH: ListRequest._Source.ValueType  # 2
+        """deleted objects"""
+
+    class Source(_Source, metaclass=_SourceEnumTypeWrapper): ...
+    STORE: ListRequest.Source.ValueType  # 0
+    """the current objects"""
+    HISTORY: ListRequest.Source.ValueType  # 1
+    """every version of one object (the key's name is required)"""
+    TRASH: ListRequest.Source.ValueType  # 2
+    """deleted objects"""
+
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     VERSION_MATCH_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    VERSION_MATCH_V2_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
     """continue a list; every other field must repeat"""
     resource_version: _builtins.int
     version_match: Global___ResourceVersionMatch.ValueType
+    """the seed dialect"""
     limit: _builtins.int
-    """page size; the server may return fewer"""
+    """page size; the server may also cut by bytes"""
+    source: Global___ListRequest.Source.ValueType
+    """today's Grafana"""
+    version_match_v2: Global___ResourceVersionMatchV2.ValueType
+    """today's Grafana"""
     @_builtins.property
     def options(self) -> Global___ListOptions: ...
     def __init__(
@@ -537,15 +598,19 @@ class ListRequest(_message.Message):
         *,
         next_page_token: _builtins.str = ...,
         resource_version: _builtins.int = ...,
-        version_match: Global___ResourceVersionMatch.ValueType = ...,
+        version_match: Global___ResourceVersionMatch.ValueType | None = ...,
         limit: _builtins.int = ...,
         options: Global___ListOptions | None = ...,
+        source: Global___ListRequest.Source.ValueType = ...,
+        version_match_v2: Global___ResourceVersionMatchV2.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_version_match", b"_version_match", "options", b"options", "version_match", b"version_match"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "next_page_token", b"next_page_token", "options", b"options", "resource_version", b"resource_version", "version_match", b"version_match"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_version_match", b"_version_match", "limit", b"limit", "next_page_token", b"next_page_token", "options", b"options", "resource_version", b"resource_version", "source", b"source", "version_match", b"version_match", "version_match_v2", b"version_match_v2"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__version_match: _TypeAlias = _typing.Literal["version_match"]  # noqa: Y015
+    _WhichOneofArgType__version_match: _TypeAlias = _typing.Literal["_version_match", b"_version_match"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__version_match) -> _WhichOneofReturnType__version_match | None: ...
 
 Global___ListRequest: _TypeAlias = ListRequest  # noqa: Y015
 
@@ -557,6 +622,7 @@ class ListResponse(_message.Message):
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     REMAINING_ITEM_COUNT_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
     """empty on the last page"""
     resource_version: _builtins.int
@@ -565,6 +631,10 @@ class ListResponse(_message.Message):
     """an estimate, unset when unknown"""
     @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceWrapper]: ...
+    @_builtins.property
+    def error(self) -> Global___ErrorResult:
+        """today's Grafana reports list failures here"""
+
     def __init__(
         self,
         *,
@@ -572,10 +642,11 @@ class ListResponse(_message.Message):
         next_page_token: _builtins.str = ...,
         resource_version: _builtins.int = ...,
         remaining_item_count: _builtins.int = ...,
+        error: Global___ErrorResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "next_page_token", b"next_page_token", "remaining_item_count", b"remaining_item_count", "resource_version", b"resource_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "items", b"items", "next_page_token", b"next_page_token", "remaining_item_count", b"remaining_item_count", "resource_version", b"resource_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -690,6 +761,322 @@ class WatchEvent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchEvent: _TypeAlias = WatchEvent  # noqa: Y015
+
+@_typing.final
+class BulkRequest(_message.Message):
+    """---- Bulk ----"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Action:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _ActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[BulkRequest._Action.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        UNKNOWN: BulkRequest._Action.ValueType  # 0
+        """an error"""
+        ADDED: BulkRequest._Action.ValueType  # 1
+        MODIFIED: BulkRequest._Action.ValueType  # 2
+        DELETED: BulkRequest._Action.ValueType  # 3
+
+    class Action(_Action, metaclass=_ActionEnumTypeWrapper): ...
+    UNKNOWN: BulkRequest.Action.ValueType  # 0
+    """an error"""
+    ADDED: BulkRequest.Action.ValueType  # 1
+    MODIFIED: BulkRequest.Action.ValueType  # 2
+    DELETED: BulkRequest.Action.ValueType  # 3
+
+    KEY_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    FOLDER_FIELD_NUMBER: _builtins.int
+    action: Global___BulkRequest.Action.ValueType
+    value: _builtins.bytes
+    folder: _builtins.str
+    """a hint for folder-aware stores"""
+    @_builtins.property
+    def key(self) -> Global___ResourceKey:
+        """every request of a stream shares namespace, group and resource"""
+
+    def __init__(
+        self,
+        *,
+        key: Global___ResourceKey | None = ...,
+        action: Global___BulkRequest.Action.ValueType = ...,
+        value: _builtins.bytes = ...,
+        folder: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "folder", b"folder", "key", b"key", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BulkRequest: _TypeAlias = BulkRequest  # noqa: Y015
+
+@_typing.final
+class BulkResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class Summary(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAMESPACE_FIELD_NUMBER: _builtins.int
+        GROUP_FIELD_NUMBER: _builtins.int
+        RESOURCE_FIELD_NUMBER: _builtins.int
+        COUNT_FIELD_NUMBER: _builtins.int
+        HISTORY_FIELD_NUMBER: _builtins.int
+        RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+        PREVIOUS_COUNT_FIELD_NUMBER: _builtins.int
+        PREVIOUS_HISTORY_FIELD_NUMBER: _builtins.int
+        namespace: _builtins.str
+        group: _builtins.str
+        resource: _builtins.str
+        count: _builtins.int
+        history: _builtins.int
+        resource_version: _builtins.int
+        """the highest version written"""
+        previous_count: _builtins.int
+        previous_history: _builtins.int
+        def __init__(
+            self,
+            *,
+            namespace: _builtins.str = ...,
+            group: _builtins.str = ...,
+            resource: _builtins.str = ...,
+            count: _builtins.int = ...,
+            history: _builtins.int = ...,
+            resource_version: _builtins.int = ...,
+            previous_count: _builtins.int = ...,
+            previous_history: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "group", b"group", "history", b"history", "namespace", b"namespace", "previous_count", b"previous_count", "previous_history", b"previous_history", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class Rejected(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        ACTION_FIELD_NUMBER: _builtins.int
+        ERROR_FIELD_NUMBER: _builtins.int
+        action: Global___BulkRequest.Action.ValueType
+        error: _builtins.str
+        @_builtins.property
+        def key(self) -> Global___ResourceKey: ...
+        def __init__(
+            self,
+            *,
+            key: Global___ResourceKey | None = ...,
+            action: Global___BulkRequest.Action.ValueType = ...,
+            error: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "error", b"error", "key", b"key"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ERROR_FIELD_NUMBER: _builtins.int
+    PROCESSED_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    processed: _builtins.int
+    @_builtins.property
+    def error(self) -> Global___ErrorResult: ...
+    @_builtins.property
+    def summary(self) -> _containers.RepeatedCompositeFieldContainer[Global___BulkResponse.Summary]: ...
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___BulkResponse.Rejected]: ...
+    def __init__(
+        self,
+        *,
+        error: Global___ErrorResult | None = ...,
+        processed: _builtins.int = ...,
+        summary: _abc.Iterable[Global___BulkResponse.Summary] | None = ...,
+        rejected: _abc.Iterable[Global___BulkResponse.Rejected] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "processed", b"processed", "rejected", b"rejected", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BulkResponse: _TypeAlias = BulkResponse  # noqa: Y015
+
+@_typing.final
+class ResourceTable(_message.Message):
+    """---- Tables (search results) ----
+
+    A protobuf form of the Kubernetes Table: columns, then one row per object.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COLUMNS_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    REMAINING_ITEM_COUNT_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    resource_version: _builtins.int
+    remaining_item_count: _builtins.int
+    @_builtins.property
+    def columns(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceTableColumnDefinition]: ...
+    @_builtins.property
+    def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceTableRow]: ...
+    def __init__(
+        self,
+        *,
+        columns: _abc.Iterable[Global___ResourceTableColumnDefinition] | None = ...,
+        rows: _abc.Iterable[Global___ResourceTableRow] | None = ...,
+        next_page_token: _builtins.str = ...,
+        resource_version: _builtins.int = ...,
+        remaining_item_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "next_page_token", b"next_page_token", "remaining_item_count", b"remaining_item_count", "resource_version", b"resource_version", "rows", b"rows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceTable: _TypeAlias = ResourceTable  # noqa: Y015
+
+@_typing.final
+class ResourceTableColumnDefinition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _ColumnType:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _ColumnTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ResourceTableColumnDefinition._ColumnType.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        UNKNOWN_TYPE: ResourceTableColumnDefinition._ColumnType.ValueType  # 0
+        STRING: ResourceTableColumnDefinition._ColumnType.ValueType  # 1
+        BOOLEAN: ResourceTableColumnDefinition._ColumnType.ValueType  # 2
+        INT32: ResourceTableColumnDefinition._ColumnType.ValueType  # 3
+        INT64: ResourceTableColumnDefinition._ColumnType.ValueType  # 4
+        FLOAT: ResourceTableColumnDefinition._ColumnType.ValueType  # 5
+        DOUBLE: ResourceTableColumnDefinition._ColumnType.ValueType  # 6
+        DATE: ResourceTableColumnDefinition._ColumnType.ValueType  # 7
+        DATE_TIME: ResourceTableColumnDefinition._ColumnType.ValueType  # 8
+        BINARY: ResourceTableColumnDefinition._ColumnType.ValueType  # 9
+        OBJECT: ResourceTableColumnDefinition._ColumnType.ValueType  # 10
+        """map[string]any, JSON"""
+
+    class ColumnType(_ColumnType, metaclass=_ColumnTypeEnumTypeWrapper): ...
+    UNKNOWN_TYPE: ResourceTableColumnDefinition.ColumnType.ValueType  # 0
+    STRING: ResourceTableColumnDefinition.ColumnType.ValueType  # 1
+    BOOLEAN: ResourceTableColumnDefinition.ColumnType.ValueType  # 2
+    INT32: ResourceTableColumnDefinition.ColumnType.ValueType  # 3
+    INT64: ResourceTableColumnDefinition.ColumnType.ValueType  # 4
+    FLOAT: ResourceTableColumnDefinition.ColumnType.ValueType  # 5
+    DOUBLE: ResourceTableColumnDefinition.ColumnType.ValueType  # 6
+    DATE: ResourceTableColumnDefinition.ColumnType.ValueType  # 7
+    DATE_TIME: ResourceTableColumnDefinition.ColumnType.ValueType  # 8
+    BINARY: ResourceTableColumnDefinition.ColumnType.ValueType  # 9
+    OBJECT: ResourceTableColumnDefinition.ColumnType.ValueType  # 10
+    """map[string]any, JSON"""
+
+    @_typing.final
+    class Properties(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        UNIQUE_VALUES_FIELD_NUMBER: _builtins.int
+        FREE_TEXT_FIELD_NUMBER: _builtins.int
+        FILTERABLE_FIELD_NUMBER: _builtins.int
+        NOT_NULL_FIELD_NUMBER: _builtins.int
+        DEFAULT_VALUE_FIELD_NUMBER: _builtins.int
+        unique_values: _builtins.bool
+        free_text: _builtins.bool
+        filterable: _builtins.bool
+        not_null: _builtins.bool
+        default_value: _builtins.bytes
+        def __init__(
+            self,
+            *,
+            unique_values: _builtins.bool = ...,
+            free_text: _builtins.bool = ...,
+            filterable: _builtins.bool = ...,
+            not_null: _builtins.bool = ...,
+            default_value: _builtins.bytes = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["default_value", b"default_value", "filterable", b"filterable", "free_text", b"free_text", "not_null", b"not_null", "unique_values", b"unique_values"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    IS_ARRAY_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PROPERTIES_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    type: Global___ResourceTableColumnDefinition.ColumnType.ValueType
+    is_array: _builtins.bool
+    """cells hold JSON arrays"""
+    description: _builtins.str
+    priority: _builtins.int
+    @_builtins.property
+    def properties(self) -> Global___ResourceTableColumnDefinition.Properties: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        type: Global___ResourceTableColumnDefinition.ColumnType.ValueType = ...,
+        is_array: _builtins.bool = ...,
+        description: _builtins.str = ...,
+        properties: Global___ResourceTableColumnDefinition.Properties | None = ...,
+        priority: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["properties", b"properties"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "is_array", b"is_array", "name", b"name", "priority", b"priority", "properties", b"properties", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceTableColumnDefinition: _TypeAlias = ResourceTableColumnDefinition  # noqa: Y015
+
+@_typing.final
+class ResourceTableRow(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    CELLS_FIELD_NUMBER: _builtins.int
+    OBJECT_FIELD_NUMBER: _builtins.int
+    resource_version: _builtins.int
+    object: _builtins.bytes
+    """optional partial object metadata"""
+    @_builtins.property
+    def key(self) -> Global___ResourceKey: ...
+    @_builtins.property
+    def cells(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """one per column: numbers big-endian, arrays and objects JSON"""
+
+    def __init__(
+        self,
+        *,
+        key: Global___ResourceKey | None = ...,
+        resource_version: _builtins.int = ...,
+        cells: _abc.Iterable[_builtins.bytes] | None = ...,
+        object: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cells", b"cells", "key", b"key", "object", b"object", "resource_version", b"resource_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceTableRow: _TypeAlias = ResourceTableRow  # noqa: Y015
 
 @_typing.final
 class HealthCheckRequest(_message.Message):

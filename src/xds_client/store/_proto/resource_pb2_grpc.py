@@ -320,6 +320,84 @@ class ResourceStore:
             _registered_method=True)
 
 
+class BulkStoreStub:
+    """Write many objects of one namespace/group/resource in one client stream
+    (today's Grafana; events are sent once the stream completes).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.BulkProcess = channel.stream_unary(
+                '/resource.BulkStore/BulkProcess',
+                request_serializer=xds__client_dot_store_dot___proto_dot_resource__pb2.BulkRequest.SerializeToString,
+                response_deserializer=xds__client_dot_store_dot___proto_dot_resource__pb2.BulkResponse.FromString,
+                _registered_method=True)
+
+
+class BulkStoreServicer:
+    """Write many objects of one namespace/group/resource in one client stream
+    (today's Grafana; events are sent once the stream completes).
+    """
+
+    def BulkProcess(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_BulkStoreServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'BulkProcess': grpc.stream_unary_rpc_method_handler(
+                    servicer.BulkProcess,
+                    request_deserializer=xds__client_dot_store_dot___proto_dot_resource__pb2.BulkRequest.FromString,
+                    response_serializer=xds__client_dot_store_dot___proto_dot_resource__pb2.BulkResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'resource.BulkStore', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('resource.BulkStore', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class BulkStore:
+    """Write many objects of one namespace/group/resource in one client stream
+    (today's Grafana; events are sent once the stream completes).
+    """
+
+    @staticmethod
+    def BulkProcess(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/resource.BulkStore/BulkProcess',
+            xds__client_dot_store_dot___proto_dot_resource__pb2.BulkRequest.SerializeToString,
+            xds__client_dot_store_dot___proto_dot_resource__pb2.BulkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class DiagnosticsStub:
     """Read-only health checks that clients may call directly.
     """

@@ -3,10 +3,14 @@
 isort:skip_file
 Grafana unified storage: the ResourceStore and Diagnostics gRPC services.
 
-Transcribed from Grafana's pkg/storage/unified/resource/resource.proto. The
-package, message names, field numbers and service names are the wire
-contract and must not change; the comments are ours. Regenerate the Python
-code with `make protos`.
+Transcribed from Grafana's pkg/storage/unified/proto/resource.proto (today's
+wire) and its first version (pkg/storage/unified/resource/resource.proto, mid
+2024, "the seed"). One file serves both dialects: where they differ on the
+wire, the seed's field has its own name (``seed_*``) and a number the current
+proto leaves free, so a client or server fills the fields of its dialect
+(store/_dialect.py). The package, message names, field numbers and service
+names are the wire contract and must not change; the comments are ours.
+Regenerate the Python code with `make protos`.
 """
 
 from collections import abc as _abc
@@ -116,6 +120,40 @@ class ResourceStoreServicer(metaclass=_abc_1.ABCMeta):
         """Filtering by labels and fields is best effort; clients apply it again."""
 
 def add_ResourceStoreServicer_to_server(servicer: ResourceStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class BulkStoreStub:
+    """Write many objects of one namespace/group/resource in one client stream
+    (today's Grafana; events are sent once the stream completes).
+    """
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> BulkStoreAsyncStub: ...
+    BulkProcess: _grpc.StreamUnaryMultiCallable[_resource_pb2.BulkRequest, _resource_pb2.BulkResponse]
+
+@_typing.type_check_only
+class BulkStoreAsyncStub(BulkStoreStub):
+    """Write many objects of one namespace/group/resource in one client stream
+    (today's Grafana; events are sent once the stream completes).
+    """
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    BulkProcess: _aio.StreamUnaryMultiCallable[_resource_pb2.BulkRequest, _resource_pb2.BulkResponse]  # type: ignore[assignment]
+
+class BulkStoreServicer(metaclass=_abc_1.ABCMeta):
+    """Write many objects of one namespace/group/resource in one client stream
+    (today's Grafana; events are sent once the stream completes).
+    """
+
+    @_abc_1.abstractmethod
+    def BulkProcess(
+        self,
+        request_iterator: _MaybeAsyncIterator[_resource_pb2.BulkRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_resource_pb2.BulkResponse, _abc.Awaitable[_resource_pb2.BulkResponse]]: ...
+
+def add_BulkStoreServicer_to_server(servicer: BulkStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class DiagnosticsStub:
     """Read-only health checks that clients may call directly."""

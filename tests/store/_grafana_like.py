@@ -1,0 +1,339 @@
+"""A second ResourceStore test server, written from Grafana's server code, not from ours.
+
+It follows ``pkg/storage/unified/resource/server.go`` and the SQL backend as a
+client meets them, including their rough edges:
+
+- every failure is an ``ErrorResult`` in the response with an OK status
+  (``ListResponse.error`` too; the seed dialect has no such field, so there list
+  failures are a gRPC status);
+- a stale ``resource_version`` on update or delete is the SQL backend's bare
+  ``optimistic locking failed`` with code 500 and no reason;
+- create of an existing key is 409 ``AlreadyExists``; a missing key is 404;
+- names follow Grafana's ``IsValidGrafanaName`` (and namespace, group, resource
+  rules), bad ones are 400;
+- list pages stop at ``limit`` or once 2 MiB of values are collected, and carry
+  a continue token of the list's version and an offset;
+- ``require_token`` answers every call without an ``authorization`` header
+  with 401 Unauthorized;
+- ``deleted_without_previous`` sends DELETED events with neither the object nor
+  ``previous`` (seen from some backends).
+
+The state lives in memory: a dict of objects and a list of events.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from xds_client.store._proto import resource_pb2 as pb
+from xds_client.store._proto import resource_pb2_grpc as pb_grpc
+
+_NAME = re.compile(r"^[a-zA-Z0-9:\-\_\.]*\Z")
+_QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_RESOURCE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*\Z")
+_MAX_PAGE_BYTES = 2 * 1024 * 1024
+
+
+def _problems(key: pb.ResourceKey) -> list[str]:
+    out = []
+    n = len(key.name.encode())
+    if n == 0:
+        out.append("name may not be empty")
+    elif n > 253:
+        out.append("name is too long")
+    elif not _NAME.match(key.name):
+        out.append("name must consist of alphanumeric characters, '-', '_', ':' or '.'")
+    ns = len(key.namespace.encode())
+    if ns and (ns > 40 or ns < 3 or not _QUALIFIED.match(key.namespace)):
+        out.append("namespace is invalid")
+    g = len(key.group.encode())
+    if g > 60 or g < 3 or not _QUALIFIED.match(key.group):
+        out.append("group is invalid")
+    r = len(key.resource.encode())
+    if r > 40 or r < 3 or not _RESOURCE.match(key.resource):
+        out.append("resource is invalid")
+    return out
+
+
+@dataclass
+class _Event:
+    rv: int
+    kind: pb.WatchEvent.Type.ValueType
+    key: tuple[str, str, str, str]
+    value: bytes
+    previous: bytes | None
+    previous_rv: int
+
+
+class GrafanaLikeServer:
+    """In memory, on 127.0.0.1 and a free port; ``with GrafanaLikeServer() as srv``."""
+
+    def __init__(
+        self,
+        *,
+        dialect: str = "grafana",
+        require_token: bool = False,
+        deleted_without_previous: bool = False,
+    ) -> None:
+        self.dialect = dialect
+        self.require_token = require_token
+        self.deleted_without_previous = deleted_without_previous
+        self.rv = 0
+        self.objects: dict[tuple[str, str, str, str], tuple[int, bytes]] = {}
+        self.events: list[_Event] = []
+        self.cond = threading.Condition()
+        self._server: grpc.Server | None = None
+        self._port = 0
+        self._stopped = False
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self._port}"
+
+    def __enter__(self) -> GrafanaLikeServer:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        pb_grpc.add_ResourceStoreServicer_to_server(_Store(self), server)
+        pb_grpc.add_DiagnosticsServicer_to_server(_Diagnostics(), server)
+        self._port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self._server = server
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self.cond:
+            self._stopped = True
+            self.cond.notify_all()
+        if self._server is not None:
+            self._server.stop(grace=None).wait(5)
+
+    # ------------------------------------------------------------ the backend
+
+    def write(
+        self, kind: pb.WatchEvent.Type.ValueType, key: pb.ResourceKey, value: bytes, expected: int
+    ) -> int:
+        k = (key.namespace, key.group, key.resource, key.name)
+        with self.cond:
+            current = self.objects.get(k)
+            if kind == pb.WatchEvent.ADDED and current is not None:
+                raise _Error(409, "AlreadyExists", f"{key.name} already exists")
+            if kind != pb.WatchEvent.ADDED:
+                if current is None:
+                    raise _Error(404, "NotFound", f"{key.name} not found")
+                if expected and expected != current[0]:
+                    raise _Error(500, "", "optimistic locking failed")
+            self.rv += 1
+            if kind == pb.WatchEvent.DELETED:
+                assert current is not None
+                del self.objects[k]
+                stored = current[1]
+            else:
+                doc = json.loads(value)
+                meta = doc.setdefault("metadata", {})
+                meta["resourceVersion"] = str(self.rv)
+                stored = json.dumps(doc).encode()
+                self.objects[k] = (self.rv, stored)
+            self.events.append(
+                _Event(
+                    self.rv,
+                    kind,
+                    k,
+                    stored,
+                    current[1] if current else None,
+                    current[0] if current else 0,
+                )
+            )
+            self.cond.notify_all()
+            return self.rv
+
+    def at(self, rv: int) -> dict[tuple[str, str, str, str], tuple[int, bytes]]:
+        """The objects as they were at ``rv`` (replayed from the event log)."""
+        state: dict[tuple[str, str, str, str], tuple[int, bytes]] = {}
+        for event in self.events:
+            if event.rv > rv:
+                break
+            if event.kind == pb.WatchEvent.DELETED:
+                state.pop(event.key, None)
+            else:
+                state[event.key] = (event.rv, event.value)
+        return state
+
+
+class _Error(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.result = pb.ErrorResult(code=code, reason=reason, message=message)
+
+
+_GRPC = {401: grpc.StatusCode.UNAUTHENTICATED, 400: grpc.StatusCode.INVALID_ARGUMENT}
+
+
+class _Store(pb_grpc.ResourceStoreServicer):
+    def __init__(self, s: GrafanaLikeServer) -> None:
+        self.s = s
+
+    def _check(self, context: grpc.ServicerContext, key: pb.ResourceKey | None) -> None:
+        if self.s.require_token:
+            headers = dict(context.invocation_metadata())
+            if "authorization" not in headers:
+                raise _Error(401, "Unauthorized", "no identity found for request")
+        if key is not None:
+            problems = _problems(key)
+            if problems:
+                raise _Error(400, "BadRequest", "; ".join(problems))
+
+    def Create(self, request: Any, context: Any) -> pb.CreateResponse:  # noqa: N802
+        try:
+            self._check(context, request.key)
+            rv = self.s.write(pb.WatchEvent.ADDED, request.key, request.value, 0)
+        except _Error as e:
+            return pb.CreateResponse(error=e.result)
+        return pb.CreateResponse(resource_version=rv)
+
+    def Update(self, request: Any, context: Any) -> pb.UpdateResponse:  # noqa: N802
+        try:
+            self._check(context, request.key)
+            rv = self.s.write(
+                pb.WatchEvent.MODIFIED, request.key, request.value, request.resource_version
+            )
+        except _Error as e:
+            return pb.UpdateResponse(error=e.result)
+        return pb.UpdateResponse(resource_version=rv)
+
+    def Delete(self, request: Any, context: Any) -> pb.DeleteResponse:  # noqa: N802
+        try:
+            self._check(context, request.key)
+            rv = self.s.write(pb.WatchEvent.DELETED, request.key, b"", request.resource_version)
+        except _Error as e:
+            return pb.DeleteResponse(error=e.result)
+        return pb.DeleteResponse(resource_version=rv)
+
+    def Read(self, request: Any, context: Any) -> pb.ReadResponse:  # noqa: N802
+        s = self.s
+        at = request.seed_resource_version if s.dialect == "seed" else request.resource_version
+        k = (request.key.namespace, request.key.group, request.key.resource, request.key.name)
+        try:
+            self._check(context, request.key)
+            with s.cond:
+                found = s.at(at).get(k) if at else s.objects.get(k)
+            if found is None:
+                raise _Error(404, "NotFound", f"{request.key.name} not found")
+        except _Error as e:
+            return pb.ReadResponse(error=e.result)
+        return pb.ReadResponse(resource_version=found[0], value=found[1])
+
+    def List(self, request: Any, context: Any) -> pb.ListResponse:  # noqa: N802
+        s = self.s
+        try:
+            self._check(context, None)
+            return self._list(request)
+        except _Error as e:
+            if s.dialect == "seed":  # no ListResponse.error in the first proto
+                context.abort(_GRPC.get(e.result.code, grpc.StatusCode.UNKNOWN), str(e))
+            return pb.ListResponse(error=e.result)
+
+    def _list(self, request: Any) -> pb.ListResponse:
+        s = self.s
+        key = request.options.key
+        offset = 0
+        with s.cond:
+            rv = s.rv
+            if request.next_page_token:
+                token = json.loads(base64.b64decode(request.next_page_token))
+                rv, offset = int(token["v"]), int(token["o"])
+            elif request.resource_version:
+                exact = (
+                    request.version_match == pb.DEPRECATED_Exact
+                    if s.dialect == "seed"
+                    else request.version_match_v2 == pb.Exact
+                )
+                if exact:
+                    rv = request.resource_version
+            objects = s.at(rv) if rv != s.rv else dict(s.objects)
+        rows = sorted(
+            (k, v)
+            for k, v in objects.items()
+            if k[1] == key.group
+            and k[2] == key.resource
+            and (not key.namespace or k[0] == key.namespace)
+        )
+        limit = request.limit or 500
+        resp = pb.ListResponse(resource_version=rv)
+        size = 0
+        index = offset
+        for index in range(offset, len(rows)):
+            _k, (obj_rv, value) = rows[index]
+            resp.items.add(resource_version=obj_rv, value=value)
+            size += len(value)
+            if len(resp.items) >= limit or size >= _MAX_PAGE_BYTES:
+                break
+        following = offset + len(resp.items)
+        if following < len(rows):
+            token = {"v": rv, "o": following}
+            resp.next_page_token = base64.b64encode(json.dumps(token).encode()).decode()
+            resp.remaining_item_count = len(rows) - following
+        return resp
+
+    def Watch(self, request: Any, context: Any) -> Iterator[pb.WatchEvent]:  # noqa: N802
+        s = self.s
+        key = request.options.key
+
+        def mine(k: tuple[str, str, str, str]) -> bool:
+            return (
+                k[1] == key.group
+                and k[2] == key.resource
+                and (not key.namespace or k[0] == key.namespace)
+            )
+
+        with s.cond:
+            since = request.since if request.since else s.rv
+            initial = sorted(s.objects.items()) if request.send_initial_events else []
+            if request.send_initial_events:
+                since = s.rv
+        for k, (rv, value) in initial:
+            if mine(k):
+                yield pb.WatchEvent(
+                    timestamp=int(time.time() * 1000),
+                    type=pb.WatchEvent.ADDED,
+                    resource=pb.WatchEvent.Resource(version=rv, value=value),
+                )
+        if request.send_initial_events and request.allow_watch_bookmarks:
+            yield pb.WatchEvent(
+                type=pb.WatchEvent.BOOKMARK, resource=pb.WatchEvent.Resource(version=since)
+            )
+        sent = since
+        while context.is_active():
+            with s.cond:
+                while s.rv <= sent and not s._stopped and context.is_active():
+                    s.cond.wait(0.2)
+                if s._stopped:
+                    return
+                new = [e for e in s.events if e.rv > sent]
+            for event in new:
+                sent = event.rv
+                if not mine(event.key):
+                    continue
+                out = pb.WatchEvent(timestamp=int(time.time() * 1000), type=event.kind)
+                out.resource.version = event.rv
+                if event.kind == pb.WatchEvent.DELETED and s.deleted_without_previous:
+                    yield out
+                    continue
+                out.resource.value = event.value
+                if event.previous is not None:
+                    out.previous.version = event.previous_rv
+                    out.previous.value = event.previous
+                yield out
+
+
+class _Diagnostics(pb_grpc.DiagnosticsServicer):
+    def IsHealthy(self, request: Any, context: Any) -> pb.HealthCheckResponse:  # noqa: N802
+        return pb.HealthCheckResponse(status=pb.HealthCheckResponse.SERVING)
