@@ -1,0 +1,418 @@
+"""Envoy as the oracle of route and filter-chain selection: one table, compared row by row.
+
+The same RouteConfiguration (and Listener) is served to Envoy by the ControlPlane and
+given to :func:`select_route` / :func:`select_filter_chain`. Each backend answers
+with its own name, so Envoy's choice is read from the reply body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import socket
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.core.v3.address_pb2 import Address, CidrRange, SocketAddress
+from envoy.config.core.v3.base_pb2 import DataSource, RuntimeFractionalPercent
+from envoy.config.endpoint.v3.endpoint_components_pb2 import (
+    Endpoint,
+    LbEndpoint,
+    LocalityLbEndpoints,
+)
+from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
+from envoy.config.listener.v3.listener_components_pb2 import (
+    Filter,
+    FilterChain,
+    FilterChainMatch,
+)
+from envoy.config.listener.v3.listener_pb2 import AdditionalAddress, Listener
+from envoy.config.route.v3.route_components_pb2 import (
+    DirectResponseAction,
+    HeaderMatcher,
+    QueryParameterMatcher,
+    Route,
+    RouteAction,
+    RouteMatch,
+    VirtualHost,
+    WeightedCluster,
+)
+from envoy.config.route.v3.route_pb2 import RouteConfiguration
+from envoy.type.matcher.v3.regex_pb2 import RegexMatcher
+from envoy.type.matcher.v3.string_pb2 import StringMatcher
+from envoy.type.v3.percent_pb2 import FractionalPercent
+from envoy.type.v3.range_pb2 import Int64Range
+from google.protobuf.any_pb2 import Any as AnyProto
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.wrappers_pb2 import BoolValue, UInt32Value
+
+from xds_client.graph import Connection, select_filter_chain, select_route
+from xds_client.resources import CLUSTER, LISTENER, ROUTE
+from xds_client.testing import ControlPlane
+
+from ._interop_helpers import free_port, http_backend, poll_until, tcp_listener
+from .test_envoy import envoy_factory  # noqa: F401 - the fixture
+
+# No typing stubs are generated for this extension; it is only built here.
+DirectResponseConfig: Any = importlib.import_module(
+    "envoy.extensions.filters.network.direct_response.v3.config_pb2"
+).Config
+
+pytestmark = [pytest.mark.interop, pytest.mark.envoy, pytest.mark.timeout(90)]
+
+
+def static_cluster(name: str, port: int) -> Cluster:
+    address = Address(socket_address=SocketAddress(address="127.0.0.1", port_value=port))
+    return Cluster(
+        name=name,
+        type=Cluster.STATIC,
+        connect_timeout=Duration(seconds=1),
+        load_assignment=ClusterLoadAssignment(
+            cluster_name=name,
+            endpoints=[
+                LocalityLbEndpoints(lb_endpoints=[LbEndpoint(endpoint=Endpoint(address=address))])
+            ],
+        ),
+    )
+
+
+def fraction(numerator: int) -> RuntimeFractionalPercent:
+    return RuntimeFractionalPercent(
+        default_value=FractionalPercent(numerator=numerator, denominator=FractionalPercent.HUNDRED)
+    )
+
+
+def to(cluster: str) -> RouteAction:
+    return RouteAction(cluster=cluster)
+
+
+def one_route_host(name: str, domains: list[str], cluster: str) -> VirtualHost:
+    return VirtualHost(
+        name=name, domains=domains, routes=[Route(match=RouteMatch(prefix="/"), route=to(cluster))]
+    )
+
+
+def differential_routes() -> RouteConfiguration:
+    default_routes = [
+        Route(match=RouteMatch(path="/exact"), route=to("path")),
+        Route(
+            match=RouteMatch(prefix="/CaSe", case_sensitive=BoolValue(value=False)),
+            route=to("case"),
+        ),
+        Route(match=RouteMatch(safe_regex=RegexMatcher(regex="/re/[0-9]+")), route=to("regex")),
+        Route(match=RouteMatch(path_separated_prefix="/sep"), route=to("sep")),
+        Route(
+            match=RouteMatch(
+                prefix="/h", headers=[HeaderMatcher(name="x-env", exact_match="prod")]
+            ),
+            route=to("hdr_prod"),
+        ),
+        Route(
+            match=RouteMatch(
+                prefix="/h",
+                headers=[
+                    HeaderMatcher(
+                        name="x-canary", string_match=StringMatcher(prefix="yes", ignore_case=True)
+                    )
+                ],
+            ),
+            route=to("canary"),
+        ),
+        Route(
+            match=RouteMatch(
+                prefix="/h",
+                headers=[HeaderMatcher(name="x-env", present_match=True, invert_match=True)],
+            ),
+            route=to("no_env"),
+        ),
+        Route(
+            match=RouteMatch(
+                prefix="/range",
+                headers=[HeaderMatcher(name="x-n", range_match=Int64Range(start=10, end=20))],
+            ),
+            route=to("range"),
+        ),
+        Route(
+            match=RouteMatch(
+                prefix="/q",
+                query_parameters=[
+                    QueryParameterMatcher(name="v", string_match=StringMatcher(exact="2"))
+                ],
+            ),
+            route=to("q2"),
+        ),
+        Route(
+            match=RouteMatch(
+                prefix="/q",
+                query_parameters=[QueryParameterMatcher(name="debug", present_match=True)],
+            ),
+            route=to("qdebug"),
+        ),
+        Route(match=RouteMatch(prefix="/frac", runtime_fraction=fraction(0)), route=to("never")),
+        Route(match=RouteMatch(prefix="/frac", runtime_fraction=fraction(100)), route=to("always")),
+        Route(
+            match=RouteMatch(prefix="/w"),
+            route=RouteAction(
+                weighted_clusters=WeightedCluster(
+                    clusters=[
+                        WeightedCluster.ClusterWeight(name="wa", weight=UInt32Value(value=100)),
+                        WeightedCluster.ClusterWeight(name="wb", weight=UInt32Value(value=0)),
+                    ]
+                )
+            ),
+        ),
+        Route(
+            match=RouteMatch(prefix="/direct"),
+            direct_response=DirectResponseAction(
+                status=200, body=DataSource(inline_string="direct")
+            ),
+        ),
+        Route(match=RouteMatch(prefix="/fallback"), route=to("fallback")),
+    ]
+    return RouteConfiguration(
+        name="routes",
+        virtual_hosts=[
+            one_route_host("suffix", ["*.example.com"], "suffix"),
+            one_route_host("longer", ["*.shop.example.com"], "longer"),
+            one_route_host("exact", ["api.example.com"], "exact"),
+            one_route_host("prefix", ["shop.*", "sh.*"], "prefixvh"),
+            VirtualHost(name="default", domains=["*"], routes=default_routes),
+        ],
+    )
+
+
+ROUTE_ROWS: list[tuple[str, str, dict[str, str]]] = [
+    ("api.example.com", "/", {}),
+    ("API.Example.COM", "/x", {}),
+    ("a.example.com", "/", {}),
+    ("x.shop.example.com", "/", {}),
+    (".example.com", "/", {}),
+    ("shop.example.org", "/", {}),
+    ("shop.example.com", "/", {}),  # a suffix wildcard beats a prefix wildcard
+    ("other", "/exact", {}),
+    ("other", "/exact?x=1", {}),
+    ("other", "/exact/more", {}),
+    ("other", "/case/and/more", {}),
+    ("other", "/re/123", {}),
+    ("other", "/re/12a", {}),
+    ("other", "/sep", {}),
+    ("other", "/sep/x", {}),
+    ("other", "/sepx", {}),
+    ("other", "/h", {"x-env": "prod"}),
+    ("other", "/h", {"x-env": "dev", "x-canary": "YES-please"}),
+    ("other", "/h", {"x-env": "dev"}),
+    ("other", "/h", {}),
+    ("other", "/range", {"x-n": "15"}),
+    ("other", "/range", {"x-n": "20"}),
+    ("other", "/range", {"x-n": "abc"}),
+    ("other", "/q?v=2", {}),
+    ("other", "/q?v=3&debug", {}),
+    ("other", "/q?v=3", {}),
+    ("other", "/frac", {}),
+    ("other", "/w", {}),
+    ("other", "/direct", {}),
+    ("other", "/fallback/x", {}),
+    ("other", "/nothing", {}),
+]
+
+
+def library_answer(
+    config: RouteConfiguration, authority: str, path: str, headers: dict[str, str]
+) -> str:
+    choice = select_route(config, authority, path, headers=headers)
+    if choice is None:
+        return "404"
+    if choice.action == "direct_response":
+        assert choice.route is not None
+        return choice.route.direct_response.body.inline_string
+    [cluster] = choice.clusters
+    return cluster
+
+
+def envoy_answer(proxy_port: int, authority: str, path: str, headers: dict[str, str]) -> str:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{proxy_port}{path}", headers={**headers, "Host": authority}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            return str(reply.read().decode())
+    except urllib.error.HTTPError as exc:
+        return str(exc.code)
+
+
+def cluster_names(config: RouteConfiguration) -> set[str]:
+    names: set[str] = set()
+    for vhost in config.virtual_hosts:
+        for route in vhost.routes:
+            if route.route.cluster:
+                names.add(route.route.cluster)
+            names.update(c.name for c in route.route.weighted_clusters.clusters)
+    return names
+
+
+def test_route_selection_agrees_with_envoy(envoy_factory: Any) -> None:  # noqa: F811
+    config = differential_routes()
+    with contextlib.ExitStack() as stack:
+        ports = {
+            name: stack.enter_context(http_backend(name.encode()))
+            for name in sorted(cluster_names(config))
+        }
+        cp = stack.enter_context(ControlPlane())
+        proxy_port = free_port()
+        cp.set_snapshot(
+            {
+                CLUSTER: [static_cluster(name, port) for name, port in ports.items()],
+                LISTENER: [tcp_listener("ingress", proxy_port, "routes")],
+                ROUTE: [config],
+            },
+            version="1",
+        )
+        envoy_factory(cp, "GRPC")
+        for type_url in (CLUSTER, LISTENER, ROUTE):
+            cp.wait_for_ack(type_url, "1", timeout=20)
+        poll_until(
+            lambda: (
+                True if envoy_answer(proxy_port, "api.example.com", "/", {}) == "exact" else None
+            ),
+            20,
+            "Envoy to route",
+        )
+        table = [
+            (row, envoy_answer(proxy_port, *row), library_answer(config, *row))
+            for row in ROUTE_ROWS
+        ]
+    disagreements = [(row, envoy, ours) for row, envoy, ours in table if envoy != ours]
+    assert disagreements == []
+    # The table exercises every route and virtual host, and the 404 of no match.
+    assert {ours for _, _, ours in table} >= {
+        *cluster_names(config) - {"wb", "never"},
+        "direct",
+        "404",
+    }
+
+
+DIRECT_RESPONSE_URL = (
+    "type.googleapis.com/envoy.extensions.filters.network.direct_response.v3.Config"
+)
+
+
+def answering_chain(name: str, match: FilterChainMatch | None = None) -> FilterChain:
+    """A filter chain that writes its own name and closes the connection."""
+    config = DirectResponseConfig(response=DataSource(inline_string=name))
+    return FilterChain(
+        name=name,
+        filter_chain_match=match,
+        filters=[
+            Filter(
+                name="envoy.filters.network.direct_response",
+                typed_config=AnyProto(
+                    type_url=DIRECT_RESPONSE_URL, value=config.SerializeToString()
+                ),
+            )
+        ],
+    )
+
+
+def cidr(address: str, length: int) -> CidrRange:
+    return CidrRange(address_prefix=address, prefix_len=UInt32Value(value=length))
+
+
+def source_match(address: str, length: int) -> FilterChainMatch:
+    return FilterChainMatch(source_prefix_ranges=[cidr(address, length)])
+
+
+def socket_address(ip: str, port: int) -> Address:
+    return Address(socket_address=SocketAddress(address=ip, port_value=port))
+
+
+def chains_listener(port1: int, port2: int, source_port: int) -> Listener:
+    return Listener(
+        name="chains",
+        address=socket_address("127.0.0.1", port1),
+        additional_addresses=[
+            AdditionalAddress(address=socket_address("127.0.0.1", port2)),
+            AdditionalAddress(address=socket_address("127.0.0.2", port1)),
+        ],
+        filter_chains=[
+            answering_chain(
+                "port2",
+                FilterChainMatch(
+                    destination_port=UInt32Value(value=port2),
+                    source_prefix_ranges=[cidr("127.0.0.5", 32)],
+                ),
+            ),
+            answering_chain("dst2", FilterChainMatch(prefix_ranges=[cidr("127.0.0.2", 32)])),
+            answering_chain(
+                "dst2-src3",
+                FilterChainMatch(
+                    prefix_ranges=[cidr("127.0.0.2", 32)],
+                    source_prefix_ranges=[cidr("127.0.0.3", 32)],
+                ),
+            ),
+            # Host bits set on purpose: both sides must normalise to 127.0.0.0/24.
+            answering_chain("src-net", source_match("127.0.0.9", 24)),
+            answering_chain("src-other-net", source_match("127.0.2.0", 24)),
+            answering_chain("src-port", FilterChainMatch(source_ports=[source_port])),
+            answering_chain("catch-all"),
+        ],
+        default_filter_chain=answering_chain("default"),
+    )
+
+
+def envoy_chain(destination: tuple[str, int], source: tuple[str, int]) -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.settimeout(5)
+        sock.bind(source)
+        sock.connect(destination)
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(4096):
+                received += chunk
+        return received.decode() or "(closed)"
+
+
+def test_filter_chain_selection_agrees_with_envoy(envoy_factory: Any) -> None:  # noqa: F811
+    port1, port2, source_port = free_port(), free_port(), free_port()
+    listener = chains_listener(port1, port2, source_port)
+    rows = [
+        (("127.0.0.1", port1), ("127.0.0.1", 0)),
+        (("127.0.0.1", port1), ("127.0.0.200", 0)),
+        (("127.0.0.1", port1), ("127.0.1.5", 0)),
+        (("127.0.0.1", port1), ("127.0.1.5", source_port)),
+        (("127.0.0.1", port1), ("127.0.2.9", 0)),
+        (("127.0.0.1", port2), ("127.0.0.5", 0)),
+        (("127.0.0.1", port2), ("127.0.0.6", 0)),  # no backtracking: the default chain
+        (("127.0.0.2", port1), ("127.0.0.3", 0)),
+        (("127.0.0.2", port1), ("127.0.0.4", 0)),
+        (("127.0.0.2", port1), ("127.0.2.7", 0)),
+    ]
+    with ControlPlane() as cp:
+        # Envoy holds LDS back until its first CDS answer: give it one cluster.
+        cp.set_snapshot({CLUSTER: [static_cluster("unused", 9)], LISTENER: [listener]}, version="1")
+        envoy_factory(cp, "GRPC")
+        cp.wait_for_ack(LISTENER, "1", timeout=20)
+
+        def first_answer() -> str | None:
+            with contextlib.suppress(OSError):
+                return envoy_chain(("127.0.0.1", port1), ("127.0.0.1", 0))
+            return None
+
+        poll_until(first_answer, 20, "Envoy's listener to accept connections")
+        table = []
+        for destination, source in rows:
+            connection = Connection(
+                destination_address=destination[0],
+                destination_port=destination[1],
+                source_address=source[0],
+                source_port=source[1],
+            )
+            choice = select_filter_chain(listener, connection)
+            ours = "(closed)" if choice is None else choice.name
+            table.append(((destination, source), envoy_chain(destination, source), ours))
+    disagreements = [(row, envoy, ours) for row, envoy, ours in table if envoy != ours]
+    assert disagreements == []
+    assert {ours for _, _, ours in table} == {c.name for c in listener.filter_chains} | {"default"}
