@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 from typing_extensions import Self, Unpack
 
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
+from xds_client.graph import ConfigWatch
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType
 from xds_client.transport import ServerTarget, Stream, Transport, make_transport
@@ -333,6 +334,14 @@ class XdsClient:
                 if matches(event, name, version, predicate):
                     return event.resource  # type: ignore[union-attr]
                 last = event
+
+    def watch_config(self, listener: str, *, max_aggregate_depth: int = 16) -> ConfigWatch:
+        """Follow ``listener`` to its routes, clusters and endpoints (docs/graph.md).
+
+        Yields a :class:`~xds_client.graph.ConfigSnapshot` each time the whole graph
+        is complete (every dependency arrived or known missing) and changed.
+        """
+        return ConfigWatch(self, listener, max_aggregate_depth=max_aggregate_depth)
 
     def config_dump(self) -> ClientConfig:
         """A CSDS ``ClientConfig`` of every subscribed or cached resource, secrets redacted."""

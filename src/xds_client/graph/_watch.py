@@ -1,0 +1,247 @@
+"""The drivers of :class:`ConfigTracker`: one watch per resource, opened and closed as told.
+
+Both use the clients' public ``watch(type, name, on_event=...)``: the sync client runs
+the callbacks on its dispatcher thread, the async client on its loop, so the tracker
+is fed from one place at a time (a lock guards it anyway for the sync client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from types import TracebackType
+from typing import Any, Protocol
+
+from typing_extensions import Self
+
+from xds_client.errors import ClientClosedError, WaitTimeoutError
+
+from ._snapshot import ConfigSnapshot, ResourceKey
+from ._tracker import MAX_AGGREGATE_DEPTH, ConfigTracker, TrackerUpdate
+
+__all__ = ["AsyncConfigWatch", "ConfigWatch"]
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class _WatchingClient(Protocol):
+    def watch(self, resource: Any, names: Any = ..., *, on_event: Any = ...) -> Any: ...
+
+
+class _Follower:
+    """The tracker and its per-resource watches; ``deliver`` gets each snapshot."""
+
+    def __init__(
+        self, client: _WatchingClient, listener: str, max_aggregate_depth: int,
+        deliver: Callable[[ConfigSnapshot], None],
+    ) -> None:  # fmt: skip
+        self._client = client
+        self._deliver = deliver
+        self._lock = threading.RLock()
+        self._watches: dict[ResourceKey, _Closable] = {}
+        self._closed = False
+        self.tracker = ConfigTracker(listener, max_aggregate_depth=max_aggregate_depth)
+        with self._lock:
+            self._apply(self.tracker.start())
+
+    def _apply(self, update: TrackerUpdate) -> None:
+        for key in update.unsubscribe:
+            watch = self._watches.pop(key, None)
+            if watch is not None:
+                watch.close()
+        if update.snapshot is not None:
+            self._deliver(update.snapshot)
+        for key in update.subscribe:
+            # Cached state may come back at once, through on_event, re-entering _on_event.
+            self._watches[key] = self._client.watch(
+                key.kind, key.name, on_event=lambda event, key=key: self._on_event(key, event)
+            )
+
+    def _on_event(self, key: ResourceKey, event: object) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._apply(self.tracker.receive(key, event))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            watches, self._watches = list(self._watches.values()), {}
+        for watch in watches:
+            watch.close()
+
+
+class ConfigWatch:
+    """Complete snapshots of one listener's configuration, as a blocking iterator.
+
+    Each item is a :class:`ConfigSnapshot` in which every dependency has arrived or
+    is known missing; intermediate states are never shown. When the consumer is
+    slower than the updates, only the newest snapshot is kept.
+    """
+
+    def __init__(
+        self,
+        client: _WatchingClient,
+        listener: str,
+        *,
+        max_aggregate_depth: int = MAX_AGGREGATE_DEPTH,
+    ) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[ConfigSnapshot] = deque(maxlen=1)
+        self._closed = False
+        self.latest: ConfigSnapshot | None = None
+        """The newest snapshot delivered so far."""
+        self._follower = _Follower(client, listener, max_aggregate_depth, self._put)
+
+    @property
+    def listener_name(self) -> str:
+        """The watched listener."""
+        return self._follower.tracker.listener_name
+
+    @property
+    def subscribed(self) -> frozenset[ResourceKey]:
+        """The resources watched right now (they follow the graph)."""
+        return self._follower.tracker.subscribed
+
+    def _put(self, snapshot: ConfigSnapshot) -> None:
+        with self._cond:
+            self.latest = snapshot
+            self._queue.append(snapshot)
+            self._cond.notify_all()
+
+    def get(self, timeout: float | None = None) -> ConfigSnapshot:
+        """The next snapshot; :class:`WaitTimeoutError` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not self._queue:
+                if self._closed:
+                    raise ClientClosedError("the config watch is closed")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise WaitTimeoutError(
+                        f"no complete config of listener {self.listener_name!r} within "
+                        f"{timeout}s; still watching: {sorted(map(str, self.subscribed))}"
+                    )
+                self._cond.wait(remaining)
+            return self._queue.popleft()
+
+    def __iter__(self) -> Iterator[ConfigSnapshot]:
+        while True:
+            try:
+                yield self.get()
+            except ClientClosedError:
+                return
+
+    def close(self) -> None:
+        """Close every watch of the graph; iteration ends."""
+        self._follower.close()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ConfigWatch(listener={self.listener_name!r}, watching={len(self.subscribed)})"
+
+
+class AsyncConfigWatch:
+    """Complete snapshots of one listener's configuration, as an async iterator.
+
+    The asyncio twin of :class:`ConfigWatch`; create it inside the running loop.
+    """
+
+    def __init__(
+        self,
+        client: _WatchingClient,
+        listener: str,
+        *,
+        max_aggregate_depth: int = MAX_AGGREGATE_DEPTH,
+    ) -> None:
+        self._ready = asyncio.Event()
+        self._queue: deque[ConfigSnapshot] = deque(maxlen=1)
+        self._closed = False
+        self.latest: ConfigSnapshot | None = None
+        """The newest snapshot delivered so far."""
+        self._follower = _Follower(client, listener, max_aggregate_depth, self._put)
+
+    @property
+    def listener_name(self) -> str:
+        """The watched listener."""
+        return self._follower.tracker.listener_name
+
+    @property
+    def subscribed(self) -> frozenset[ResourceKey]:
+        """The resources watched right now (they follow the graph)."""
+        return self._follower.tracker.subscribed
+
+    def _put(self, snapshot: ConfigSnapshot) -> None:
+        self.latest = snapshot
+        self._queue.append(snapshot)
+        self._ready.set()
+
+    async def get(self, timeout: float | None = None) -> ConfigSnapshot:
+        """The next snapshot; :class:`WaitTimeoutError` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._queue:
+            if self._closed:
+                raise ClientClosedError("the config watch is closed")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise WaitTimeoutError(
+                    f"no complete config of listener {self.listener_name!r} within "
+                    f"{timeout}s; still watching: {sorted(map(str, self.subscribed))}"
+                )
+            self._ready.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), remaining)
+        return self._queue.popleft()
+
+    def __aiter__(self) -> AsyncIterator[ConfigSnapshot]:
+        return self
+
+    async def __anext__(self) -> ConfigSnapshot:
+        try:
+            return await self.get()
+        except ClientClosedError:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        """Close every watch of the graph; iteration ends."""
+        self._follower.close()
+        self._closed = True
+        self._ready.set()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncConfigWatch(listener={self.listener_name!r}, watching={len(self.subscribed)})"

@@ -1,0 +1,223 @@
+"""The dependency tracker with scripted events: completeness, no tears, loops, depth, errors."""
+
+from __future__ import annotations
+
+import itertools
+
+from google.protobuf.message import Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xds_client.graph import ConfigSnapshot, ConfigTracker, Connection, ResourceKey
+from xds_client.protocol._events import (
+    ResourceDoesNotExist,
+    ResourceRemoved,
+    ResourceUpdated,
+    ResponseRejected,
+)
+
+from ._graph_resources import (
+    aggregate,
+    api_listener,
+    eds_cluster,
+    endpoints,
+    inline_listener,
+    routes,
+    server_listener,
+    static_cluster,
+)
+
+TYPE_URLS = {"lds": "L", "rds": "R", "cds": "C", "eds": "E"}
+
+
+def key(text: str) -> ResourceKey:
+    kind, name = text.split(":", 1)
+    return ResourceKey(kind, name)  # type: ignore[arg-type]
+
+
+class Feed:
+    """Plays the driver: keeps the subscriptions the tracker asks for, collects snapshots."""
+
+    def __init__(self, listener: str = "L1", **kw: int) -> None:
+        self.tracker = ConfigTracker(listener, **kw)
+        self.subscribed = set(self.tracker.start().subscribe)
+        self.snapshots: list[ConfigSnapshot] = []
+        self.unsubscribed: list[ResourceKey] = []
+
+    def send(self, target: str, event: object) -> ConfigSnapshot | None:
+        update = self.tracker.receive(key(target), event)
+        self.subscribed |= set(update.subscribe)
+        self.subscribed -= set(update.unsubscribe)
+        self.unsubscribed.extend(update.unsubscribe)
+        assert self.subscribed == self.tracker.subscribed
+        if update.snapshot is not None:
+            self.snapshots.append(update.snapshot)
+        return update.snapshot
+
+    def push(self, target: str, message: Message, version: str = "1") -> ConfigSnapshot | None:
+        kind, name = target.split(":", 1)
+        return self.send(target, ResourceUpdated(TYPE_URLS[kind], name, version, message))
+
+    def names(self) -> set[str]:
+        return {str(k) for k in self.subscribed}
+
+
+def test_snapshot_only_when_every_dependency_arrived() -> None:
+    feed = Feed()
+    assert feed.push("lds:L1", api_listener("L1", "R1")) is None
+    assert feed.names() == {"lds:L1", "rds:R1"}
+    assert feed.push("rds:R1", routes("R1", "c1", weighted=("c2", "c3"))) is None
+    assert feed.names() == {"lds:L1", "rds:R1", "cds:c1", "cds:c2", "cds:c3"}
+    assert feed.push("cds:c1", eds_cluster("c1", "svc1")) is None
+    assert feed.push("cds:c2", static_cluster("c2")) is None
+    assert "eds:svc1" in feed.names()
+    assert feed.push("cds:c3", eds_cluster("c3")) is None
+    assert feed.push("eds:c3", endpoints("c3", 1)) is None
+    snapshot = feed.push("eds:svc1", endpoints("svc1", 2))
+    assert snapshot is not None
+    assert snapshot.ok
+    assert set(snapshot.clusters) == {"c1", "c2", "c3"}
+    assert set(snapshot.endpoints) == {"svc1", "c3"}
+    assert snapshot.versions[key("eds:svc1")] == "1"
+    choice = snapshot.route("any", "/w")
+    assert choice is not None
+    assert choice.clusters == ("c2", "c3")
+    # The same content again yields nothing new.
+    assert feed.push("cds:c2", static_cluster("c2")) is None
+
+
+def test_no_tear_when_routes_change_before_the_new_cluster_arrives() -> None:
+    feed = Feed()
+    feed.push("lds:L1", api_listener("L1", "R1"))
+    feed.push("rds:R1", routes("R1", "old"))
+    first = feed.push("cds:old", static_cluster("old"))
+    assert first is not None
+    # Routes now point at a new cluster: no snapshot until it arrives.
+    assert feed.push("rds:R1", routes("R1", "new"), version="2") is None
+    assert feed.unsubscribed == [key("cds:old")]  # unreachable: unsubscribed at once
+    second = feed.push("cds:new", static_cluster("new"), version="2")
+    assert second is not None
+    assert set(second.clusters) == {"new"}
+    assert second.versions[key("rds:R1")] == "2"
+    assert (first.generation, second.generation) == (1, 2)
+    assert set(first.clusters) == {"old"}  # the first snapshot is untouched
+
+
+def test_missing_and_nacked_resources_complete_the_graph_with_errors() -> None:
+    feed = Feed()
+    feed.push("lds:L1", api_listener("L1", "R1"))
+    feed.push("rds:R1", routes("R1", "gone", "bad"))
+    assert feed.send("cds:gone", ResourceDoesNotExist("C", "gone")) is None
+    snapshot = feed.send("cds:bad", ResponseRejected("C", "n1", "3", {"bad": "field x: bad"}))
+    assert snapshot is not None
+    assert dict(snapshot.errors) == {
+        "cds:gone": "does not exist",
+        "cds:bad": "NACKed: field x: bad",
+    }
+    # A NACK after a good value keeps the value (A46) and reports the error beside it.
+    feed.push("cds:bad", static_cluster("bad"), version="4")
+    later = feed.send("cds:bad", ResponseRejected("C", "n2", "5", {"bad": "again"}))
+    assert later is not None
+    assert "bad" in later.clusters
+    assert later.statuses[key("cds:bad")].version == "4"
+    assert later.errors["cds:bad"] == "NACKed: again"
+    # A NACK for another name changes nothing.
+    assert feed.send("cds:bad", ResponseRejected("C", "n3", "6", {"other": "x"})) is None
+
+
+def test_listener_removal_unsubscribes_everything_below_it() -> None:
+    feed = Feed()
+    feed.push("lds:L1", api_listener("L1", "R1"))
+    feed.push("rds:R1", routes("R1", "c1"))
+    feed.push("cds:c1", eds_cluster("c1"))
+    assert feed.push("eds:c1", endpoints("c1", 1)) is not None
+    snapshot = feed.send("lds:L1", ResourceRemoved("L", "L1", "deleted"))
+    assert snapshot is not None
+    assert snapshot.listener is None
+    assert dict(snapshot.errors) == {"lds:L1": "deleted"}
+    assert feed.names() == {"lds:L1"}
+    assert snapshot.route("h", "/c1") is None
+
+
+def test_aggregate_loops_and_depth() -> None:
+    feed = Feed(max_aggregate_depth=3)
+    feed.push("lds:L1", api_listener("L1", "R1"))
+    feed.push("rds:R1", routes("R1", "top", "deep0"))
+    feed.push("cds:top", aggregate("top", "a", "leaf"))
+    feed.push("cds:a", aggregate("a", "top", "leaf"))  # a -> top: a loop
+    feed.push("cds:leaf", static_cluster("leaf"))
+    for depth in range(4):
+        feed.push(f"cds:deep{depth}", aggregate(f"deep{depth}", f"deep{depth + 1}"))
+    snapshot = feed.snapshots[-1]
+    assert snapshot.errors["cds:a"] == "aggregate cluster loop: top -> a -> top"
+    assert snapshot.errors["cds:deep2"].startswith("aggregate cluster graph deeper than 3")
+    assert "cds:deep4" not in feed.names()  # never subscribed past the limit
+    assert snapshot.leaf_clusters("top") == ("leaf",)
+    # Dropping "top" from the routes unsubscribes its whole subtree.
+    feed.push("rds:R1", routes("R1", "deep0"), version="2")
+    assert {"cds:top", "cds:a", "cds:leaf"}.isdisjoint(feed.names())
+
+
+def test_inline_routes_and_server_listener_per_filter_chain() -> None:
+    feed = Feed()
+    snapshot = feed.push("lds:L1", inline_listener("L1", routes("inline", "c1")))
+    assert snapshot is None
+    snapshot = feed.push("cds:c1", static_cluster("c1"))
+    assert snapshot is not None
+    assert snapshot.http_managers[0].inline
+
+    server = Feed("S")
+    server.push("lds:S", server_listener("S", {"a": (1000, "RA"), "b": (2000, "RB")}, "RD"))
+    assert server.names() == {"lds:S", "rds:RA", "rds:RB", "rds:RD"}
+    server.push("rds:RA", routes("RA", "ca"))
+    server.push("rds:RB", routes("RB", "cb"))
+    server.push("rds:RD", routes("RD", "cd"))
+    for name in ("ca", "cb"):
+        server.push(f"cds:{name}", static_cluster(name))
+    done = server.push("cds:cd", static_cluster("cd"))
+    assert done is not None
+    conn = Connection("10.0.0.1", 443, "10.0.0.2", source_port=2000)
+    choice = done.route("h", "/cb", connection=conn)
+    assert choice is not None
+    assert choice.cluster == "cb"
+    fallback = done.route("h", "/cd", connection=Connection("10.0.0.1", 443, "10.0.0.2", 7))
+    assert fallback is not None
+    assert fallback.cluster == "cd"
+
+
+def script() -> list[tuple[str, Message]]:
+    return [
+        ("lds:L1", api_listener("L1", "R1")),
+        ("rds:R1", routes("R1", "c1", "c2")),
+        ("cds:c1", eds_cluster("c1")),
+        ("cds:c2", aggregate("c2", "c3")),
+        ("cds:c3", static_cluster("c3")),
+        ("eds:c1", endpoints("c1", 1)),
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(range(6)), st.lists(st.integers(0, 5), max_size=6))
+def test_any_order_and_repeats_give_one_complete_snapshot(
+    order: list[int], repeats: list[int]
+) -> None:
+    """Deliveries in any order (as a server or the cache may replay them), with
+    duplicates, to whatever is subscribed: exactly one snapshot, and only at the end."""
+    events = script()
+    feed = Feed()
+    delivered: set[int] = set()
+    pending = [*order, *repeats]
+    for _ in itertools.count():
+        ready = [i for i in pending if key(events[i][0]) in feed.subscribed]
+        if not ready:
+            break
+        index = ready[0]
+        pending.remove(index)
+        delivered.add(index)
+        feed.push(*events[index])
+        if len(feed.snapshots) == 1 and delivered != set(range(6)):
+            raise AssertionError(f"snapshot before every resource arrived: {sorted(delivered)}")
+    assert delivered == set(range(6))
+    assert len(feed.snapshots) == 1
+    assert feed.snapshots[0].ok
+    assert feed.snapshots[0].leaf_clusters("c2") == ("c3",)
