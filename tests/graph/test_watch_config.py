@@ -1,0 +1,132 @@
+"""watch_config() on both clients against the ControlPlane: SotW, delta, ADS, per-type."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from google.protobuf.message import Message
+
+from xds_client import AsyncXdsClient, Node, XdsClient
+from xds_client.errors import WaitTimeoutError
+from xds_client.graph import ConfigSnapshot, ResourceKey
+from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from xds_client.testing import ControlPlane
+
+from ._graph_resources import (
+    aggregate,
+    api_listener,
+    eds_cluster,
+    endpoints,
+    routes,
+    static_cluster,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+NODE = Node(id="graph-test", cluster="c")
+MATRIX = [("sotw", True), ("delta", True), ("sotw", False), ("delta", False)]
+
+
+def first_config(cp: ControlPlane) -> None:
+    cp.set_snapshot(
+        {
+            LISTENER: [api_listener("L1", "R1")],
+            ROUTE: [routes("R1", "c1", weighted=("c2", "agg"))],
+            CLUSTER: [
+                eds_cluster("c1"),
+                static_cluster("c2"),
+                aggregate("agg", "c3"),
+                eds_cluster("c3", "svc3"),
+            ],
+            ENDPOINT: [endpoints("c1", 1001), endpoints("svc3", 1003)],
+        },
+        version="1",
+    )
+
+
+def check_first(snapshot: ConfigSnapshot) -> None:
+    assert snapshot.ok, snapshot.errors
+    assert set(snapshot.clusters) == {"c1", "c2", "agg", "c3"}
+    assert set(snapshot.endpoints) == {"c1", "svc3"}
+    choice = snapshot.route("example.com", "/c1")
+    assert choice is not None
+    assert choice.cluster == "c1"
+    assert snapshot.leaf_clusters("agg") == ("c3",)
+
+
+@pytest.mark.parametrize(("protocol", "ads"), MATRIX)
+def test_sync_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
+    with ControlPlane() as cp:
+        first_config(cp)
+        with (
+            XdsClient(cp.address, node=NODE, protocol=protocol, ads=ads) as client,  # type: ignore[arg-type]
+            client.watch_config("L1") as watch,
+        ):
+            snapshot = watch.get(timeout=10)
+            check_first(snapshot)
+            # Routes drop every cluster but c2: the rest is unsubscribed.
+            cp.set_resources(ROUTE, [routes("R1", "c2")], version="2")
+            second = watch.get(timeout=10)
+            assert set(second.clusters) == {"c2"}
+            route_key = ResourceKey("rds", "R1")
+            assert second.versions[route_key] != snapshot.versions[route_key]
+            assert watch.subscribed == {
+                ResourceKey("lds", "L1"),
+                ResourceKey("rds", "R1"),
+                ResourceKey("cds", "c2"),
+            }
+            cp.wait_for_request(
+                CLUSTER, lambda r: r.kind == "delta" or set(r.resource_names) == {"c2"}, timeout=10
+            )
+
+
+@pytest.mark.parametrize(("protocol", "ads"), MATRIX)
+def test_async_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
+    async def body(cp: ControlPlane) -> None:
+        client = AsyncXdsClient(
+            cp.address,
+            node=NODE,
+            protocol=protocol,  # type: ignore[arg-type]
+            ads=ads,
+            does_not_exist_timeout=0.5,
+        )
+        async with client, client.watch_config("L1") as watch:
+            check_first(await watch.get(timeout=10))
+            cp.set_resources(ROUTE, [routes("R1", "missing")], version="2")
+            # Does-not-exist completes the graph with an error rather than hanging.
+            second = await watch.get(timeout=10)
+            assert dict(second.errors) == {"cds:missing": "does not exist"}
+            assert watch.latest is None or watch.latest.generation >= second.generation
+
+    with ControlPlane() as cp:
+        first_config(cp)
+        asyncio.run(asyncio.wait_for(body(cp), 30))
+
+
+def reject_bad_routes(config: Message) -> None:
+    if any(vhost.name == "bad" for vhost in config.virtual_hosts):  # type: ignore[attr-defined]
+        raise ValueError("virtual_hosts[0].name: 'bad' is not allowed here")
+
+
+def test_sync_watch_config_times_out_clearly_and_reports_nacks() -> None:
+    with ControlPlane() as cp:
+        cp.set_snapshot({LISTENER: [api_listener("L1", "R1")]}, version="1")
+        with (
+            XdsClient(
+                cp.address, node=NODE, does_not_exist_timeout=30,
+                validators={ROUTE: reject_bad_routes},
+            ) as client,
+            client.watch_config("L1") as watch,
+        ):  # fmt: skip
+            with pytest.raises(WaitTimeoutError, match=r"still watching: \['lds:L1', 'rds:R1'\]"):
+                watch.get(timeout=0.5)
+            bad = routes("R1", "c1")
+            bad.virtual_hosts[0].name = "bad"
+            cp.set_resources(ROUTE, [bad], version="2")
+            nacked = watch.get(timeout=10)
+            assert nacked.errors["rds:R1"].startswith("NACKed: ")
+            assert "'bad' is not allowed" in nacked.errors["rds:R1"]
+            cp.set_resources(CLUSTER, [static_cluster("c1")], version="3")
+            cp.set_resources(ROUTE, [routes("R1", "c1")], version="3")
+            assert watch.get(timeout=10).ok
