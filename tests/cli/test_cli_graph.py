@@ -24,7 +24,7 @@ def test_graph_prints_the_tree(cli: Any, served: ControlPlane) -> None:
         "      └─ prefix '/'",
         "         └─ cluster backend (EDS)  (v1)",
         "            └─ endpoints backend  (v1)",
-        "               └─ 10.0.0.1:8080 UNKNOWN (zone-a, weight 1)",
+        "               └─ 10.0.0.1:8080 UNKNOWN (zone-a w=1)",
     ]
 
 

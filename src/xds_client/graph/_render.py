@@ -78,11 +78,9 @@ def _endpoint_nodes(assignment: Any) -> list[Node]:
             health = _HEALTH.get(lb.health_status, str(lb.health_status))
             parts = [f"{socket.address}:{socket.port_value}", health]
             if lb.HasField("load_balancing_weight"):
-                parts.append(f"weight {lb.load_balancing_weight.value}")
+                parts.append(f"w={lb.load_balancing_weight.value}")
             if where:
-                parts.append(
-                    f"({where}" + (f", weight {locality_weight})" if locality_weight else ")")
-                )
+                parts.append(f"({where}" + (f" w={locality_weight})" if locality_weight else ")"))
             error = f"endpoint is {health}" if lb.health_status in (2, 4) else None
             nodes.append(Node("endpoint", " ".join(parts), error=error))
     return nodes
@@ -210,7 +208,8 @@ def snapshot_to_text(snapshot: ConfigSnapshot) -> str:
     return "\n".join(lines) + "\n"
 
 
-_COLUMN = 260
+_MAX_BOX = 300.0
+_GAP = 28.0
 _ROW = 26
 _BOX_HEIGHT = 20
 _CHAR = 6.6  # average glyph width of 11px sans-serif, for box sizes
@@ -224,6 +223,10 @@ _FILL = {
     "endpoints": "#ffedd5",
     "endpoint": "#fff7ed",
 }
+
+
+def _box_text(node: Node) -> str:
+    return node.label + (f" v{node.version}" if node.version is not None else "")
 
 
 def snapshot_to_svg(snapshot: ConfigSnapshot) -> str:
@@ -246,7 +249,14 @@ def snapshot_to_svg(snapshot: ConfigSnapshot) -> str:
 
     place(snapshot_tree(snapshot), 0)
     depth = max(d for _, d, _ in placed) + 1
-    width = depth * _COLUMN + 20
+    # Each column is as wide as its longest label, up to _MAX_BOX.
+    boxes = [0.0] * depth
+    for node, d, _ in placed:
+        boxes[d] = max(boxes[d], min(_MAX_BOX, len(_box_text(node)) * _CHAR + 14))
+    lefts = [10.0]
+    for box in boxes[:-1]:
+        lefts.append(lefts[-1] + box + _GAP)
+    width = int(lefts[-1] + boxes[-1] + 10)
     height = rows * _ROW + 20
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -254,28 +264,29 @@ def snapshot_to_svg(snapshot: ConfigSnapshot) -> str:
         f"<title>config graph of listener {escape(snapshot.listener_name)}</title>",
     ]
     for d1, r1, d2, r2 in edges:
-        x1 = 10 + d1 * _COLUMN + _COLUMN - 30
-        x2 = 10 + d2 * _COLUMN
+        x1 = lefts[d1] + boxes[d1]
+        x2 = lefts[d2]
         y1 = 10 + r1 * _ROW + _BOX_HEIGHT / 2
         y2 = 10 + r2 * _ROW + _BOX_HEIGHT / 2
+        middle = (x1 + x2) / 2
         out.append(
-            f'<path d="M{x1:.0f},{y1:.0f} C{x1 + 15:.0f},{y1:.0f} {x2 - 15:.0f},{y2:.0f} '
+            f'<path d="M{x1:.0f},{y1:.0f} C{middle:.0f},{y1:.0f} {middle:.0f},{y2:.0f} '
             f'{x2:.0f},{y2:.0f}" fill="none" stroke="#94a3b8"/>'
         )
     for node, d, row in sorted(placed, key=lambda p: (p[1], p[2])):
-        x = 10 + d * _COLUMN
+        x = lefts[d]
         y = 10 + row * _ROW
-        text = node.label + (f" v{node.version}" if node.version is not None else "")
-        limit = int((_COLUMN - 40) / _CHAR)
+        text = _box_text(node)
+        limit = int((boxes[d] - 14) / _CHAR)
         shown = text if len(text) <= limit else text[: limit - 1] + "…"
         broken = node.error is not None
         fill = "#fee2e2" if broken else _FILL.get(node.kind, "#ffffff")
         stroke = "#dc2626" if broken else "#64748b"
         tooltip = escape(text + (f" — {node.error}" if broken else ""))
         out.append(
-            f'<g><title>{tooltip}</title><rect x="{x}" y="{y:.0f}" width="{_COLUMN - 30}" '
+            f'<g><title>{tooltip}</title><rect x="{x:.0f}" y="{y:.0f}" width="{boxes[d]:.0f}" '
             f'height="{_BOX_HEIGHT}" rx="4" fill="{fill}" stroke="{stroke}"/>'
-            f'<text x="{x + 6}" y="{y + 14:.0f}" fill="{"#b91c1c" if broken else "#0f172a"}">'
+            f'<text x="{x + 7:.0f}" y="{y + 14:.0f}" fill="{"#b91c1c" if broken else "#0f172a"}">'
             f"{escape(shown)}</text></g>"
         )
     out.append("</svg>")
