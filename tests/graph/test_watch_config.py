@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 from google.protobuf.message import Message
 
 from xds_client import AsyncXdsClient, Node, XdsClient
-from xds_client.errors import WaitTimeoutError
-from xds_client.graph import ConfigSnapshot, ResourceKey
+from xds_client.errors import UsageError, WaitTimeoutError
+from xds_client.graph import ConfigSnapshot, Connection, ResourceKey
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
-from xds_client.testing import ControlPlane
+from xds_client.testing import ControlPlane, RecordedRequest
 
 from ._graph_resources import (
     aggregate,
@@ -19,6 +20,7 @@ from ._graph_resources import (
     eds_cluster,
     endpoints,
     routes,
+    server_listener,
     static_cluster,
 )
 
@@ -55,6 +57,20 @@ def check_first(snapshot: ConfigSnapshot) -> None:
     assert snapshot.leaf_clusters("agg") == ("c3",)
 
 
+def dropped_all_but_c2(request: RecordedRequest) -> bool:
+    message = request.message
+    if isinstance(message, DeltaDiscoveryRequest):
+        return set(message.resource_names_unsubscribe) == {"c1", "agg", "c3"}
+    return set(message.resource_names) == {"c2"}
+
+
+def dropped_every_endpoint(request: RecordedRequest) -> bool:
+    message = request.message
+    if isinstance(message, DeltaDiscoveryRequest):
+        return set(message.resource_names_unsubscribe) == {"c1", "svc3"}
+    return request.classification != "initial" and not message.resource_names
+
+
 @pytest.mark.parametrize(("protocol", "ads"), MATRIX)
 def test_sync_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
     with ControlPlane() as cp:
@@ -76,9 +92,8 @@ def test_sync_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
                 ResourceKey("rds", "R1"),
                 ResourceKey("cds", "c2"),
             }
-            cp.wait_for_request(
-                CLUSTER, lambda r: r.kind == "delta" or set(r.resource_names) == {"c2"}, timeout=10
-            )
+            cp.wait_for_request(CLUSTER, dropped_all_but_c2, timeout=10)
+            cp.wait_for_request(ENDPOINT, dropped_every_endpoint, timeout=10)
 
 
 @pytest.mark.parametrize(("protocol", "ads"), MATRIX)
@@ -130,3 +145,35 @@ def test_sync_watch_config_times_out_clearly_and_reports_nacks() -> None:
             cp.set_resources(CLUSTER, [static_cluster("c1")], version="3")
             cp.set_resources(ROUTE, [routes("R1", "c1")], version="3")
             assert watch.get(timeout=10).ok
+
+
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+def test_server_listener_one_route_configuration_per_filter_chain(protocol: str) -> None:
+    """gRFC A36: a server listener's filter chains each name their own route configuration."""
+    with ControlPlane() as cp:
+        cp.set_snapshot(
+            {
+                LISTENER: [server_listener("S", {"a": (1000, "RA"), "b": (2000, "RB")}, "RD")],
+                ROUTE: [routes("RA", "ca"), routes("RB", "cb"), routes("RD", "cd")],
+                CLUSTER: [static_cluster("ca"), static_cluster("cb"), static_cluster("cd")],
+            },
+            version="1",
+        )
+        with (
+            XdsClient(cp.address, node=NODE, protocol=protocol) as client,  # type: ignore[arg-type]
+            client.watch_config("S") as watch,
+        ):
+            snapshot = watch.get(timeout=10)
+    assert snapshot.ok, snapshot.errors
+    assert [(m.filter_chain, m.route_config) for m in snapshot.http_managers] == [
+        ("a", "RA"),
+        ("b", "RB"),
+        ("fallback", "RD"),
+    ]
+    for source_port, cluster in ((1000, "ca"), (2000, "cb"), (3000, "cd")):
+        connection = Connection("10.0.0.1", 8443, "10.0.0.9", source_port)
+        choice = snapshot.route("svc", f"/{cluster}", connection=connection)
+        assert choice is not None
+        assert choice.cluster == cluster
+    with pytest.raises(UsageError, match="pass connection="):
+        snapshot.route("svc", "/ca")
