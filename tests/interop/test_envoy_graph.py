@@ -49,7 +49,8 @@ from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.wrappers_pb2 import BoolValue, UInt32Value
 
-from xds_client.graph import Connection, select_filter_chain, select_route
+from xds_client.errors import ResourceValidationError
+from xds_client.graph import Connection, select_filter_chain, select_route, validate_filter_chains
 from xds_client.resources import CLUSTER, LISTENER, ROUTE
 from xds_client.testing import ControlPlane
 
@@ -378,6 +379,7 @@ def envoy_chain(destination: tuple[str, int], source: tuple[str, int]) -> str:
 def test_filter_chain_selection_agrees_with_envoy(envoy_factory: Any) -> None:  # noqa: F811
     port1, port2, source_port = free_port(), free_port(), free_port()
     listener = chains_listener(port1, port2, source_port)
+    validate_filter_chains(listener)  # Envoy accepts it; so must the validator
     rows = [
         (("127.0.0.1", port1), ("127.0.0.1", 0)),
         (("127.0.0.1", port1), ("127.0.0.200", 0)),
@@ -416,3 +418,25 @@ def test_filter_chain_selection_agrees_with_envoy(envoy_factory: Any) -> None:  
     disagreements = [(row, envoy, ours) for row, envoy, ours in table if envoy != ours]
     assert disagreements == []
     assert {ours for _, _, ours in table} == {c.name for c in listener.filter_chains} | {"default"}
+
+
+def test_duplicate_filter_chains_are_nacked_like_envoy(envoy_factory: Any) -> None:  # noqa: F811
+    """Two chains equal after CIDR normalisation: Envoy NACKs, and so does our validator."""
+    port = free_port()
+    listener = Listener(
+        name="dup",
+        address=socket_address("127.0.0.1", port),
+        filter_chains=[
+            answering_chain("one", source_match("127.0.0.9", 24)),
+            answering_chain("two", source_match("127.0.0.0", 24)),
+        ],
+    )
+    with ControlPlane() as cp:
+        cp.set_snapshot({CLUSTER: [static_cluster("unused", 9)]}, version="1")
+        envoy_factory(cp, "GRPC")
+        cp.wait_for_ack(CLUSTER, "1", timeout=20)
+        cp.set_resources(LISTENER, [listener], version="2")
+        nack = cp.wait_for_nack(LISTENER, "2", timeout=20)
+        assert nack.error_detail is not None
+    with pytest.raises(ResourceValidationError, match=r"filter_chains\[1\] \('two'\)"):
+        validate_filter_chains(listener)

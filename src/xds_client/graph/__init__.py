@@ -13,6 +13,7 @@ from ._filter_chains import (
     normalize_cidr,
     select_filter_chain,
     select_filter_chain_v2,
+    validate_filter_chains,
 )
 from ._render import Node, snapshot_to_svg, snapshot_to_text, snapshot_tree
 from ._routing import RouteChoice, WeightedTarget, select_route, select_virtual_host
@@ -44,4 +45,5 @@ __all__ = [
     "snapshot_to_svg",
     "snapshot_to_text",
     "snapshot_tree",
+    "validate_filter_chains",
 ]

@@ -32,10 +32,13 @@ from typing import Any, Literal, TypeAlias
 
 from google.protobuf.message import Message
 
+from xds_client.errors import ResourceValidationError
+
 __all__ = [
     "Connection",
     "FilterChainChoice",
     "check_filter_chains",
+    "validate_filter_chains",
     "normalize_cidr",
     "select_filter_chain",
     "select_filter_chain_v2",
@@ -311,3 +314,14 @@ def check_filter_chains(listener: Message) -> list[str]:
                 )
                 break
     return problems
+
+
+def validate_filter_chains(listener: Message) -> None:
+    """A validator for ``validators={LISTENER: validate_filter_chains}``: NACKs a listener
+    whose filter chains :func:`check_filter_chains` finds invalid, naming each problem.
+
+    Raises :class:`~xds_client.errors.ResourceValidationError`.
+    """
+    problems = check_filter_chains(listener)
+    if problems:
+        raise ResourceValidationError("; ".join(problems))
