@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 from google.protobuf.message import Message
 from hypothesis import given, settings
@@ -221,3 +223,72 @@ def test_any_order_and_repeats_give_one_complete_snapshot(
     assert len(feed.snapshots) == 1
     assert feed.snapshots[0].ok
     assert feed.snapshots[0].leaf_clusters("c2") == ("c3",)
+
+
+class WalkEveryTime(ConfigTracker):
+    """The reference: no fast path, the whole graph walked on every event."""
+
+    def _direct_edges(self, key: ResourceKey) -> tuple[ResourceKey, ...] | None:
+        return None
+
+
+def event_for(draw: Callable[[st.SearchStrategy[Any]], Any], target: ResourceKey) -> object:
+    """A random event about a subscribed resource: a new value, a removal or does-not-exist."""
+    clusters = [f"c{i}" for i in range(5)]
+    version = str(draw(st.integers(1, 3)))
+    name = target.name
+    fate = draw(st.sampled_from(["update", "update", "update", "gone", "missing"]))
+    if fate == "gone":
+        return ResourceRemoved("X", name, "deleted")
+    if fate == "missing":
+        return ResourceDoesNotExist("X", name)
+    if target.kind == "lds":
+        route = draw(st.sampled_from(["R1", "R2"]))
+        return ResourceUpdated("L", name, version, api_listener(name, route))
+    if target.kind == "rds":
+        chosen = draw(st.lists(st.sampled_from(clusters), max_size=3, unique=True))
+        return ResourceUpdated("R", name, version, routes(name, *chosen))
+    if target.kind == "eds":
+        return ResourceUpdated("E", name, version, endpoints(name, draw(st.integers(1, 3))))
+    shape = draw(st.sampled_from(["eds", "eds", "static", "aggregate"]))
+    if shape == "eds":
+        message: Message = eds_cluster(name)
+    elif shape == "static":
+        message = static_cluster(name)
+    else:
+        message = aggregate(name, *draw(st.lists(st.sampled_from(clusters), max_size=2)))
+    return ResourceUpdated("C", name, version, message)
+
+
+def summary(snapshot: ConfigSnapshot | None) -> object:
+    if snapshot is None:
+        return None
+    return (
+        sorted(snapshot.clusters),
+        sorted(snapshot.endpoints),
+        sorted(snapshot.route_configs),
+        sorted(snapshot.errors.items()),
+        sorted((k, v) for k, v in snapshot.versions.items()),
+        [(k, snapshot.clusters[k]) for k in sorted(snapshot.clusters)],
+        [(k, snapshot.endpoints[k]) for k in sorted(snapshot.endpoints)],
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_fast_paths_agree_with_a_full_walk_every_time(data: st.DataObject) -> None:
+    """Random events to whatever is subscribed, compared step by step with a tracker
+    that walks the whole graph on every event."""
+    fast = ConfigTracker("L1", max_aggregate_depth=3)
+    slow = WalkEveryTime("L1", max_aggregate_depth=3)
+    fast.start()
+    slow.start()
+    for _ in range(data.draw(st.integers(1, 40))):
+        target = data.draw(st.sampled_from(sorted(fast.subscribed)))
+        event = event_for(data.draw, target)
+        got = fast.receive(target, event)
+        want = slow.receive(target, event)
+        assert fast.subscribed == slow.subscribed
+        assert summary(got.snapshot) == summary(want.snapshot)
+        assert set(got.subscribe) == set(want.subscribe)
+        assert set(got.unsubscribe) == set(want.unsubscribe)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from google.protobuf.message import Message
 
@@ -20,9 +20,8 @@ Kind = Literal["lds", "rds", "cds", "eds"]
 """The four resource types of the graph, by their short names."""
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class ResourceKey:
-    """One resource of the graph."""
+class ResourceKey(NamedTuple):
+    """One resource of the graph (a named tuple: hashed in C, sorts by kind then name)."""
 
     kind: Kind
     """``lds``, ``rds``, ``cds`` or ``eds``."""

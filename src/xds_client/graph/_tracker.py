@@ -87,7 +87,7 @@ class TrackerUpdate:
 
 @dataclass(slots=True)
 class _Walk:
-    reachable: list[ResourceKey] = field(default_factory=list)
+    reachable: dict[ResourceKey, None] = field(default_factory=dict)  # ordered set
     managers: list[HttpManager] = field(default_factory=list)
     route_configs: dict[str, Message] = field(default_factory=dict)
     clusters: dict[str, Message] = field(default_factory=dict)
@@ -100,7 +100,7 @@ class _Walk:
         """Add ``key``; False when it was already reached."""
         if key in self.reachable:
             return False
-        self.reachable.append(key)
+        self.reachable[key] = None
         return True
 
 
@@ -122,6 +122,12 @@ class ConfigTracker:
         self._status: dict[ResourceKey, ResourceStatus] = {}
         self._last_signature: object = None
         self._generation = 0
+        # For the fast path: each resource's direct dependencies, and what still lacks a state.
+        self._edges: dict[ResourceKey, tuple[ResourceKey, ...]] = {}
+        self._aggregates: set[ResourceKey] = set()
+        self._pending: set[ResourceKey] = set()
+        self._changes: dict[ResourceKey, int] = {}  # bumped on every status change
+        self._last_walk: _Walk | None = None
 
     @property
     def subscribed(self) -> frozenset[ResourceKey]:
@@ -131,13 +137,32 @@ class ConfigTracker:
     def start(self) -> TrackerUpdate:
         """The first watch to open: the listener itself."""
         self._subscribed.add(self._root)
+        self._pending.add(self._root)
         return TrackerUpdate(subscribe=(self._root,))
 
     def receive(self, key: ResourceKey, event: object) -> TrackerUpdate:
         """Apply one watch event about ``key``; other event kinds change nothing."""
         if key not in self._subscribed or not self._apply(key, event):
             return TrackerUpdate()
-        return self._recompute()
+        self._pending.discard(key)
+        # Fast path: while the graph is incomplete, a route configuration or a plain
+        # cluster that only adds dependencies extends the subscriptions without walking
+        # the whole graph again (the initial load is then linear, not quadratic).
+        old = self._edges.get(key, ())
+        new = self._direct_edges(key)
+        if new is None or not set(old) <= set(new):
+            return self._recompute()
+        self._edges[key] = new
+        if new == old and not self._pending:
+            patched = self._patched(key)
+            if patched is not None:
+                return patched
+        added = tuple(k for k in dict.fromkeys(new) if k not in self._subscribed)
+        self._subscribed.update(added)
+        self._pending.update(added)
+        if self._pending:
+            return TrackerUpdate(subscribe=added)
+        return self._recompute()  # complete: the full walk builds the snapshot
 
     # ------------------------------------------------------------------ internals
 
@@ -165,8 +190,28 @@ class ConfigTracker:
             new = ResourceStatus(key, "nacked", version, kept, f"NACKed: {reason}")
         else:
             return False
+        if old == new:
+            return False
         self._status[key] = new
-        return old != new
+        self._changes[key] = self._changes.get(key, 0) + 1
+        return True
+
+    def _direct_edges(self, key: ResourceKey) -> tuple[ResourceKey, ...] | None:
+        """What ``key`` depends on directly; None when only a full walk can tell
+        (listeners, aggregate clusters: paths, loops and depth matter there)."""
+        status = self._status.get(key)
+        message: Any = status.resource if status is not None else None
+        if key.kind == "lds" or key in self._aggregates:
+            return None
+        if message is None or key.kind == "eds":
+            return ()
+        if key.kind == "rds":
+            return tuple(ResourceKey("cds", name) for name in _clusters_of(message))
+        if message.HasField("cluster_type"):
+            return None  # maybe an aggregate: let the walk decide
+        if message.type == _EDS:
+            return (ResourceKey("eds", message.eds_cluster_config.service_name or key.name),)
+        return ()
 
     def _recompute(self) -> TrackerUpdate:
         walk = _Walk()
@@ -177,10 +222,49 @@ class ConfigTracker:
         self._subscribed = wanted
         for key in unsubscribe:
             self._status.pop(key, None)
+            self._changes.pop(key, None)
+            self._edges.pop(key, None)
+            self._aggregates.discard(key)
+        self._pending = {k for k in wanted if k not in self._status}
+        for key in wanted:
+            edges = self._direct_edges(key)
+            if edges is not None:
+                self._edges[key] = edges
         snapshot = None
+        self._last_walk = walk
         if not walk.pending and not subscribe:
             snapshot = self._snapshot(walk)
         return TrackerUpdate(subscribe, unsubscribe, snapshot)
+
+    def _patched(self, key: ResourceKey) -> TrackerUpdate | None:
+        """The next snapshot without a walk, when only ``key``'s content changed and
+        not what it depends on (an endpoint update in a settled graph, typically)."""
+        last = self._last_walk
+        if last is None or last.pending or key not in last.reachable:
+            return None
+        status = self._status[key]
+        maps = {"rds": last.route_configs, "cds": last.clusters, "eds": last.endpoints}
+        if key.kind not in maps or (key.kind == "rds" and key.name not in last.route_configs):
+            return None  # an inline route configuration is keyed by the listener
+        walk = _Walk(
+            reachable=last.reachable,
+            managers=last.managers,
+            route_configs=dict(last.route_configs),
+            clusters=dict(last.clusters),
+            endpoints=dict(last.endpoints),
+            children=last.children,
+            errors=dict(last.errors),
+        )
+        target = {"rds": walk.route_configs, "cds": walk.clusters, "eds": walk.endpoints}[key.kind]
+        if status.resource is None:
+            return None  # a removal changes what the walk reaches: walk
+        target[key.name] = status.resource
+        if status.error is None:
+            walk.errors.pop(str(key), None)
+        else:
+            walk.errors[str(key)] = status.error
+        self._last_walk = walk
+        return TrackerUpdate(snapshot=self._snapshot(walk))
 
     def _known(self, walk: _Walk, key: ResourceKey) -> ResourceStatus | None:
         """The status of a reached key; marks the walk pending when it has none yet."""
@@ -293,6 +377,7 @@ class ConfigTracker:
                 walk.errors[str(key)] = f"aggregate cluster config: {exc}"
                 return
             walk.children[name] = children
+            self._aggregates.add(key)
             if not children:
                 walk.errors[str(key)] = "aggregate cluster has no children"
             for child in children:
@@ -309,7 +394,7 @@ class ConfigTracker:
     def _snapshot(self, walk: _Walk) -> ConfigSnapshot | None:
         statuses = {k: self._status[k] for k in walk.reachable if k in self._status}
         signature = (
-            tuple((k, s.state, s.version, s.error, s.resource) for k, s in statuses.items()),
+            tuple((k, self._changes.get(k)) for k in statuses),
             tuple(sorted(walk.errors.items())),
         )
         if signature == self._last_signature:
