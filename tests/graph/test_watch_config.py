@@ -9,7 +9,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 from google.protobuf.message import Message
 
 from xds_client import AsyncXdsClient, Node, XdsClient
-from xds_client.errors import UsageError, WaitTimeoutError
+from xds_client.errors import ClientClosedError, UsageError, WaitTimeoutError
 from xds_client.graph import ConfigSnapshot, Connection, ResourceKey
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from xds_client.testing import ControlPlane, RecordedRequest
@@ -177,3 +177,15 @@ def test_server_listener_one_route_configuration_per_filter_chain(protocol: str)
         assert choice.cluster == cluster
     with pytest.raises(UsageError, match="pass connection="):
         snapshot.route("svc", "/ca")
+
+
+def test_iteration_ends_when_the_client_closes() -> None:
+    with ControlPlane() as cp:
+        first_config(cp)
+        client = XdsClient(cp.address, node=NODE)
+        watch = client.watch_config("L1")
+        check_first(watch.get(timeout=10))
+        client.close()
+        assert list(watch) == []  # ends instead of blocking
+        with pytest.raises(ClientClosedError, match="closed"):
+            watch.get(timeout=5)

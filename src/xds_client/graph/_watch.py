@@ -25,6 +25,8 @@ from ._tracker import MAX_AGGREGATE_DEPTH, ConfigTracker, TrackerUpdate
 
 __all__ = ["AsyncConfigWatch", "ConfigWatch"]
 
+_CLOSED_POLL = 0.25  # seconds between checks that the client is still open
+
 
 class _Closable(Protocol):
     def close(self) -> None: ...
@@ -68,6 +70,10 @@ class _Follower:
             if self._closed:
                 return
             self._apply(self.tracker.receive(key, event))
+
+    def client_closed(self) -> bool:
+        """True once the client is closed: no snapshot can come any more."""
+        return bool(getattr(self._client, "_closed", False))
 
     def close(self) -> None:
         with self._lock:
@@ -120,15 +126,16 @@ class ConfigWatch:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while not self._queue:
-                if self._closed:
-                    raise ClientClosedError("the config watch is closed")
+                if self._closed or self._follower.client_closed():
+                    raise ClientClosedError("the config watch (or its client) is closed")
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise WaitTimeoutError(
                         f"no complete config of listener {self.listener_name!r} within "
                         f"{timeout}s; still watching: {sorted(map(str, self.subscribed))}"
                     )
-                self._cond.wait(remaining)
+                # Wake now and then: a closing client does not call back.
+                self._cond.wait(_CLOSED_POLL if remaining is None else min(remaining, _CLOSED_POLL))
             return self._queue.popleft()
 
     def __iter__(self) -> Iterator[ConfigSnapshot]:
@@ -197,8 +204,8 @@ class AsyncConfigWatch:
         """The next snapshot; :class:`WaitTimeoutError` after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._queue:
-            if self._closed:
-                raise ClientClosedError("the config watch is closed")
+            if self._closed or self._follower.client_closed():
+                raise ClientClosedError("the config watch (or its client) is closed")
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise WaitTimeoutError(
@@ -206,8 +213,9 @@ class AsyncConfigWatch:
                     f"{timeout}s; still watching: {sorted(map(str, self.subscribed))}"
                 )
             self._ready.clear()
+            pause = _CLOSED_POLL if remaining is None else min(remaining, _CLOSED_POLL)
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), remaining)
+                await asyncio.wait_for(self._ready.wait(), pause)
         return self._queue.popleft()
 
     def __aiter__(self) -> AsyncIterator[ConfigSnapshot]:
