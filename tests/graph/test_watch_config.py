@@ -11,7 +11,16 @@ from google.protobuf.message import Message
 from xds_client import AsyncXdsClient, Node, XdsClient
 from xds_client.errors import ClientClosedError, UsageError, WaitTimeoutError
 from xds_client.graph import ConfigSnapshot, Connection, ResourceKey
-from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from xds_client.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    V2_CLUSTER,
+    V2_ENDPOINT,
+    V2_LISTENER,
+    V2_ROUTE,
+)
 from xds_client.testing import ControlPlane, RecordedRequest
 
 from ._graph_resources import (
@@ -189,3 +198,40 @@ def test_iteration_ends_when_the_client_closes() -> None:
         assert list(watch) == []  # ends instead of blocking
         with pytest.raises(ClientClosedError, match="closed"):
             watch.get(timeout=5)
+
+
+def as_v2(message: Message, v2_class: type[Message]) -> Message:
+    """The v2 message with the same bytes (these fields kept their numbers in v3)."""
+    converted = v2_class()
+    converted.ParseFromString(message.SerializeToString())
+    return converted
+
+
+def test_v2_api_follows_the_same_graph() -> None:
+    from envoy.api.v2.cluster_pb2 import Cluster as V2Cluster
+    from envoy.api.v2.endpoint_pb2 import ClusterLoadAssignment as V2Assignment
+    from envoy.api.v2.listener_pb2 import Listener as V2Listener
+    from envoy.api.v2.route_pb2 import RouteConfiguration as V2Routes
+
+    with ControlPlane() as cp:
+        cp.set_snapshot(
+            {
+                V2_LISTENER: [as_v2(api_listener("L1", "R1"), V2Listener)],
+                V2_ROUTE: [as_v2(routes("R1", "c1"), V2Routes)],
+                V2_CLUSTER: [as_v2(eds_cluster("c1"), V2Cluster)],
+                V2_ENDPOINT: [as_v2(endpoints("c1", 1001), V2Assignment)],
+            },
+            version="1",
+        )
+        with (
+            XdsClient(cp.address, node=NODE, api_version="v2") as client,
+            client.watch_config("L1") as watch,
+        ):
+            snapshot = watch.get(timeout=10)
+    assert snapshot.ok, snapshot.errors
+    assert type(snapshot.listener).__name__ == "Listener"
+    assert snapshot.listener.DESCRIPTOR.full_name == "envoy.api.v2.Listener"  # type: ignore[union-attr]
+    assert set(snapshot.endpoints) == {"c1"}
+    choice = snapshot.route("h", "/c1")
+    assert choice is not None
+    assert choice.cluster == "c1"

@@ -120,7 +120,8 @@ def select_virtual_host(
     route configuration says ``ignore_port_in_host_matching``).
     """
     host = authority.lower()
-    if strip_port or config.ignore_port_in_host_matching:
+    # v2 RouteConfigurations have no ignore_port_in_host_matching.
+    if strip_port or getattr(config, "ignore_port_in_host_matching", False):
         host = _strip_port(host)
     best_suffix: tuple[int, VirtualHost] | None = None
     best_prefix: tuple[int, VirtualHost] | None = None
@@ -175,8 +176,8 @@ def _header_value(headers: Mapping[str, Sequence[str]], name: str) -> str | None
 
 def _header_matches(matcher: HeaderMatcher, headers: Mapping[str, Sequence[str]]) -> bool:
     value = _header_value(headers, matcher.name)
-    kind = matcher.WhichOneof("header_match_specifier")
-    if value is None and matcher.treat_missing_header_as_empty:
+    kind: str | None = matcher.WhichOneof("header_match_specifier")  # v2 has more kinds
+    if value is None and getattr(matcher, "treat_missing_header_as_empty", False):
         value = ""
     if kind == "present_match":
         # invert_match flips presence too; present_match=false means "absent".
@@ -190,6 +191,8 @@ def _header_matches(matcher: HeaderMatcher, headers: Mapping[str, Sequence[str]]
         matched = value == matcher.exact_match
     elif kind == "safe_regex_match":
         matched = re.fullmatch(matcher.safe_regex_match.regex, value) is not None
+    elif kind == "regex_match":  # v2's deprecated unsafe regex: the same full match
+        matched = re.fullmatch(getattr(matcher, kind), value) is not None
     elif kind == "range_match":
         try:
             number = int(value)
@@ -217,7 +220,7 @@ def _query_matches(matcher: QueryParameterMatcher, query: Mapping[str, str]) -> 
 
 
 def _path_matches(match: RouteMatch, path: str) -> bool:
-    kind = match.WhichOneof("path_specifier")
+    kind: str | None = match.WhichOneof("path_specifier")  # v2 has more kinds
     sensitive = not match.HasField("case_sensitive") or match.case_sensitive.value
     bare = path.split("?", 1)[0].split("#", 1)[0]
 
@@ -230,6 +233,8 @@ def _path_matches(match: RouteMatch, path: str) -> bool:
         return same_case(bare) == same_case(match.path)
     if kind == "safe_regex":
         return re.fullmatch(match.safe_regex.regex, bare) is not None
+    if kind == "regex":  # v2's deprecated unsafe regex
+        return re.fullmatch(getattr(match, kind), bare) is not None
     if kind == "path_separated_prefix":
         prefix = same_case(match.path_separated_prefix)
         subject = same_case(bare)
