@@ -235,3 +235,37 @@ def test_v2_api_follows_the_same_graph() -> None:
     choice = snapshot.route("h", "/c1")
     assert choice is not None
     assert choice.cluster == "c1"
+
+
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+def test_partial_pushes_deliver_nothing_until_complete(protocol: str) -> None:
+    """The server pushes the new routes first and their cluster later: no torn snapshot."""
+    with ControlPlane() as cp:
+        cp.set_snapshot(
+            {
+                LISTENER: [api_listener("L1", "R1")],
+                ROUTE: [routes("R1", "old")],
+                CLUSTER: [static_cluster("old")],
+            },
+            version="1",
+        )
+        with (
+            XdsClient(cp.address, node=NODE, protocol=protocol) as client,  # type: ignore[arg-type]
+            client.watch_config("L1") as watch,
+        ):
+            assert set(watch.get(timeout=10).clusters) == {"old"}
+            cp.set_resources(ROUTE, [routes("R1", "old", "new")], version="2")
+            cp.wait_for_request(
+                CLUSTER,
+                lambda r: (
+                    "new" in getattr(r.message, "resource_names_subscribe", [])
+                    or "new" in getattr(r.message, "resource_names", [])
+                ),
+                timeout=10,
+            )
+            with pytest.raises(WaitTimeoutError):
+                watch.get(timeout=0.3)  # "new" is awaited: no snapshot with half of it
+            cp.update(CLUSTER, [static_cluster("new")], version="3")
+            complete = watch.get(timeout=10)
+            assert set(complete.clusters) == {"old", "new"}
+            assert complete.route_configs["R1"] == routes("R1", "old", "new")
