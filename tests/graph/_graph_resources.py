@@ -37,6 +37,7 @@ __all__ = [
     "endpoints",
     "inline_listener",
     "routes",
+    "scoped_listener",
     "server_listener",
     "static_cluster",
 ]
@@ -122,3 +123,53 @@ def server_listener(name: str, chains: dict[str, tuple[int, str]], default: str)
         filter_chains=[chain(n, r, p) for n, (p, r) in chains.items()],
         default_filter_chain=chain("fallback", default, None),
     )
+
+
+def scoped_listener(name: str, scopes: dict[str, str]) -> Listener:
+    """An api_listener with inline scoped routes: scope key (from the ``addr`` header's
+    ``x-foo-key`` element, as in Envoy's docs) -> RDS route configuration name."""
+    from envoy.config.route.v3.scoped_route_pb2 import ScopedRouteConfiguration
+    from envoy.extensions.filters.network.http_connection_manager.v3.http_connection_manager_pb2 import (  # noqa: E501
+        ScopedRouteConfigurationsList,
+        ScopedRoutes,
+    )
+
+    builder = ScopedRoutes.ScopeKeyBuilder.FragmentBuilder
+    manager = hcm("unused")
+    manager.ClearField("rds")
+    manager.scoped_routes.CopyFrom(
+        ScopedRoutes(
+            name="scopes",
+            scope_key_builder=ScopedRoutes.ScopeKeyBuilder(
+                fragments=[
+                    builder(
+                        header_value_extractor=builder.HeaderValueExtractor(
+                            name="addr",
+                            element_separator=";",
+                            element=builder.HeaderValueExtractor.KvElement(
+                                separator="=", key="x-foo-key"
+                            ),
+                        )
+                    )
+                ]
+            ),
+            rds_config_source=ads_source(),
+            scoped_route_configurations_list=ScopedRouteConfigurationsList(
+                scoped_route_configurations=[
+                    ScopedRouteConfiguration(
+                        name=f"scope-{key}",
+                        route_configuration_name=route,
+                        key=ScopedRouteConfiguration.Key(
+                            fragments=[ScopedRouteConfiguration.Key.Fragment(string_key=key)]
+                        ),
+                    )
+                    for key, route in scopes.items()
+                ]
+            ),
+        )
+    )
+    listener = Listener(name=name)
+    listener.api_listener.api_listener.CopyFrom(
+        AnyProto(type_url=HCM_TYPE_URL, value=manager.SerializeToString())
+    )
+    return listener

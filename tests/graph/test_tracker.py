@@ -25,6 +25,7 @@ from ._graph_resources import (
     endpoints,
     inline_listener,
     routes,
+    scoped_listener,
     server_listener,
     static_cluster,
 )
@@ -274,7 +275,7 @@ def summary(snapshot: ConfigSnapshot | None) -> object:
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_fast_paths_agree_with_a_full_walk_every_time(data: st.DataObject) -> None:
     """Random events to whatever is subscribed, compared step by step with a tracker
@@ -283,7 +284,7 @@ def test_fast_paths_agree_with_a_full_walk_every_time(data: st.DataObject) -> No
     slow = WalkEveryTime("L1", max_aggregate_depth=3)
     fast.start()
     slow.start()
-    for _ in range(data.draw(st.integers(1, 40))):
+    for _ in range(data.draw(st.integers(1, 30))):
         target = data.draw(st.sampled_from(sorted(fast.subscribed)))
         event = event_for(data.draw, target)
         got = fast.receive(target, event)
@@ -292,3 +293,26 @@ def test_fast_paths_agree_with_a_full_walk_every_time(data: st.DataObject) -> No
         assert summary(got.snapshot) == summary(want.snapshot)
         assert set(got.subscribe) == set(want.subscribe)
         assert set(got.unsubscribe) == set(want.unsubscribe)
+
+
+def test_inline_scoped_routes_pick_the_scope_from_headers() -> None:
+    feed = Feed()
+    feed.push("lds:L1", scoped_listener("L1", {"foo": "RF", "bar": "RB"}))
+    assert feed.names() == {"lds:L1", "rds:RF", "rds:RB"}
+    feed.push("rds:RF", routes("RF", "cf"))
+    feed.push("rds:RB", routes("RB", "cb"))
+    feed.push("cds:cf", static_cluster("cf"))
+    snapshot = feed.push("cds:cb", static_cluster("cb"))
+    assert snapshot is not None
+    assert snapshot.http_managers[0].scoped == ("RF", "RB")
+
+    def cluster_for(addr: str | None, path: str) -> str | None:
+        headers = {} if addr is None else {"addr": addr}
+        choice = snapshot.route("h", path, headers=headers)
+        return None if choice is None else choice.cluster
+
+    assert cluster_for("foo=1;x-foo-key=bar", "/cb") == "cb"
+    assert cluster_for("x-foo-key=foo", "/cf") == "cf"
+    assert cluster_for("x-foo-key=foo", "/cb") is None  # the scope's routes do not have it
+    assert cluster_for("x-foo-key=baz", "/cf") is None  # no such scope: 404
+    assert cluster_for(None, "/cf") is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 from xds_client.errors import UsageError
 
 from ._filter_chains import Connection, FilterChainChoice, select_filter_chain
-from ._routing import Headers, RouteChoice, select_route
+from ._routing import Headers, RouteChoice, _normalize_headers, select_route
 
 __all__ = ["ConfigSnapshot", "HttpManager", "Kind", "ResourceKey", "ResourceStatus"]
 
@@ -67,6 +67,44 @@ class HttpManager:
     """Route configurations named by inline scoped routes, in order."""
     error: str | None = None
     """Why no route configuration can be followed (e.g. ``scoped_rds``)."""
+    scope_keys: tuple[tuple[str, ...], ...] = ()
+    """The key of each scope in ``scoped`` (its fragments' ``string_key``)."""
+    scope_key_builder: Message | None = field(default=None, repr=False)
+    """How a request's scope key is built from its headers (``ScopeKeyBuilder``)."""
+
+    def scope_for(self, headers: Mapping[str, Sequence[str]]) -> str | None:
+        """The route configuration of the scope whose key the request's headers build
+        (Envoy's scoped routes), or None when no scope matches (Envoy answers 404)."""
+        builder: Any = self.scope_key_builder
+        if builder is None:
+            return None
+        fragments: list[str] = []
+        for fragment in builder.fragments:
+            value = _extract(fragment.header_value_extractor, headers)
+            if value is None:
+                return None
+            fragments.append(value)
+        for name, key in zip(self.scoped, self.scope_keys, strict=True):
+            if key == tuple(fragments):
+                return name
+        return None
+
+
+def _extract(extractor: Any, headers: Mapping[str, Sequence[str]]) -> str | None:
+    """One fragment of a scope key: a header, or one element of it (Envoy's rules)."""
+    values = headers.get(extractor.name.lower())
+    if not values:
+        return None
+    value = ",".join(values)
+    separator = extractor.element_separator
+    if extractor.HasField("element"):
+        for element in value.split(separator) if separator else [value]:
+            key, found, rest = element.partition(extractor.element.separator)
+            if found and key == extractor.element.key:
+                return rest
+        return None
+    parts = value.split(separator) if separator else [value]
+    return parts[extractor.index] if extractor.index < len(parts) else None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -165,7 +203,10 @@ class ConfigSnapshot:
         manager = self._manager_for(connection)
         if manager is None or manager.route_config is None:
             return None
-        config = self.route_configs.get(manager.route_config)
+        name = manager.route_config
+        if manager.scoped:
+            name = manager.scope_for(_normalize_headers(headers)) or ""
+        config = self.route_configs.get(name)
         if config is None:
             return None
         return select_route(

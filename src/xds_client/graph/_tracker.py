@@ -320,17 +320,21 @@ class ConfigTracker:
         if which == "scoped_routes" and hcm.scoped_routes.HasField(
             "scoped_route_configurations_list"
         ):
+            scoped = hcm.scoped_routes
             names: list[str] = []
-            for (
-                scope
-            ) in hcm.scoped_routes.scoped_route_configurations_list.scoped_route_configurations:
+            keys: list[tuple[str, ...]] = []
+            for scope in scoped.scoped_route_configurations_list.scoped_route_configurations:
                 inline = (
                     scope.route_configuration if scope.HasField("route_configuration") else None
                 )
                 name = scope.route_configuration_name or scope.route_configuration.name
                 names.append(name)
+                keys.append(tuple(f.string_key for f in scope.key.fragments))
                 self._follow_route(walk, name, inline)
-            return HttpManager(label, index, names[0] if names else None, False, tuple(names))
+            return HttpManager(
+                label, index, names[0] if names else None, False, tuple(names),
+                scope_keys=tuple(keys), scope_key_builder=scoped.scope_key_builder,
+            )  # fmt: skip
         error = f"route specifier {which!r} is not followed (scoped_rds needs SRDS)"
         walk.errors[str(self._root)] = error
         return HttpManager(label, index, None, inline=False, error=error)
