@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.listener.v3.listener_components_pb2 import (
     Filter,
@@ -37,6 +39,7 @@ __all__ = [
     "endpoints",
     "inline_listener",
     "routes",
+    "scoped_hcm",
     "scoped_listener",
     "server_listener",
     "static_cluster",
@@ -125,9 +128,18 @@ def server_listener(name: str, chains: dict[str, tuple[int, str]], default: str)
     )
 
 
-def scoped_listener(name: str, scopes: dict[str, str]) -> Listener:
+def scoped_listener(name: str, scopes: dict[str, RouteConfiguration]) -> Listener:
     """An api_listener with inline scoped routes: scope key (from the ``addr`` header's
-    ``x-foo-key`` element, as in Envoy's docs) -> RDS route configuration name."""
+    ``x-foo-key`` element, as in Envoy's docs) -> its inline route configuration."""
+    listener = Listener(name=name)
+    listener.api_listener.api_listener.CopyFrom(
+        AnyProto(type_url=HCM_TYPE_URL, value=scoped_hcm(scopes).SerializeToString())
+    )
+    return listener
+
+
+def scoped_hcm(scopes: dict[str, RouteConfiguration]) -> Any:
+    """An HttpConnectionManager with the inline scoped routes of :func:`scoped_listener`."""
     from envoy.config.route.v3.scoped_route_pb2 import ScopedRouteConfiguration
     from envoy.extensions.filters.network.http_connection_manager.v3.http_connection_manager_pb2 import (  # noqa: E501
         ScopedRouteConfigurationsList,
@@ -158,7 +170,7 @@ def scoped_listener(name: str, scopes: dict[str, str]) -> Listener:
                 scoped_route_configurations=[
                     ScopedRouteConfiguration(
                         name=f"scope-{key}",
-                        route_configuration_name=route,
+                        route_configuration=route,
                         key=ScopedRouteConfiguration.Key(
                             fragments=[ScopedRouteConfiguration.Key.Fragment(string_key=key)]
                         ),
@@ -168,8 +180,4 @@ def scoped_listener(name: str, scopes: dict[str, str]) -> Listener:
             ),
         )
     )
-    listener = Listener(name=name)
-    listener.api_listener.api_listener.CopyFrom(
-        AnyProto(type_url=HCM_TYPE_URL, value=manager.SerializeToString())
-    )
-    return listener
+    return manager

@@ -297,10 +297,10 @@ def test_fast_paths_agree_with_a_full_walk_every_time(data: st.DataObject) -> No
 
 def test_inline_scoped_routes_pick_the_scope_from_headers() -> None:
     feed = Feed()
-    feed.push("lds:L1", scoped_listener("L1", {"foo": "RF", "bar": "RB"}))
-    assert feed.names() == {"lds:L1", "rds:RF", "rds:RB"}
-    feed.push("rds:RF", routes("RF", "cf"))
-    feed.push("rds:RB", routes("RB", "cb"))
+    feed.push(
+        "lds:L1", scoped_listener("L1", {"foo": routes("RF", "cf"), "bar": routes("RB", "cb")})
+    )
+    assert feed.names() == {"lds:L1", "cds:cf", "cds:cb"}
     feed.push("cds:cf", static_cluster("cf"))
     snapshot = feed.push("cds:cb", static_cluster("cb"))
     assert snapshot is not None
@@ -316,3 +316,25 @@ def test_inline_scoped_routes_pick_the_scope_from_headers() -> None:
     assert cluster_for("x-foo-key=foo", "/cb") is None  # the scope's routes do not have it
     assert cluster_for("x-foo-key=baz", "/cf") is None  # no such scope: 404
     assert cluster_for(None, "/cf") is None
+
+
+def test_inline_scopes_naming_rds_routes_are_an_error_as_in_envoy() -> None:
+    listener = scoped_listener("L1", {"foo": routes("RF", "cf")})
+    manager = _unpack_hcm(listener)
+    scope = manager.scoped_routes.scoped_route_configurations_list.scoped_route_configurations[0]
+    scope.ClearField("route_configuration")
+    scope.route_configuration_name = "RF"
+    listener.api_listener.api_listener.value = manager.SerializeToString()
+    snapshot = Feed().push("lds:L1", listener)
+    assert snapshot is not None
+    assert "not supported with inline scoped routes" in snapshot.errors["lds:L1"]
+
+
+def _unpack_hcm(listener: Any) -> Any:
+    from envoy.extensions.filters.network.http_connection_manager.v3.http_connection_manager_pb2 import (  # noqa: E501
+        HttpConnectionManager,
+    )
+
+    manager = HttpConnectionManager()
+    manager.ParseFromString(listener.api_listener.api_listener.value)
+    return manager

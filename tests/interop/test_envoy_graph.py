@@ -50,7 +50,15 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.wrappers_pb2 import BoolValue, UInt32Value
 
 from xds_client.errors import ResourceValidationError
-from xds_client.graph import Connection, select_filter_chain, select_route, validate_filter_chains
+from xds_client.graph import (
+    ConfigTracker,
+    Connection,
+    ResourceKey,
+    select_filter_chain,
+    select_route,
+    validate_filter_chains,
+)
+from xds_client.protocol._events import ResourceUpdated
 from xds_client.resources import CLUSTER, LISTENER, ROUTE
 from xds_client.testing import ControlPlane
 
@@ -440,3 +448,73 @@ def test_duplicate_filter_chains_are_nacked_like_envoy(envoy_factory: Any) -> No
         assert nack.error_detail is not None
     with pytest.raises(ResourceValidationError, match=r"filter_chains\[1\] \('two'\)"):
         validate_filter_chains(listener)
+
+
+def test_scoped_route_selection_agrees_with_envoy(envoy_factory: Any) -> None:  # noqa: F811
+    """Inline scoped routes: the scope key comes from one element of the ``addr`` header."""
+    from tests.graph._graph_resources import routes, scoped_hcm
+
+    manager = scoped_hcm({"foo": routes("RF", "cf"), "bar": routes("RB", "cb")})
+    proxy_port = free_port()
+    listener = Listener(
+        name="scoped",
+        address=socket_address("127.0.0.1", proxy_port),
+        filter_chains=[
+            FilterChain(
+                filters=[
+                    Filter(
+                        name="envoy.filters.network.http_connection_manager",
+                        typed_config=AnyProto(
+                            type_url="type.googleapis.com/envoy.extensions.filters.network."
+                            "http_connection_manager.v3.HttpConnectionManager",
+                            value=manager.SerializeToString(),
+                        ),
+                    )
+                ]
+            )
+        ],
+    )
+    rows = [
+        ("/cf", {"addr": "x-foo-key=foo"}),
+        ("/cb", {"addr": "a=1;x-foo-key=bar;b=2"}),
+        ("/cb", {"addr": "x-foo-key=foo"}),
+        ("/cf", {"addr": "x-foo-key=baz"}),
+        ("/cf", {"addr": "x-foo-key"}),
+        ("/cf", {}),
+    ]
+    with contextlib.ExitStack() as stack:
+        ports = {name: stack.enter_context(http_backend(name.encode())) for name in ("cf", "cb")}
+        cp = stack.enter_context(ControlPlane())
+        cp.set_snapshot(
+            {
+                CLUSTER: [static_cluster(name, port) for name, port in ports.items()],
+                LISTENER: [listener],
+            },
+            version="1",
+        )
+        envoy_factory(cp, "GRPC")
+        for type_url in (CLUSTER, LISTENER):
+            cp.wait_for_ack(type_url, "1", timeout=20)
+        poll_until(
+            lambda: True if envoy_answer(proxy_port, "h", *rows[0]) == "cf" else None,
+            20,
+            "Envoy to route by scope",
+        )
+        envoy_rows = [envoy_answer(proxy_port, "h", path, headers) for path, headers in rows]
+    tracker = ConfigTracker("scoped")
+    tracker.start()
+    feed = [
+        (ResourceKey("lds", "scoped"), listener),
+        (ResourceKey("cds", "cf"), static_cluster("cf", 1)),
+        (ResourceKey("cds", "cb"), static_cluster("cb", 1)),
+    ]
+    snapshot = None
+    for key, message in feed:
+        snapshot = tracker.receive(key, ResourceUpdated("T", key.name, "1", message)).snapshot
+    assert snapshot is not None
+    ours = []
+    for path, headers in rows:
+        choice = snapshot.route("h", path, headers=headers)
+        ours.append("404" if choice is None or choice.cluster is None else choice.cluster)
+    assert list(zip(rows, envoy_rows, strict=True)) == list(zip(rows, ours, strict=True))
+    assert set(ours) == {"cf", "cb", "404"}

@@ -324,15 +324,19 @@ class ConfigTracker:
             names: list[str] = []
             keys: list[tuple[str, ...]] = []
             for scope in scoped.scoped_route_configurations_list.scoped_route_configurations:
-                inline = (
-                    scope.route_configuration if scope.HasField("route_configuration") else None
-                )
-                name = scope.route_configuration_name or scope.route_configuration.name
+                if not scope.HasField("route_configuration"):
+                    # Envoy NACKs this: inline scopes must carry their routes inline.
+                    walk.errors[str(self._root)] = (
+                        f"scope {scope.name!r}: fetching routes via RDS "
+                        "(route_configuration_name) is not supported with inline scoped routes"
+                    )
+                    continue
+                name = scope.route_configuration.name or f"{scope.name} (inline)"
                 names.append(name)
                 keys.append(tuple(f.string_key for f in scope.key.fragments))
-                self._follow_route(walk, name, inline)
+                self._follow_route(walk, name, scope.route_configuration)
             return HttpManager(
-                label, index, names[0] if names else None, False, tuple(names),
+                label, index, names[0] if names else None, True, tuple(names),
                 scope_keys=tuple(keys), scope_key_builder=scoped.scope_key_builder,
             )  # fmt: skip
         error = f"route specifier {which!r} is not followed (scoped_rds needs SRDS)"
