@@ -338,3 +338,17 @@ def _unpack_hcm(listener: Any) -> Any:
     manager = HttpConnectionManager()
     manager.ParseFromString(listener.api_listener.api_listener.value)
     return manager
+
+
+def test_aggregate_without_leaves_is_an_error() -> None:
+    feed = Feed()
+    feed.push("lds:L1", api_listener("L1", "R1"))
+    feed.push("rds:R1", routes("R1", "x", "empty"))
+    feed.push("cds:x", aggregate("x", "y"))
+    feed.push("cds:empty", aggregate("empty"))
+    snapshot = feed.push("cds:y", aggregate("y", "x"))
+    assert snapshot is not None
+    assert snapshot.errors["cds:empty"] == "aggregate cluster has no children"
+    assert snapshot.errors["cds:y"] == "aggregate cluster loop: x -> y -> x"
+    assert snapshot.errors["cds:x"] == "aggregate cluster graph has no leaf clusters"
+    assert snapshot.leaf_clusters("x") == ()

@@ -400,6 +400,10 @@ class ConfigTracker:
                     walk.endpoints[service] = eds.resource
 
     def _snapshot(self, walk: _Walk) -> ConfigSnapshot | None:
+        for name in walk.children:
+            # A37: an aggregate graph must end in at least one non-aggregate cluster.
+            if not _has_leaf(walk.children, name) and f"cds:{name}" not in walk.errors:
+                walk.errors[f"cds:{name}"] = "aggregate cluster graph has no leaf clusters"
         statuses = {k: self._status[k] for k in walk.reachable if k in self._status}
         signature = (
             tuple((k, self._changes.get(k)) for k in statuses),
@@ -422,6 +426,21 @@ class ConfigTracker:
             errors=MappingProxyType(walk.errors),
             generation=self._generation,
         )
+
+
+def _has_leaf(children: dict[str, tuple[str, ...]], root: str) -> bool:
+    """Whether any non-aggregate cluster lies under ``root`` (loops cut)."""
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name not in children:
+            return True
+        stack.extend(children[name])
+    return False
 
 
 def _clusters_of(config: Any) -> Iterable[str]:
