@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 from envoy.config.core.v3.health_check_pb2 import HealthStatus
@@ -69,6 +70,8 @@ def test_the_picture_is_what_the_code_draws() -> None:
         PICTURE.write_text(drawn, encoding="utf-8")
     assert PICTURE.read_text(encoding="utf-8") == drawn
     assert 'stroke="#dc2626"' in drawn  # the missing cluster is red
+    root = ElementTree.fromstring(drawn)  # well-formed, standalone SVG
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
     assert "graph-example.svg" in PAGE.read_text(encoding="utf-8")
 
 

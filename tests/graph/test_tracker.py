@@ -6,6 +6,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from envoy.config.route.v3.route_components_pb2 import Route, RouteAction, RouteMatch, VirtualHost
+from envoy.config.route.v3.route_pb2 import RouteConfiguration
 from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -352,3 +354,26 @@ def test_aggregate_without_leaves_is_an_error() -> None:
     assert snapshot.errors["cds:y"] == "aggregate cluster loop: x -> y -> x"
     assert snapshot.errors["cds:x"] == "aggregate cluster graph has no leaf clusters"
     assert snapshot.leaf_clusters("x") == ()
+
+
+def test_the_managers_strip_any_host_port_applies_to_route() -> None:
+    config = RouteConfiguration(
+        name="R",
+        virtual_hosts=[
+            VirtualHost(
+                name="v",
+                domains=["example.com"],
+                routes=[Route(match=RouteMatch(prefix="/"), route=RouteAction(cluster="c"))],
+            )
+        ],
+    )
+    listener = inline_listener("L1", config)
+    for strip in (False, True):
+        manager = _unpack_hcm(listener)
+        manager.strip_any_host_port = strip
+        listener.api_listener.api_listener.value = manager.SerializeToString()
+        feed = Feed()
+        feed.push("lds:L1", listener)
+        snapshot = feed.push("cds:c", static_cluster("c"))
+        assert snapshot is not None
+        assert (snapshot.route("example.com:8080", "/") is not None) is strip

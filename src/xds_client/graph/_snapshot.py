@@ -71,6 +71,8 @@ class HttpManager:
     """The key of each scope in ``scoped`` (its fragments' ``string_key``)."""
     scope_key_builder: Message | None = field(default=None, repr=False)
     """How a request's scope key is built from its headers (``ScopeKeyBuilder``)."""
+    strip_any_host_port: bool = False
+    """The manager's ``strip_any_host_port``: the Host's port is ignored for matching."""
 
     def scope_for(self, headers: Mapping[str, Sequence[str]]) -> str | None:
         """The route configuration of the scope whose key the request's headers build
@@ -215,6 +217,7 @@ class ConfigSnapshot:
             path,
             headers=headers,
             random_value=random_value,
+            strip_port=manager.strip_any_host_port,
         )
 
     def _manager_for(self, connection: Connection | None) -> HttpManager | None:

@@ -309,14 +309,15 @@ class ConfigTracker:
         self, walk: _Walk, label: str | None, index: int | None, hcm: Any
     ) -> HttpManager:
         which = hcm.WhichOneof("route_specifier")
+        strip = bool(getattr(hcm, "strip_any_host_port", False))
         if which == "rds":
             name = hcm.rds.route_config_name
             self._follow_route(walk, name, None)
-            return HttpManager(label, index, name, inline=False)
+            return HttpManager(label, index, name, inline=False, strip_any_host_port=strip)
         if which == "route_config":
             name = hcm.route_config.name or f"{self.listener_name} (inline)"
             self._follow_route(walk, name, hcm.route_config)
-            return HttpManager(label, index, name, inline=True)
+            return HttpManager(label, index, name, inline=True, strip_any_host_port=strip)
         if which == "scoped_routes" and hcm.scoped_routes.HasField(
             "scoped_route_configurations_list"
         ):
@@ -338,6 +339,7 @@ class ConfigTracker:
             return HttpManager(
                 label, index, names[0] if names else None, True, tuple(names),
                 scope_keys=tuple(keys), scope_key_builder=scoped.scope_key_builder,
+                strip_any_host_port=strip,
             )  # fmt: skip
         error = f"route specifier {which!r} is not followed (scoped_rds needs SRDS)"
         walk.errors[str(self._root)] = error
