@@ -21,7 +21,6 @@ from google.protobuf.message import Message
 from typing_extensions import Self, Unpack
 
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
-from xds_client.graph import AsyncConfigWatch
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType
 from xds_client.transport import AsyncStream, AsyncTransport, ServerTarget, make_transport
@@ -40,6 +39,8 @@ from ._watchers import EventBuffer, WatchEntry, WatchEvent, describe_wait, match
 
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
+
+    from xds_client.graph import AsyncConfigWatch
 
 __all__ = ["AsyncWatch", "AsyncXdsClient"]
 
@@ -304,6 +305,8 @@ class AsyncXdsClient:
         Yields a :class:`~xds_client.graph.ConfigSnapshot` each time the whole graph
         is complete (every dependency arrived or known missing) and changed.
         """
+        from xds_client.graph import AsyncConfigWatch  # imported on use: route protos are heavy
+
         return AsyncConfigWatch(self, listener, max_aggregate_depth=max_aggregate_depth)
 
     def config_dump(self) -> ClientConfig:

@@ -22,7 +22,6 @@ from google.protobuf.message import Message
 from typing_extensions import Self, Unpack
 
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
-from xds_client.graph import ConfigWatch
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType
 from xds_client.transport import ServerTarget, Stream, Transport, make_transport
@@ -41,6 +40,8 @@ from ._watchers import EventBuffer, WatchEntry, WatchEvent, describe_wait, match
 
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
+
+    from xds_client.graph import ConfigWatch
 
 __all__ = ["Watch", "XdsClient"]
 
@@ -341,6 +342,8 @@ class XdsClient:
         Yields a :class:`~xds_client.graph.ConfigSnapshot` each time the whole graph
         is complete (every dependency arrived or known missing) and changed.
         """
+        from xds_client.graph import ConfigWatch  # imported on use: route protos are heavy
+
         return ConfigWatch(self, listener, max_aggregate_depth=max_aggregate_depth)
 
     def config_dump(self) -> ClientConfig:
