@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import socket
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -28,6 +29,7 @@ from envoy.config.listener.v3.listener_components_pb2 import (
     Filter,
     FilterChain,
     FilterChainMatch,
+    ListenerFilter,
 )
 from envoy.config.listener.v3.listener_pb2 import AdditionalAddress, Listener
 from envoy.config.route.v3.route_components_pb2 import (
@@ -518,3 +520,92 @@ def test_scoped_route_selection_agrees_with_envoy(envoy_factory: Any) -> None:  
         ours.append("404" if choice is None or choice.cluster is None else choice.cluster)
     assert list(zip(rows, envoy_rows, strict=True)) == list(zip(rows, ours, strict=True))
     assert set(ours) == {"cf", "cb", "404"}
+
+
+TLS_INSPECTOR_URL = (
+    "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
+)
+
+
+def client_hello(server_name: str | None, alpn: list[str]) -> bytes:
+    """The bytes of a TLS ClientHello with this SNI and ALPN (no handshake follows)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    if alpn:
+        context.set_alpn_protocols(alpn)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=server_name)
+    with contextlib.suppress(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+def envoy_chain_for_hello(port: int, hello: bytes) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(hello)
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(4096):
+                received += chunk
+        return received.decode(errors="replace") or "(closed)"
+
+
+def test_sni_alpn_and_transport_selection_agrees_with_envoy(envoy_factory: Any) -> None:  # noqa: F811
+    """Server names (exact, then the longest wildcard), ALPN and transport protocol, read
+    by Envoy's tls_inspector from a real ClientHello."""
+    port = free_port()
+    listener = Listener(
+        name="sni",
+        address=socket_address("127.0.0.1", port),
+        listener_filters=[
+            ListenerFilter(
+                name="envoy.filters.listener.tls_inspector",
+                typed_config=AnyProto(type_url=TLS_INSPECTOR_URL),
+            )
+        ],
+        filter_chains=[
+            answering_chain("exact", FilterChainMatch(server_names=["api.example.com"])),
+            answering_chain("wild", FilterChainMatch(server_names=["*.example.com"])),
+            answering_chain(
+                "wild-h2",
+                FilterChainMatch(server_names=["*.example.com"], application_protocols=["h2"]),
+            ),
+            answering_chain("longer-wild", FilterChainMatch(server_names=["*.b.example.com"])),
+            answering_chain("tls-any", FilterChainMatch(transport_protocol="tls")),
+            answering_chain("plain"),
+        ],
+    )
+    rows: list[tuple[str | None, list[str]]] = [
+        ("api.example.com", []),
+        ("a.example.com", ["h2"]),
+        ("a.example.com", ["http/1.1"]),
+        ("x.b.example.com", ["h2"]),
+        ("deep.x.b.example.com", []),
+        ("other.org", []),
+        (None, ["h2"]),
+    ]
+    validate_filter_chains(listener)
+    with ControlPlane() as cp:
+        cp.set_snapshot({CLUSTER: [static_cluster("unused", 9)], LISTENER: [listener]}, version="1")
+        envoy_factory(cp, "GRPC")
+        cp.wait_for_ack(LISTENER, "1", timeout=20)
+        hello = client_hello("api.example.com", [])
+
+        def answer() -> str | None:
+            with contextlib.suppress(OSError):
+                return envoy_chain_for_hello(port, hello)
+            return None
+
+        poll_until(answer, 20, "Envoy's TLS listener")
+        table = []
+        for name, alpn in rows:
+            theirs = envoy_chain_for_hello(port, client_hello(name, alpn))
+            connection = Connection(
+                "127.0.0.1", port, "127.0.0.1", server_name=name or "",
+                transport_protocol="tls", application_protocols=tuple(alpn),
+            )  # fmt: skip
+            choice = select_filter_chain(listener, connection)
+            table.append(((name, alpn), theirs, "(closed)" if choice is None else choice.name))
+    assert [(row, ours) for row, _, ours in table] == [(row, theirs) for row, theirs, _ in table]
+    assert {ours for _, _, ours in table} == {c.name for c in listener.filter_chains} - {"plain"}
