@@ -43,7 +43,7 @@ def key(text: str) -> ResourceKey:
 class Feed:
     """Plays the driver: keeps the subscriptions the tracker asks for, collects snapshots."""
 
-    def __init__(self, listener: str = "L1", **kw: int) -> None:
+    def __init__(self, listener: str = "L1", **kw: Any) -> None:
         self.tracker = ConfigTracker(listener, **kw)
         self.subscribed = set(self.tracker.start().subscribe)
         self.snapshots: list[ConfigSnapshot] = []
@@ -377,3 +377,35 @@ def test_the_managers_strip_any_host_port_applies_to_route() -> None:
         snapshot = feed.push("cds:c", static_cluster("c"))
         assert snapshot is not None
         assert (snapshot.route("example.com:8080", "/") is not None) is strip
+
+
+def test_an_authority_follows_only_its_virtual_host() -> None:
+    config = RouteConfiguration(
+        name="R1",
+        virtual_hosts=[
+            VirtualHost(
+                name="shop",
+                domains=["shop.example.com"],
+                routes=[Route(match=RouteMatch(prefix="/"), route=RouteAction(cluster="shop"))],
+            ),
+            VirtualHost(
+                name="rest",
+                domains=["*"],
+                routes=[Route(match=RouteMatch(prefix="/"), route=RouteAction(cluster="rest"))],
+            ),
+        ],
+    )
+    feed = Feed(authority="shop.example.com")
+    feed.push("lds:L1", api_listener("L1", "R1"))
+    feed.push("rds:R1", config)
+    assert feed.names() == {"lds:L1", "rds:R1", "cds:shop"}
+    snapshot = feed.push("cds:shop", static_cluster("shop"))
+    assert snapshot is not None
+    assert snapshot.ok
+    # No virtual host for the authority: an error of the route configuration.
+    config.virtual_hosts.pop()
+    lonely = Feed(authority="other.org")
+    lonely.push("lds:L1", api_listener("L1", "R1"))
+    missing = lonely.push("rds:R1", config)
+    assert missing is not None
+    assert missing.errors == {"rds:R1": "no virtual host matches authority 'other.org'"}

@@ -90,6 +90,8 @@ def test_sync_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
         ):
             snapshot = watch.get(timeout=10)
             check_first(snapshot)
+            with client.watch_config("L1", authority="example.com") as narrow:
+                assert narrow.get(timeout=10).ok
             # Routes drop every cluster but c2: the rest is unsubscribed.
             cp.set_resources(ROUTE, [routes("R1", "c2")], version="2")
             second = watch.get(timeout=10)

@@ -336,15 +336,21 @@ class XdsClient:
                     return event.resource  # type: ignore[union-attr]
                 last = event
 
-    def watch_config(self, listener: str, *, max_aggregate_depth: int = 16) -> ConfigWatch:
+    def watch_config(
+        self, listener: str, *, authority: str | None = None, max_aggregate_depth: int = 16
+    ) -> ConfigWatch:
         """Follow ``listener`` to its routes, clusters and endpoints (docs/graph.md).
 
         Yields a :class:`~xds_client.graph.ConfigSnapshot` each time the whole graph
-        is complete (every dependency arrived or known missing) and changed.
+        is complete (every dependency arrived or known missing) and changed. With
+        ``authority``, only the clusters of the virtual host it selects are followed
+        (gRFC A74's client behaviour); by default every virtual host's are.
         """
         from xds_client.graph import ConfigWatch  # imported on use: route protos are heavy
 
-        return ConfigWatch(self, listener, max_aggregate_depth=max_aggregate_depth)
+        return ConfigWatch(
+            self, listener, authority=authority, max_aggregate_depth=max_aggregate_depth
+        )
 
     def config_dump(self) -> ClientConfig:
         """A CSDS ``ClientConfig`` of every subscribed or cached resource, secrets redacted."""

@@ -29,6 +29,7 @@ from xds_client.protocol._events import (
     ResponseRejected,
 )
 
+from ._routing import select_virtual_host
 from ._snapshot import ConfigSnapshot, HttpManager, ResourceKey, ResourceStatus
 
 __all__ = ["ConfigTracker", "TrackerUpdate"]
@@ -113,10 +114,14 @@ class ConfigTracker:
     """
 
     def __init__(
-        self, listener_name: str, *, max_aggregate_depth: int = MAX_AGGREGATE_DEPTH
-    ) -> None:
+        self, listener_name: str, *, max_aggregate_depth: int = MAX_AGGREGATE_DEPTH,
+        authority: str | None = None,
+    ) -> None:  # fmt: skip
         self.listener_name = listener_name
         self.max_aggregate_depth = max_aggregate_depth
+        self.authority = authority
+        """With an authority, only the virtual host it selects is followed (gRFC A74);
+        without, every virtual host's clusters are (Envoy, proxies, servers)."""
         self._root = ResourceKey("lds", listener_name)
         self._subscribed: set[ResourceKey] = set()
         self._status: dict[ResourceKey, ResourceStatus] = {}
@@ -206,7 +211,7 @@ class ConfigTracker:
         if message is None or key.kind == "eds":
             return ()
         if key.kind == "rds":
-            return tuple(ResourceKey("cds", name) for name in _clusters_of(message))
+            return tuple(ResourceKey("cds", name) for name in _clusters_of(message, self.authority))
         if message.HasField("cluster_type"):
             return None  # maybe an aggregate: let the walk decide
         if message.type == _EDS:
@@ -357,7 +362,9 @@ class ConfigTracker:
         else:
             config = inline
         walk.route_configs[name] = config
-        for cluster in _clusters_of(config):
+        if self.authority is not None and select_virtual_host(config, self.authority) is None:
+            walk.errors[f"rds:{name}"] = f"no virtual host matches authority {self.authority!r}"
+        for cluster in _clusters_of(config, self.authority):
             self._follow_cluster(walk, cluster, ())
 
     def _follow_cluster(self, walk: _Walk, name: str, path: tuple[str, ...]) -> None:
@@ -445,10 +452,16 @@ def _has_leaf(children: dict[str, tuple[str, ...]], root: str) -> bool:
     return False
 
 
-def _clusters_of(config: Any) -> Iterable[str]:
-    """Cluster names a route configuration's routes name, in order, without repeats."""
+def _clusters_of(config: Any, authority: str | None = None) -> Iterable[str]:
+    """Cluster names a route configuration's routes name, in order, without repeats
+    (only those of the virtual host ``authority`` selects, when given)."""
     seen: dict[str, None] = {}
-    for vhost in config.virtual_hosts:
+    if authority is None:
+        vhosts = list(config.virtual_hosts)
+    else:
+        chosen = select_virtual_host(config, authority)
+        vhosts = [] if chosen is None else [chosen]
+    for vhost in vhosts:
         for route in vhost.routes:
             if not route.HasField("route"):
                 continue

@@ -41,14 +41,16 @@ class _Follower:
 
     def __init__(
         self, client: _WatchingClient, listener: str, max_aggregate_depth: int,
-        deliver: Callable[[ConfigSnapshot], None],
+        deliver: Callable[[ConfigSnapshot], None], authority: str | None = None,
     ) -> None:  # fmt: skip
         self._client = client
         self._deliver = deliver
         self._lock = threading.RLock()
         self._watches: dict[ResourceKey, _Closable] = {}
         self._closed = False
-        self.tracker = ConfigTracker(listener, max_aggregate_depth=max_aggregate_depth)
+        self.tracker = ConfigTracker(
+            listener, max_aggregate_depth=max_aggregate_depth, authority=authority
+        )
         with self._lock:
             self._apply(self.tracker.start())
 
@@ -97,13 +99,14 @@ class ConfigWatch:
         listener: str,
         *,
         max_aggregate_depth: int = MAX_AGGREGATE_DEPTH,
+        authority: str | None = None,
     ) -> None:
         self._cond = threading.Condition()
         self._queue: deque[ConfigSnapshot] = deque(maxlen=1)
         self._closed = False
         self.latest: ConfigSnapshot | None = None
         """The newest snapshot delivered so far."""
-        self._follower = _Follower(client, listener, max_aggregate_depth, self._put)
+        self._follower = _Follower(client, listener, max_aggregate_depth, self._put, authority)
 
     @property
     def listener_name(self) -> str:
@@ -177,13 +180,14 @@ class AsyncConfigWatch:
         listener: str,
         *,
         max_aggregate_depth: int = MAX_AGGREGATE_DEPTH,
+        authority: str | None = None,
     ) -> None:
         self._ready = asyncio.Event()
         self._queue: deque[ConfigSnapshot] = deque(maxlen=1)
         self._closed = False
         self.latest: ConfigSnapshot | None = None
         """The newest snapshot delivered so far."""
-        self._follower = _Follower(client, listener, max_aggregate_depth, self._put)
+        self._follower = _Follower(client, listener, max_aggregate_depth, self._put, authority)
 
     @property
     def listener_name(self) -> str:
