@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -293,6 +294,10 @@ def test_fast_paths_agree_with_a_full_walk_every_time(data: st.DataObject) -> No
         want = slow.receive(target, event)
         assert fast.subscribed == slow.subscribed
         assert summary(got.snapshot) == summary(want.snapshot)
+        if got.snapshot is not None:  # every snapshot, however broken, can be drawn
+            json.dumps(got.snapshot.to_dict())
+            assert got.snapshot._repr_svg_().startswith("<svg")
+            assert got.snapshot.to_text().startswith("listener L1")
         assert set(got.subscribe) == set(want.subscribe)
         assert set(got.unsubscribe) == set(want.unsubscribe)
 
@@ -409,3 +414,19 @@ def test_an_authority_follows_only_its_virtual_host() -> None:
     missing = lonely.push("rds:R1", config)
     assert missing is not None
     assert missing.errors == {"rds:R1": "no virtual host matches authority 'other.org'"}
+
+
+def test_a_server_listener_draws_its_filter_chains() -> None:
+    feed = Feed("S")
+    feed.push("lds:S", server_listener("S", {"a": (1000, "RA")}, "RD"))
+    feed.push("rds:RA", routes("RA", "ca"))
+    feed.push("rds:RD", routes("RD", "ca"))
+    snapshot = feed.push("cds:ca", eds_cluster("ca"))
+    assert snapshot is None  # its endpoints are still awaited
+    snapshot = feed.send("eds:ca", ResourceDoesNotExist("E", "ca"))
+    assert snapshot is not None
+    text = snapshot.to_text()
+    assert "├─ filter chain a" in text
+    assert "└─ filter chain fallback" in text
+    assert "endpoints ca  !! does not exist" in text
+    assert snapshot.to_dict()["errors"] == {"eds:ca": "does not exist"}
