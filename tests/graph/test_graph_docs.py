@@ -87,3 +87,9 @@ def test_python_block_runs_as_written(monkeypatch: pytest.MonkeyPatch, capsys: A
     printed = capsys.readouterr().out
     assert printed.startswith("listener ingress  (v1)\n")
     assert "backend ['10.0.0.1:8080']" in printed
+
+
+def test_html_lists_the_errors_in_red() -> None:
+    html = example_snapshot()._repr_html_()
+    assert html.startswith("<div><svg")
+    assert '<ul style="color:#b91c1c"><li><code>cds:legacy</code>: does not exist</li></ul>' in html

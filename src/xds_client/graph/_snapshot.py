@@ -257,7 +257,14 @@ class ConfigSnapshot:
         return snapshot_to_svg(self)
 
     def _repr_html_(self) -> str:
-        return f"<div>{self._repr_svg_()}</div>"
+        from html import escape
+
+        errors = "".join(
+            f"<li><code>{escape(name)}</code>: {escape(reason)}</li>"
+            for name, reason in sorted(self.errors.items())
+        )
+        listed = f'<ul style="color:#b91c1c">{errors}</ul>' if errors else ""
+        return f"<div>{self._repr_svg_()}{listed}</div>"
 
     def __repr__(self) -> str:
         return (
