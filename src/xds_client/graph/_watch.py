@@ -63,6 +63,8 @@ class _Follower:
         self._deliver = deliver
         self._lock = threading.RLock()
         self._group_of: dict[ResourceKey, _Group] = {}
+        self._to_open: dict[str, set[str]] = {}
+        self._defer = False
         self._closed = False
         self.tracker = ConfigTracker(
             listener, max_aggregate_depth=max_aggregate_depth, authority=authority
@@ -93,19 +95,35 @@ class _Follower:
                 group.watch.close()
         if update.snapshot is not None:
             self._deliver(update.snapshot)
-        by_kind: dict[str, set[str]] = {}
+        for key in update.unsubscribe:
+            self._to_open.get(key.kind, set()).discard(key.name)
         for key in update.subscribe:
-            by_kind.setdefault(key.kind, set()).add(key.name)
-        for kind, names in by_kind.items():
-            self._open(kind, names)
+            self._to_open.setdefault(key.kind, set()).add(key.name)
+        if shrunk or not self._defer:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Open the watches asked for so far, one per type."""
+        to_open, self._to_open = self._to_open, {}
+        for kind, names in to_open.items():
+            if names:
+                self._open(kind, names)
 
     def _on_event(self, group: _Group, event: object) -> None:
         with self._lock:
             if self._closed:
                 return
-            for key in self._keys_of(group, event):
-                if self._group_of.get(key) is group:  # not a stale group's late event
-                    self._apply(self.tracker.receive(key, event))
+            # While more events of this watch are queued (a burst: every cluster of a
+            # response), new subscriptions wait and go out as one watch at its end.
+            self._defer = bool(getattr(group.watch, "pending", 0))
+            try:
+                for key in self._keys_of(group, event):
+                    if self._group_of.get(key) is group:  # not a stale group's late event
+                        self._apply(self.tracker.receive(key, event))
+            finally:
+                self._defer = False
+            if self._to_open and not getattr(group.watch, "pending", 0):
+                self._flush()
 
     @staticmethod
     def _keys_of(group: _Group, event: object) -> list[ResourceKey]:
