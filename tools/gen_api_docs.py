@@ -28,6 +28,7 @@ OUTPUT = ROOT / "docs" / "api.md"
 # (module, title, blurb): the order of the page.
 MODULES = [
     ("xds_client", "xds_client", "Clients, events, node, resource registry and errors."),
+    ("xds_client.graph", "xds_client.graph", "The config graph (see [graph.md](graph.md))."),
     ("xds_client.store", "xds_client.store", "The ResourceStore client (Grafana unified storage)."),
     ("xds_client.testing", "xds_client.testing", "In-process servers for tests and demos."),
     ("xds_client.cli", "xds_client.cli", "The `xds-client` command line (see [cli.md](cli.md))."),

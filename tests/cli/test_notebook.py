@@ -37,6 +37,8 @@ def test_notebook_executes_without_errors(monkeypatch: pytest.MonkeyPatch) -> No
     assert "<td>canary</td>" in html  # the watch saw the added cluster
     assert "<td>deleted</td>" in html  # ... and the removal
     assert "<td>latency</td>" in html  # the store listed the dashboards
+    assert "config graph of listener ingress" in html  # watch_config's snapshot drew itself
+    assert 'stroke="#dc2626"' in html  # ... and the deleted cluster in red
     texts = "\n".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "serving version 1 on 127.0.0.1:" in texts
 

@@ -265,6 +265,13 @@ def build_parser() -> argparse.ArgumentParser:
     health = store_sub.add_parser("health", help="check the server's health")
     _store_options(health)
 
+    graph = sub.add_parser(
+        "graph", help="follow a listener to its routes, clusters and endpoints; print the tree"
+    )
+    _xds_options(graph)
+    graph.add_argument("listener", metavar="LISTENER", help="the Listener resource name")
+    graph.add_argument("--timeout", type=_positive, default=20.0, help="give up after S seconds")
+
     demo = sub.add_parser("demo", help="a live story of the xDS protocol (about 20 s)")
     demo.add_argument("--fast", action="store_true", help="no pauses between steps (tests)")
     return parser

@@ -49,6 +49,8 @@ from ._watchers import EventBuffer, WatchEntry, WatchEvent, describe_wait, match
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
 
+    from xds_client.graph import ConfigWatch
+
 __all__ = ["Watch", "XdsClient"]
 
 M = TypeVar("M", bound=Message)
@@ -342,6 +344,22 @@ class XdsClient:
                 if matches(event, name, version, predicate):
                     return event.resource  # type: ignore[union-attr]
                 last = event
+
+    def watch_config(
+        self, listener: str, *, authority: str | None = None, max_aggregate_depth: int = 16
+    ) -> ConfigWatch:
+        """Follow ``listener`` to its routes, clusters and endpoints (docs/graph.md).
+
+        Yields a :class:`~xds_client.graph.ConfigSnapshot` each time the whole graph
+        is complete (every dependency arrived or known missing) and changed. With
+        ``authority``, only the clusters of the virtual host it selects are followed
+        (gRFC A74's client behaviour); by default every virtual host's are.
+        """
+        from xds_client.graph import ConfigWatch  # imported on use: route protos are heavy
+
+        return ConfigWatch(
+            self, listener, authority=authority, max_aggregate_depth=max_aggregate_depth
+        )
 
     def config_dump(self) -> ClientConfig:
         """A CSDS ``ClientConfig`` of every subscribed or cached resource, secrets redacted."""

@@ -1,0 +1,49 @@
+"""The config graph: a listener's whole configuration, route and filter-chain selection.
+
+``client.watch_config(listener)`` follows LDS -> RDS -> CDS -> EDS and yields a
+:class:`ConfigSnapshot` whenever the whole graph is complete; ``snapshot.route()``
+and ``snapshot.filter_chain()`` answer where a request or a connection goes, as
+Envoy would. See docs/graph.md.
+"""
+
+from ._filter_chains import (
+    Connection,
+    FilterChainChoice,
+    check_filter_chains,
+    normalize_cidr,
+    select_filter_chain,
+    select_filter_chain_v2,
+    validate_filter_chains,
+)
+from ._render import Node, snapshot_to_svg, snapshot_to_text, snapshot_tree
+from ._routing import RouteChoice, WeightedTarget, select_route, select_virtual_host
+from ._snapshot import ConfigSnapshot, HttpManager, ResourceKey, ResourceStatus
+from ._tracker import MAX_AGGREGATE_DEPTH, ConfigTracker, TrackerUpdate
+from ._watch import AsyncConfigWatch, ConfigWatch
+
+__all__ = [
+    "MAX_AGGREGATE_DEPTH",
+    "AsyncConfigWatch",
+    "ConfigSnapshot",
+    "ConfigTracker",
+    "ConfigWatch",
+    "Connection",
+    "FilterChainChoice",
+    "HttpManager",
+    "Node",
+    "ResourceKey",
+    "ResourceStatus",
+    "RouteChoice",
+    "TrackerUpdate",
+    "WeightedTarget",
+    "check_filter_chains",
+    "normalize_cidr",
+    "select_filter_chain",
+    "select_filter_chain_v2",
+    "select_route",
+    "select_virtual_host",
+    "snapshot_to_svg",
+    "snapshot_to_text",
+    "snapshot_tree",
+    "validate_filter_chains",
+]

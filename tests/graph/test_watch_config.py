@@ -1,0 +1,273 @@
+"""watch_config() on both clients against the ControlPlane: SotW, delta, ADS, per-type."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
+from google.protobuf.message import Message
+
+from xds_client import AsyncXdsClient, Node, XdsClient
+from xds_client.errors import ClientClosedError, UsageError, WaitTimeoutError
+from xds_client.graph import ConfigSnapshot, Connection, ResourceKey
+from xds_client.resources import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    V2_CLUSTER,
+    V2_ENDPOINT,
+    V2_LISTENER,
+    V2_ROUTE,
+)
+from xds_client.testing import ControlPlane, RecordedRequest
+
+from ._graph_resources import (
+    aggregate,
+    api_listener,
+    eds_cluster,
+    endpoints,
+    routes,
+    server_listener,
+    static_cluster,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+NODE = Node(id="graph-test", cluster="c")
+MATRIX = [("sotw", True), ("delta", True), ("sotw", False), ("delta", False)]
+
+
+def first_config(cp: ControlPlane) -> None:
+    cp.set_snapshot(
+        {
+            LISTENER: [api_listener("L1", "R1")],
+            ROUTE: [routes("R1", "c1", weighted=("c2", "agg"))],
+            CLUSTER: [
+                eds_cluster("c1"),
+                static_cluster("c2"),
+                aggregate("agg", "c3"),
+                eds_cluster("c3", "svc3"),
+            ],
+            ENDPOINT: [endpoints("c1", 1001), endpoints("svc3", 1003)],
+        },
+        version="1",
+    )
+
+
+def check_first(snapshot: ConfigSnapshot) -> None:
+    assert snapshot.ok, snapshot.errors
+    assert set(snapshot.clusters) == {"c1", "c2", "agg", "c3"}
+    assert set(snapshot.endpoints) == {"c1", "svc3"}
+    choice = snapshot.route("example.com", "/c1")
+    assert choice is not None
+    assert choice.cluster == "c1"
+    assert snapshot.leaf_clusters("agg") == ("c3",)
+
+
+def dropped_all_but_c2(request: RecordedRequest) -> bool:
+    message = request.message
+    if isinstance(message, DeltaDiscoveryRequest):
+        return set(message.resource_names_unsubscribe) == {"c1", "agg", "c3"}
+    return set(message.resource_names) == {"c2"}
+
+
+def dropped_every_endpoint(request: RecordedRequest) -> bool:
+    message = request.message
+    if isinstance(message, DeltaDiscoveryRequest):
+        return set(message.resource_names_unsubscribe) == {"c1", "svc3"}
+    return request.classification != "initial" and not message.resource_names
+
+
+@pytest.mark.parametrize(("protocol", "ads"), MATRIX)
+def test_sync_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
+    with ControlPlane() as cp:
+        first_config(cp)
+        with (
+            XdsClient(cp.address, node=NODE, protocol=protocol, ads=ads) as client,  # type: ignore[arg-type]
+            client.watch_config("L1") as watch,
+        ):
+            snapshot = watch.get(timeout=10)
+            check_first(snapshot)
+            with client.watch_config("L1", authority="example.com") as narrow:
+                assert narrow.get(timeout=10).ok
+            # Routes drop every cluster but c2: the rest is unsubscribed.
+            cp.set_resources(ROUTE, [routes("R1", "c2")], version="2")
+            second = watch.get(timeout=10)
+            assert set(second.clusters) == {"c2"}
+            route_key = ResourceKey("rds", "R1")
+            assert second.versions[route_key] != snapshot.versions[route_key]
+            assert watch.subscribed == {
+                ResourceKey("lds", "L1"),
+                ResourceKey("rds", "R1"),
+                ResourceKey("cds", "c2"),
+            }
+            cp.wait_for_request(CLUSTER, dropped_all_but_c2, timeout=10)
+            cp.wait_for_request(ENDPOINT, dropped_every_endpoint, timeout=10)
+
+
+@pytest.mark.parametrize(("protocol", "ads"), MATRIX)
+def test_async_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
+    async def body(cp: ControlPlane) -> None:
+        client = AsyncXdsClient(
+            cp.address,
+            node=NODE,
+            protocol=protocol,  # type: ignore[arg-type]
+            ads=ads,
+            does_not_exist_timeout=0.5,
+        )
+        async with client, client.watch_config("L1") as watch:
+            check_first(await watch.get(timeout=10))
+            cp.set_resources(ROUTE, [routes("R1", "missing")], version="2")
+            # Does-not-exist completes the graph with an error rather than hanging.
+            second = await watch.get(timeout=10)
+            assert dict(second.errors) == {"cds:missing": "does not exist"}
+            assert watch.latest is None or watch.latest.generation >= second.generation
+
+    with ControlPlane() as cp:
+        first_config(cp)
+        asyncio.run(asyncio.wait_for(body(cp), 30))
+
+
+def reject_bad_routes(config: Message) -> None:
+    if any(vhost.name == "bad" for vhost in config.virtual_hosts):  # type: ignore[attr-defined]
+        raise ValueError("virtual_hosts[0].name: 'bad' is not allowed here")
+
+
+def test_sync_watch_config_times_out_clearly_and_reports_nacks() -> None:
+    with ControlPlane() as cp:
+        cp.set_snapshot({LISTENER: [api_listener("L1", "R1")]}, version="1")
+        with (
+            XdsClient(
+                cp.address, node=NODE, does_not_exist_timeout=30,
+                validators={ROUTE: reject_bad_routes},
+            ) as client,
+            client.watch_config("L1") as watch,
+        ):  # fmt: skip
+            with pytest.raises(WaitTimeoutError, match=r"still watching: \['lds:L1', 'rds:R1'\]"):
+                watch.get(timeout=0.5)
+            bad = routes("R1", "c1")
+            bad.virtual_hosts[0].name = "bad"
+            cp.set_resources(ROUTE, [bad], version="2")
+            nacked = watch.get(timeout=10)
+            assert nacked.errors["rds:R1"].startswith("NACKed: ")
+            assert "'bad' is not allowed" in nacked.errors["rds:R1"]
+            cp.set_resources(CLUSTER, [static_cluster("c1")], version="3")
+            cp.set_resources(ROUTE, [routes("R1", "c1")], version="3")
+            assert watch.get(timeout=10).ok
+
+
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+def test_server_listener_one_route_configuration_per_filter_chain(protocol: str) -> None:
+    """gRFC A36: a server listener's filter chains each name their own route configuration."""
+    with ControlPlane() as cp:
+        cp.set_snapshot(
+            {
+                LISTENER: [server_listener("S", {"a": (1000, "RA"), "b": (2000, "RB")}, "RD")],
+                ROUTE: [routes("RA", "ca"), routes("RB", "cb"), routes("RD", "cd")],
+                CLUSTER: [static_cluster("ca"), static_cluster("cb"), static_cluster("cd")],
+            },
+            version="1",
+        )
+        with (
+            XdsClient(cp.address, node=NODE, protocol=protocol) as client,  # type: ignore[arg-type]
+            client.watch_config("S") as watch,
+        ):
+            snapshot = watch.get(timeout=10)
+    assert snapshot.ok, snapshot.errors
+    assert [(m.filter_chain, m.route_config) for m in snapshot.http_managers] == [
+        ("a", "RA"),
+        ("b", "RB"),
+        ("fallback", "RD"),
+    ]
+    for source_port, cluster in ((1000, "ca"), (2000, "cb"), (3000, "cd")):
+        connection = Connection("10.0.0.1", 8443, "10.0.0.9", source_port)
+        choice = snapshot.route("svc", f"/{cluster}", connection=connection)
+        assert choice is not None
+        assert choice.cluster == cluster
+    with pytest.raises(UsageError, match="pass connection="):
+        snapshot.route("svc", "/ca")
+
+
+def test_iteration_ends_when_the_client_closes() -> None:
+    with ControlPlane() as cp:
+        first_config(cp)
+        client = XdsClient(cp.address, node=NODE)
+        watch = client.watch_config("L1")
+        check_first(watch.get(timeout=10))
+        client.close()
+        assert list(watch) == []  # ends instead of blocking
+        with pytest.raises(ClientClosedError, match="closed"):
+            watch.get(timeout=5)
+
+
+def as_v2(message: Message, v2_class: type[Message]) -> Message:
+    """The v2 message with the same bytes (these fields kept their numbers in v3)."""
+    converted = v2_class()
+    converted.ParseFromString(message.SerializeToString())
+    return converted
+
+
+def test_v2_api_follows_the_same_graph() -> None:
+    from envoy.api.v2.cluster_pb2 import Cluster as V2Cluster
+    from envoy.api.v2.endpoint_pb2 import ClusterLoadAssignment as V2Assignment
+    from envoy.api.v2.listener_pb2 import Listener as V2Listener
+    from envoy.api.v2.route_pb2 import RouteConfiguration as V2Routes
+
+    with ControlPlane() as cp:
+        cp.set_snapshot(
+            {
+                V2_LISTENER: [as_v2(api_listener("L1", "R1"), V2Listener)],
+                V2_ROUTE: [as_v2(routes("R1", "c1"), V2Routes)],
+                V2_CLUSTER: [as_v2(eds_cluster("c1"), V2Cluster)],
+                V2_ENDPOINT: [as_v2(endpoints("c1", 1001), V2Assignment)],
+            },
+            version="1",
+        )
+        with (
+            XdsClient(cp.address, node=NODE, api_version="v2") as client,
+            client.watch_config("L1") as watch,
+        ):
+            snapshot = watch.get(timeout=10)
+    assert snapshot.ok, snapshot.errors
+    assert type(snapshot.listener).__name__ == "Listener"
+    assert snapshot.listener.DESCRIPTOR.full_name == "envoy.api.v2.Listener"  # type: ignore[union-attr]
+    assert set(snapshot.endpoints) == {"c1"}
+    choice = snapshot.route("h", "/c1")
+    assert choice is not None
+    assert choice.cluster == "c1"
+
+
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+def test_partial_pushes_deliver_nothing_until_complete(protocol: str) -> None:
+    """The server pushes the new routes first and their cluster later: no torn snapshot."""
+    with ControlPlane() as cp:
+        cp.set_snapshot(
+            {
+                LISTENER: [api_listener("L1", "R1")],
+                ROUTE: [routes("R1", "old")],
+                CLUSTER: [static_cluster("old")],
+            },
+            version="1",
+        )
+        with (
+            XdsClient(cp.address, node=NODE, protocol=protocol) as client,  # type: ignore[arg-type]
+            client.watch_config("L1") as watch,
+        ):
+            assert set(watch.get(timeout=10).clusters) == {"old"}
+            cp.set_resources(ROUTE, [routes("R1", "old", "new")], version="2")
+            cp.wait_for_request(
+                CLUSTER,
+                lambda r: (
+                    "new" in getattr(r.message, "resource_names_subscribe", [])
+                    or "new" in getattr(r.message, "resource_names", [])
+                ),
+                timeout=10,
+            )
+            with pytest.raises(WaitTimeoutError):
+                watch.get(timeout=0.3)  # "new" is awaited: no snapshot with half of it
+            cp.update(CLUSTER, [static_cluster("new")], version="3")
+            complete = watch.get(timeout=10)
+            assert set(complete.clusters) == {"old", "new"}
+            assert complete.route_configs["R1"] == routes("R1", "old", "new")
