@@ -366,7 +366,7 @@ def test_20_mb_response(cp: ControlPlane, make_client: MakeClient) -> None:
 
 def test_slow_consumer_coalesces(cp: ControlPlane, make_client: MakeClient) -> None:
     names = [f"c{i}" for i in range(5)]
-    cp.set_resources(Cluster, {n: cluster(n, 0) for n in names}, version="0")
+    cp.set_resources(Cluster, {n: cluster(n, 100) for n in names}, version="0")
     client = make_client(cp.address, queue_size=8)
     watch = client.watch(Cluster, names)
     seen = {watch.next(ResourceUpdated).name for _ in names}

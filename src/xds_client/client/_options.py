@@ -153,6 +153,7 @@ class ClientOptions:
     ignore_resource_deletion: bool = False
     node_in_every_request: bool = False
     reject_whole_response: bool = False
+    validate_rules: bool = True
     validators: Mapping[str, Validator] = field(default_factory=dict)
     queue_size: int = 1000
     metrics: Metrics | None = None
@@ -211,6 +212,7 @@ def build_options(
     ignore_resource_deletion: bool = False,
     node_in_every_request: bool = False,
     reject_whole_response: bool = False,
+    validate_rules: bool = True,
     validators: Mapping[ResourceSpec, Validator] | None = None,
     queue_size: int = 1000,
     metrics: Metrics | None = None,
@@ -280,6 +282,7 @@ def build_options(
         ignore_resource_deletion=ignore,
         node_in_every_request=node_in_every_request,
         reject_whole_response=reject_whole_response,
+        validate_rules=validate_rules,
         validators=checked,
         queue_size=queue_size,
         metrics=metrics,
@@ -324,6 +327,7 @@ class ClientArgs(TypedDict, total=False):
     ignore_resource_deletion: bool
     node_in_every_request: bool
     reject_whole_response: bool
+    validate_rules: bool
     validators: Mapping[ResourceSpec, Validator] | None
     queue_size: int
     metrics: Metrics | None

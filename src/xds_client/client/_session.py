@@ -143,6 +143,7 @@ class Session:
             does_not_exist_timeout=options.does_not_exist_timeout,
             ignore_resource_deletion=options.ignore_resource_deletion,
             reject_whole_response=options.reject_whole_response,
+            validate_rules=options.validate_rules,
             validators=dict(options.validators),
             lazy_decode=options.lazy_decode,
         )

@@ -23,6 +23,7 @@ from ._events import (
     ResponseAccepted,
     ResponseRejected,
 )
+from ._rules import validate
 from ._sotw import SotwProtocol
 from ._subscriptions import WILDCARD
 from ._validation import MAX_ERROR_MESSAGE, RESPONSE_KEY
@@ -42,6 +43,8 @@ __all__ = [
     "ResourceDeletionIgnored",
     "ResponseAccepted",
     "ResponseRejected",
+    # checking resources as Envoy does
+    "validate",
     # state views
     "CachedResource",
     "ResourceState",

@@ -43,6 +43,10 @@ class ProtocolConfig:
     """``google.rpc.Code`` put in ``error_detail.code`` of a NACK (3 INVALID_ARGUMENT)."""
     validators: Mapping[str, Validator] = field(default_factory=dict)
     """type URL -> callable run on every changed resource of that type; raising rejects it."""
+    validate_rules: bool = True
+    """Check every changed resource against its proto's ``(validate.rules)``
+    (protoc-gen-validate) annotations, as Envoy does, and NACK the ones that fail,
+    naming the field path. Runs before ``validators``."""
     lazy_decode: bool = False
     """Memory-lean cache: keep only the serialized bytes of each cached resource and
     decode them on every access of ``CachedResource.resource``. Events still carry the

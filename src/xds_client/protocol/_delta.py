@@ -11,7 +11,7 @@ from xds_client.errors import ResourceError
 from ._base import ProtocolCore, TypeState
 from ._events import Event, ResourceDoesNotExist
 from ._subscriptions import WILDCARD
-from ._validation import RESPONSE_KEY, validate
+from ._validation import RESPONSE_KEY, resource_check
 
 if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import (
@@ -197,7 +197,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
     ) -> list[str]:
         rtype = st.rtype
         assert rtype is not None
-        validator = self.config.validators.get(st.type_url)
+        check = resource_check(self.config, st.type_url)
         subs = st.subs
         cache = st.cache
         # (name, version, message, raw, ttl, aliases) per changed resource.
@@ -238,8 +238,8 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 errors[name] = str(exc)
                 failed.append(name)
                 continue
-            if validator is not None:
-                reason = validate(validator, message)
+            if check is not None:
+                reason = check(message)
                 if reason is not None:
                     errors[name] = reason
                     failed.append(name)

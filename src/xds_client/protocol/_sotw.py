@@ -18,7 +18,7 @@ from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unw
 from ._base import ProtocolCore, TypeState
 from ._events import Event
 from ._subscriptions import WILDCARD
-from ._validation import RESPONSE_KEY, name_field_of, resource_name, validate
+from ._validation import RESPONSE_KEY, name_field_of, resource_check, resource_name
 
 if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
@@ -445,7 +445,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
     ) -> None:
         rtype = st.rtype
         assert rtype is not None
-        validator = self.config.validators.get(st.type_url)
+        check = resource_check(self.config, st.type_url)
         subs = st.subs
         wildcard = subs.wildcard
         names = subs.names
@@ -478,8 +478,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     continue
                 # Its bytes differ from every cached resource's (name_of_raw), so
                 # it is an update; it still goes through the validator.
-                if validator is not None:
-                    reason = validate(validator, decoded[name])
+                if check is not None:
+                    reason = check(decoded[name])
                     if reason is not None:
                         errors[name] = reason
                         packed_of.pop(name, None)
@@ -511,8 +511,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 except ResourceError as exc:
                     errors[name] = str(exc)
                     continue
-            if validator is not None:
-                reason = validate(validator, message)
+            if check is not None:
+                reason = check(message)
                 if reason is not None:
                     errors[name] = reason
                     continue
