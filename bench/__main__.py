@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import delta, imports, memory, sotw, store
+from bench import delta, imports, memory, sotw, store, validation
 from bench._harness import Config, Row, machine, render, warm_up
 from bench._server import ServerProcess
 
@@ -17,6 +17,7 @@ SCENARIOS = {
     "memory": memory.run,
     "store": store.run,
     "imports": imports.run,
+    "validation": validation.run,
 }
 
 

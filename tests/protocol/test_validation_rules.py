@@ -356,6 +356,7 @@ def test_validate_names_the_resource_and_the_field_path() -> None:
 
 def test_paths_go_through_repeated_fields_and_any_payloads() -> None:
     cluster = Cluster(name="svc")
+    cluster.load_assignment.cluster_name = "svc"
     address = (
         cluster.load_assignment.endpoints.add().lb_endpoints.add().endpoint.address.socket_address
     )

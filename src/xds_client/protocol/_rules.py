@@ -21,6 +21,7 @@ is known to this process, checked by its own rules. Messages marked
 from __future__ import annotations
 
 import ipaddress
+import keyword
 import re
 from collections.abc import Callable
 from typing import Any, cast
@@ -83,6 +84,14 @@ def _fmt(value: object) -> str:
 # ------------------------------------------------------------------ ordered values
 
 
+def _cond(condition: str, reason: str) -> Callable[[Any], str | None]:
+    """A test from a condition on ``v``; it keeps the condition for generated code."""
+    holds = eval(f"lambda v: {condition}")
+    test: Any = lambda v: None if holds(v) else reason  # noqa: E731
+    test.condition = (condition, reason)
+    return cast("Callable[[Any], str | None]", test)
+
+
 def _ordered(
     rules: Any, convert: Callable[[Any], Any], fmt: Callable[[Any], str]
 ) -> list[Callable[[Any], str | None]]:
@@ -96,7 +105,7 @@ def _ordered(
 
     if has("const"):
         const = convert(rules.const)
-        tests.append(lambda v: None if v == const else f"must equal {fmt(const)}")
+        tests.append(_cond(f"v == {const!r}", f"must equal {fmt(const)}"))
     upper = (
         ("lt", convert(rules.lt))
         if has("lt")
@@ -111,37 +120,27 @@ def _ordered(
         if has("gte")
         else None
     )
+    ops = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
     if upper and lower:
         (ukind, hi), (lkind, lo) = upper, lower
         left = "(" if lkind == "gt" else "["
         right = ")" if ukind == "lt" else "]"
-
-        def above(v: Any) -> bool:
-            return bool(v > lo if lkind == "gt" else v >= lo)
-
-        def below(v: Any) -> bool:
-            return bool(v < hi if ukind == "lt" else v <= hi)
-
+        above = f"v {ops[lkind]} {lo!r}"
+        below = f"v {ops[ukind]} {hi!r}"
         if hi > lo or (hi == lo and ukind == "lte" and lkind == "gte"):
             text = f"must be inside range {left}{fmt(lo)}, {fmt(hi)}{right}"
-            tests.append(lambda v: None if above(v) and below(v) else text)
+            tests.append(_cond(f"{above} and {below}", text))
         else:  # PGV: lt below gt means "outside the range between them"
             text = f"must be outside range ({fmt(hi)}, {fmt(lo)})"
-            tests.append(lambda v: None if above(v) or below(v) else text)
+            tests.append(_cond(f"{above} or {below}", text))
     elif upper:
         kind, hi = upper
-        if kind == "lt":
-            tests.append(lambda v: None if v < hi else f"must be less than {fmt(hi)}")
-        else:
-            tests.append(lambda v: None if v <= hi else f"must be less than or equal to {fmt(hi)}")
+        word = "less than" if kind == "lt" else "less than or equal to"
+        tests.append(_cond(f"v {ops[kind]} {hi!r}", f"must be {word} {fmt(hi)}"))
     elif lower:
         kind, lo = lower
-        if kind == "gt":
-            tests.append(lambda v: None if v > lo else f"must be greater than {fmt(lo)}")
-        else:
-            tests.append(
-                lambda v: None if v >= lo else f"must be greater than or equal to {fmt(lo)}"
-            )
+        word = "greater than" if kind == "gt" else "greater than or equal to"
+        tests.append(_cond(f"v {ops[kind]} {lo!r}", f"must be {word} {fmt(lo)}"))
     if "in" in fields and len(getattr(rules, "in")):
         allowed = frozenset(convert(x) for x in getattr(rules, "in"))
         text = "must be in list [" + ", ".join(fmt(x) for x in sorted(allowed)) + "]"
@@ -151,6 +150,24 @@ def _ordered(
         text = "must not be in list [" + ", ".join(fmt(x) for x in sorted(banned)) + "]"
         tests.append(lambda v: text if v in banned else None)
     return tests
+
+
+def _ordered_exprs(
+    rules: Any, convert: Callable[[Any], Any], fmt: Callable[[Any], str]
+) -> list[tuple[str, str]] | None:
+    """``(python condition on v that holds when valid, reason)`` per rule, for rules
+    that compare with constants; None when a rule needs more (in, not_in)."""
+    fields = rules.DESCRIPTOR.fields_by_name
+    for name in ("in", "not_in"):
+        if name in fields and len(getattr(rules, name)):
+            return None
+    out: list[tuple[str, str]] = []
+    for test in _ordered(rules, convert, fmt):
+        code = getattr(test, "condition", None)
+        if code is None:
+            return None
+        out.append(code)
+    return out
 
 
 def _all(tests: list[Callable[[Any], str | None]], ignore_empty: bool = False) -> Check | None:
@@ -440,36 +457,46 @@ class _Compiler:
     def _compile(self, desc: Descriptor) -> Check | None:
         if _disabled(desc) or not self.needs_check(desc):
             return None
-        # Only the fields a message sets are visited (ListFields, in C); a field it
-        # leaves unset is checked only when unset breaks a rule (required, min_len...).
-        on_value: dict[int, Check] = {}
-        on_absent: list[Check] = []
+        # One function per message type, generated as PGV generates code, with the
+        # path added on the way out of a failure only (a try block costs nothing
+        # when nothing fails). A message with few checked fields asks each one
+        # (HasField); one with many lists what it sets (ListFields, in C), so a
+        # sparse Cluster does not pay for its forty unset checked fields.
+        env: dict[str, Any] = {"E": _RuleBrokenError, "broken": _broken}
+        plans = [plan for fd in desc.fields if (plan := self._field_plan(fd, env)) is not None]
+        absent_oneofs: list[str] = []
         for oneof in desc.oneofs:
             opts = oneof.GetOptions()
             if opts.HasExtension(pgv.required) and opts.Extensions[pgv.required]:
-                on_absent.append(_required_oneof(oneof.name))
-        for fd in desc.fields:
-            value, absent = self._field(fd)
-            if value is not None:
-                on_value[fd.number] = value
-            if absent is not None:
-                on_absent.append(absent)
-        if not on_value and not on_absent:
+                key = _put(env, ("is required (set one of its fields)", [oneof.name]))
+                absent_oneofs += [
+                    f"    if m.WhichOneof({oneof.name!r}) is None:",
+                    f"        raise broken(*{key})",
+                ]
+        if not plans and not absent_oneofs:
             return None
-        lookup = on_value.get
+        body: list[str] = []
+        if len(plans) <= _ASK_EACH_UP_TO:
+            for plan in plans:
+                body += plan.direct()
+        else:
+            dispatch: dict[Any, Check] = {}
+            for plan in plans:
+                dispatch[plan.fd] = plan.function(env)
+                body += plan.absent()
+            env["D"] = dispatch.get
+            body = [
+                "    for fd, v in m.ListFields():",
+                "        f = D(fd)",
+                "        if f is not None:",
+                "            f(v)",
+                *body,
+            ]
+        body += absent_oneofs
+        return _define(f"rules of {desc.full_name}", ["def check(m):", *body], env)
 
-        def check(message: Any) -> None:
-            for fd, value in message.ListFields():
-                step = lookup(fd.number)
-                if step is not None:
-                    step(value)
-            for absent in on_absent:
-                absent(message)
-
-        return check
-
-    def _field(self, fd: FieldDescriptor) -> tuple[Check | None, Check | None]:
-        """(check of a set value of ``fd``, check of a message that leaves it unset)."""
+    def _field_plan(self, fd: FieldDescriptor, env: dict[str, Any]) -> _FieldPlan | None:
+        """How the generated check treats field ``fd``; None when no rule applies."""
         opts = fd.GetOptions()
         rules = opts.Extensions[pgv.rules] if opts.HasExtension(pgv.rules) else None
         name = fd.name
@@ -479,8 +506,13 @@ class _Compiler:
                 check = self._map(fd, rules)
             else:
                 check = self._repeated(fd, rules)
-            return check, _absent_if_fails(check, name, [], lambda m: len(getattr(m, name)) == 0)
-        value = self._value(fd, rules)
+            if check is None:
+                return None
+            key = _put(env, check)  # it names its own path
+            found = _failure_of(check, [])
+            return _FieldPlan(
+                fd, "container", [f"{key}(v)"], None if found is None else _put(env, found)
+            )
         required = False
         if rules is not None and entry is not None:
             # ``message`` sits beside the ``type`` oneof of FieldRules, not in it.
@@ -493,30 +525,41 @@ class _Compiler:
             # them), so "required" on a member never fires when another is chosen.
             if fd.containing_oneof is not None:
                 required = False
-        on_value: Check | None = None
-        if value is not None:
-            inner = value
-
-            def on_value(v: Any) -> None:
-                try:
-                    inner(v)
-                except _RuleBrokenError as exc:
-                    exc.segments.append(name)
-                    raise
-
+        presence = "presence" if fd.has_presence else "plain"
+        failure: tuple[str, list[str]] | None = None
+        lines: list[str] = []
+        inline = _inline_rules(fd, rules)
+        if inline is not None:
+            unpack, conditions = inline
+            if unpack != "v":
+                lines.append(f"v = {unpack}")
+            for condition, reason in conditions:
+                key = _put(env, (reason, [name]))
+                lines += [f"if not ({condition}):", f"    raise broken(*{key})"]
+                holds = eval(f"lambda v: {condition}")
+                if presence == "plain" and failure is None and not holds(fd.default_value):
+                    failure = (reason, [name])
+        else:
+            value = self._value(fd, rules)
+            if value is None and not required:
+                return None
+            if value is not None:
+                key = _put(env, value)
+                lines = [
+                    "try:",
+                    f"    {key}(v)",
+                    "except E as e:",
+                    f"    e.segments.append({name!r})",
+                    "    raise",
+                ]
+                if presence == "plain":
+                    found = _failure_of(value, fd.default_value)
+                    failure = None if found is None else (found[0], [*found[1], name])
         if required:
-
-            def must(message: Any) -> None:
-                if not message.HasField(name):
-                    exc = _RuleBrokenError("is required")
-                    exc.segments.append(name)
-                    raise exc
-
-            return on_value, must
-        if fd.has_presence or on_value is None:
-            return on_value, None  # unset means "not given": PGV checks nothing
-        default = fd.default_value
-        return on_value, _absent_if_fails(on_value, name, default, lambda m: not getattr(m, name))
+            failure = ("is required", [name])
+        if not lines and failure is None:
+            return None
+        return _FieldPlan(fd, presence, lines, None if failure is None else _put(env, failure))
 
     def _value(self, fd: FieldDescriptor, rules: Any) -> Check | None:
         """The check of one value of field ``fd`` (an item, for repeated fields)."""
@@ -733,37 +776,99 @@ def _own_rules(desc: Descriptor) -> bool:
     return False
 
 
-def _absent_if_fails(
-    check: Check | None, name: str, default: Any, unset: Callable[[Any], bool]
-) -> Check | None:
-    """A check of messages that leave field ``name`` unset, when its default breaks a rule."""
-    if check is None:
+def _inline_rules(fd: FieldDescriptor, rules: Any) -> tuple[str, list[tuple[str, str]]] | None:
+    """(the compared number, from the field's value ``v``; conditions on it) when
+    ``fd``'s rules compare a number, a number wrapper or a duration; else None."""
+    if rules is None or fd.is_repeated:
         return None
+    kind = rules.WhichOneof("type")
+    desc = fd.message_type
+    if kind in _NUMBER_KINDS:
+        r = getattr(rules, kind)
+        if r.ignore_empty:
+            return None
+        if desc is None:
+            unpack = "v"
+        elif desc.full_name in _WRAPPERS:
+            unpack = "v.value"
+        else:
+            return None
+        conditions = _ordered_exprs(r, lambda v: v, _fmt)
+    elif kind == "duration" and desc is not None and desc.full_name == "google.protobuf.Duration":
+        unpack = "v.seconds * 1000000000 + v.nanos"
+        conditions = _ordered_exprs(rules.duration, _nanos, _fmt_duration)
+    else:
+        return None
+    return None if conditions is None else (unpack, conditions)
+
+
+_ASK_EACH_UP_TO = 6
+"""Up to this many checked fields, a generated check asks each field (HasField)."""
+
+
+def _put(env: dict[str, Any], value: Any) -> str:
+    """Store ``value`` in the generated code's namespace; the name to use for it."""
+    key = f"K{len(env)}"
+    env[key] = value
+    return key
+
+
+def _define(label: str, lines: list[str], env: dict[str, Any]) -> Check:
+    exec(compile("\n".join(lines) + "\n", f"<{label}>", "exec"), env)
+    check: Check = env.pop(lines[0][4 : lines[0].index("(")])
+    return check
+
+
+class _FieldPlan:
+    """One checked field of a generated check: what runs on a set value ``v``, and
+    the failure (a key into the namespace) of a message that leaves it unset."""
+
+    def __init__(self, fd: Any, kind: str, lines: list[str], absent_key: str | None) -> None:
+        self.fd = fd
+        self.kind = kind  # "presence", "plain" (a proto3 scalar) or "container"
+        self.lines = lines
+        self.absent_key = absent_key
+        name = fd.name
+        self.get = f"getattr(m, {name!r})" if keyword.iskeyword(name) else f"m.{name}"
+
+    def direct(self) -> list[str]:
+        """Lines for a check that asks this field itself."""
+        name = self.fd.name
+        body = ["        " + line for line in self.lines] or ["        pass"]
+        if self.kind == "presence":
+            out = [f"    if m.HasField({name!r}):", f"        v = {self.get}", *body]
+        else:  # unset and empty are falsy: the absent failure, if any, decides
+            out = [f"    v = {self.get}", "    if v:", *body]
+        if self.absent_key is not None:
+            out += ["    else:", f"        raise broken(*{self.absent_key})"]
+        return out
+
+    def function(self, env: dict[str, Any]) -> Check:
+        """The check of a set value, for the ListFields dispatch."""
+        body = ["    " + line for line in self.lines] or ["    pass"]
+        return _define(f"field {self.fd.full_name}", ["def field(v):", *body], env)
+
+    def absent(self) -> list[str]:
+        """Lines for the ListFields form: the failure of a message without this field."""
+        if self.absent_key is None:
+            return []
+        present = f"m.HasField({self.fd.name!r})" if self.kind == "presence" else self.get
+        return [f"    if not {present}:", f"        raise broken(*{self.absent_key})"]
+
+
+def _failure_of(check: Check, default: Any) -> tuple[str, list[str]] | None:
+    """(reason, path segments) when ``check`` rejects ``default``, else None."""
     try:
         check(default)
     except _RuleBrokenError as exc:
-        failure = exc
-    else:
-        return None
-    reason, path = failure.reason, list(failure.segments)
-
-    def absent(message: Any) -> None:
-        if unset(message):
-            exc = _RuleBrokenError(reason)
-            exc.segments.extend(path)
-            raise exc
-
-    return absent
+        return exc.reason, list(exc.segments)
+    return None
 
 
-def _required_oneof(name: str) -> Check:
-    def check(message: Any) -> None:
-        if message.WhichOneof(name) is None:
-            exc = _RuleBrokenError("is required (set one of its fields)")
-            exc.segments.append(name)
-            raise exc
-
-    return check
+def _broken(reason: str, segments: list[str]) -> _RuleBrokenError:
+    exc = _RuleBrokenError(reason)
+    exc.segments.extend(segments)
+    return exc
 
 
 _COMPILER = _Compiler()
