@@ -485,5 +485,8 @@ class ProtocolCore(Generic[S]):
         st.last_error = status
         for name in failed:
             st.failures[name] = _Failure(errors[name], version, now)
+            # A57 (and gRPC C-core): the server did send the name, so it exists;
+            # a NACK cancels its does-not-exist timer like a valid arrival does.
+            self._timers.cancel((_DNE, st.type_url, name))
         self._replies.append(_Reply(st.type_url, nonce, st.version, status))
         events.append(ResponseRejected(st.type_url, nonce, version, dict(errors)))

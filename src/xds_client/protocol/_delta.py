@@ -263,6 +263,12 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 self._delete(st, name, now, events)
             elif name in subs.ambiguous:
                 subs.ambiguous.discard(name)
+            elif name in subs.names and name not in st.dne:
+                # Subscribed, never received, and the server says it has none: it
+                # does not exist now, not after the timer (or never, with no timer).
+                st.dne[name] = now
+                self._cancel_dne(st, name)
+                events.append(ResourceDoesNotExist(st.type_url, name))
         return failed
 
     def _cancel_dne(self, st: TypeState, name: str) -> None:
