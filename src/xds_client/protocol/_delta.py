@@ -141,7 +141,9 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         version = response.system_version_info
         nonce = response.nonce
         errors: dict[str, str] = {}
-        removed = response.removed_resources
+        removed: Iterable[str] = response.removed_resources
+        if len(response.removed_resource_names):  # TP2's form of the same list
+            removed = [*removed, *(r.name for r in response.removed_resource_names)]
         whole, parsed = self._check(st, response.resources, removed)
         if whole is not None:
             self._finish(
@@ -169,6 +171,8 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         seen: set[str] = set()
         for index, resource in enumerate(resources):
             name = resource.name
+            if not name and resource.HasField("resource_name"):
+                name = resource.resource_name.name  # TP2 servers name it here
             if not name:
                 return f"resources[{index}] has no name", []
             if name in seen:
@@ -181,9 +185,13 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                     f"but the response is for {type_url}"
                 ), []
             parsed.append((name, resource, body))
+        gone: set[str] = set()
         for name in removed:
             if name in seen:
                 return f"resource name {name!r} is both updated and removed", []
+            if name in gone:
+                return f"resource name {name!r} is removed more than once", []
+            gone.add(name)
         return None, parsed
 
     def _apply(  # noqa: PLR0917 - internal, one call per response
@@ -212,6 +220,10 @@ class DeltaProtocol(ProtocolCore[_Stream]):
             ttl = None
             if resource.HasField("ttl"):
                 ttl = resource.ttl.seconds + resource.ttl.nanos / 1e9
+                if ttl < 0:
+                    errors[name] = f"ttl {ttl:g}s is negative"
+                    failed.append(name)
+                    continue
             entry = cache.get(name)
             rversion = resource.version
             if body is None:
@@ -226,7 +238,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                     )
                     failed.append(name)
                 else:
-                    refreshes.append((name, rversion, entry.ttl if ttl is None else ttl))
+                    refreshes.append((name, rversion, ttl))  # no TTL: the timer is removed
                 continue
             raw = body.value
             if entry is not None and entry.raw == raw:

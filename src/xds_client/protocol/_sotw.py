@@ -427,6 +427,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     continue
             if name in items:
                 return f"resource name {name!r} appears more than once", False, {}
+            if ttl is not None and ttl < 0:
+                errors[name] = f"ttl {ttl:g}s is negative"
+                continue
             items[name] = _Item(name, raw, message, ttl, rversion, aliases)
         return None, unnamed, decoded
 
@@ -493,7 +496,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if item.raw is None:
                 if entry is None:
                     continue  # heartbeat for something we do not hold: nothing to keep alive
-                if item.resource_version != entry.resource_version:
+                # Envoy takes a bodiless wrapper as a heartbeat when its version is the
+                # type's accepted version_info; ours also when it is the resource's.
+                if item.resource_version not in (entry.resource_version, st.version):
                     errors[name] = (
                         f"heartbeat version {item.resource_version!r} does not match "
                         f"held version {entry.resource_version!r}"
@@ -523,9 +528,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
         for item in refreshes:
             entry = cache.get(item.name)
             assert entry is not None
+            # Received with no TTL, even as a heartbeat: its timer is removed (seed:
+            # discovery.proto, Resource.ttl).
             ttl = item.ttl
-            if item.raw is None and ttl is None:
-                ttl = entry.ttl  # a heartbeat without its own TTL renews the old one
             self._refresh(
                 st, entry, ttl=ttl, version=None,
                 resource_version=item.resource_version, now=now,
