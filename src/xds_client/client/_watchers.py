@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 from xds_client.protocol._events import (
     ResourceDeletionIgnored,
     ResourceDoesNotExist,
+    ResourceErrorReported,
     ResourceRemoved,
     ResourceUpdated,
     ResponseRejected,
@@ -60,6 +61,7 @@ WatchEvent: TypeAlias = Union[  # noqa: UP007 - a runtime alias must work on Pyt
     ResourceRemoved,
     ResourceDoesNotExist,
     ResourceDeletionIgnored,
+    ResourceErrorReported,
     ResponseRejected,
     ConnectivityChanged,
 ]

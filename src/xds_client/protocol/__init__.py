@@ -18,6 +18,7 @@ from ._events import (
     RemovalReason,
     ResourceDeletionIgnored,
     ResourceDoesNotExist,
+    ResourceErrorReported,
     ResourceRemoved,
     ResourceUpdated,
     ResponseAccepted,
@@ -41,6 +42,7 @@ __all__ = [
     "RemovalReason",
     "ResourceDoesNotExist",
     "ResourceDeletionIgnored",
+    "ResourceErrorReported",
     "ResponseAccepted",
     "ResponseRejected",
     # checking resources as Envoy does

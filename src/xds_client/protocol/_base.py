@@ -27,6 +27,7 @@ from ._events import (
     Event,
     ResourceDeletionIgnored,
     ResourceDoesNotExist,
+    ResourceErrorReported,
     ResourceRemoved,
     ResponseAccepted,
     ResponseRejected,
@@ -43,6 +44,14 @@ if TYPE_CHECKING:
 __all__ = ["ProtocolCore", "TypeState"]
 
 _DNE = "dne"
+_NOT_FOUND = 5
+_CODE_NAMES = (
+    *("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND"),
+    *("ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION"),
+    *("ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"),
+    "UNAUTHENTICATED",
+)
+"""``google.rpc.Code`` names by number, for messages."""
 _TTL = "ttl"
 _EMPTY: Mapping[str, CachedResource[Any]] = MappingProxyType({})
 
@@ -80,6 +89,7 @@ class TypeState:
         "nonce",
         "requested",
         "rtype",
+        "server_errors",
         "subs",
         "type_url",
         "version",
@@ -92,6 +102,8 @@ class TypeState:
         self.cache = TypeCache()
         self.failures: dict[str, _Failure] = {}
         self.dne: dict[str, float] = {}
+        self.server_errors: dict[str, _Failure] = {}
+        """Errors the server reported per resource (TP3), until a valid update."""
         self.deletion_ignored: set[str] = set()
         self.version = ""
         """Version of the last accepted response (SotW ``version_info``)."""
@@ -183,6 +195,7 @@ class ProtocolCore(Generic[S]):
             st.requested.discard(name)  # a later subscription is a new one
             self._timers.cancel((_DNE, type_url, name))
             st.dne.pop(name, None)
+            st.server_errors.pop(name, None)
             if not st.subs.wildcard:
                 st.failures.pop(name, None)
             elif name not in st.cache:
@@ -197,6 +210,7 @@ class ProtocolCore(Generic[S]):
         if not st.subs.active:
             st.failures.clear()
             st.dne.clear()
+            st.server_errors.clear()
         self._on_unsubscribed(st, removed, wildcard_removed)
 
     def subscribed_types(self) -> list[str]:
@@ -336,7 +350,10 @@ class ProtocolCore(Generic[S]):
         timers = self._timers.armed
         if ttl is not None or timers:
             self._arm_ttl(st, name, ttl, now)
-        if st.failures or st.deletion_ignored or st.subs.ambiguous or st.dne or timers:
+        if (
+            st.failures or st.deletion_ignored or st.subs.ambiguous or st.dne or timers
+            or st.server_errors
+        ):  # fmt: skip
             self._arrived(st, name, aliases)
         events.append(new_resource_updated(st.type_url, name, version, message, aliases))
 
@@ -351,6 +368,8 @@ class ProtocolCore(Generic[S]):
         now: float,
     ) -> None:
         """Same bytes again, or a heartbeat: no event, but TTL and versions move."""
+        if st.server_errors:
+            st.server_errors.pop(entry.name, None)  # sent again, valid: no longer in error
         deadline = None if ttl is None else now + ttl
         changed = entry.ttl != ttl or entry.ttl_deadline != deadline
         new_version = entry.version if version is None else version
@@ -379,6 +398,8 @@ class ProtocolCore(Generic[S]):
         # Empty containers are skipped: this runs once per changed resource.
         if st.failures:
             st.failures.pop(name, None)
+        if st.server_errors:
+            st.server_errors.pop(name, None)
         if st.deletion_ignored:
             st.deletion_ignored.discard(name)
         if st.subs.ambiguous:
@@ -407,6 +428,7 @@ class ProtocolCore(Generic[S]):
         st.cache.pop(name)
         self._timers.cancel((_TTL, st.type_url, name))
         st.failures.pop(name, None)
+        st.server_errors.pop(name, None)
         st.deletion_ignored.discard(name)
         st.subs.ambiguous.discard(name)
 
@@ -447,11 +469,50 @@ class ProtocolCore(Generic[S]):
                 st.type_url, name, version, "NACKED", updated,
                 failure.reason, failure.version, failure.at,
             )  # fmt: skip
+        reported = st.server_errors.get(name) if st.server_errors else None
+        if reported is not None:
+            return ResourceState(
+                st.type_url, name, version, "RECEIVED_ERROR", reported.at,
+                reported.reason, reported.version, reported.at,
+            )  # fmt: skip
         if entry is not None:
             return ResourceState(st.type_url, name, version, "ACKED", updated)
         if name in st.dne:
             return ResourceState(st.type_url, name, "", "DOES_NOT_EXIST", st.dne[name])
         return ResourceState(st.type_url, name, "", "REQUESTED", 0.0)
+
+    # ----------------------------------------------------------------- TP3 errors
+
+    def _resource_errors(
+        self, st: TypeState, errors: Iterable[Any], version: str, now: float, events: list[Event]
+    ) -> None:
+        """Apply a response's ``resource_errors`` (xRFC TP3) to the names we want."""
+        subs = st.subs
+        for given in errors:
+            error = given
+            if isinstance(given, bytes):  # a raw SotW response keeps them serialized
+                from envoy.service.discovery.v3.discovery_pb2 import ResourceError
+
+                error = ResourceError.FromString(given)
+            name = error.resource_name.name
+            if not name or not (subs.wildcard or name in subs.names or subs.wants(name)):
+                continue
+            # The server answered for the name: its does-not-exist timer stops.
+            self._timers.cancel((_DNE, st.type_url, name))
+            code = error.error_detail.code
+            message = error.error_detail.message
+            if code == _NOT_FOUND:
+                if name in st.cache:
+                    self._delete(st, name, now, events)
+                elif name in subs.names and name not in st.dne:
+                    st.dne[name] = now
+                    events.append(ResourceDoesNotExist(st.type_url, name))
+                continue
+            label = _CODE_NAMES[code] if 0 <= code < len(_CODE_NAMES) else f"code {code}"
+            st.server_errors[name] = _Failure(
+                f"{label}: {message}" if message else label, version, now
+            )
+            events.append(ResourceErrorReported(st.type_url, name, code, message))
 
     # ----------------------------------------------------------------- replies
 

@@ -20,7 +20,7 @@ __all__ = [
 
 M = TypeVar("M", bound=Message)
 
-ResourceStatus = Literal["REQUESTED", "ACKED", "NACKED", "DOES_NOT_EXIST"]
+ResourceStatus = Literal["REQUESTED", "ACKED", "NACKED", "DOES_NOT_EXIST", "RECEIVED_ERROR"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +59,13 @@ class ResourceState:
     """Version of the cached value, ``""`` when nothing is cached."""
     status: ResourceStatus
     """``REQUESTED`` (waiting), ``ACKED`` (cached, last update accepted), ``NACKED`` (last
-    update for it rejected; any cached value is still in use), ``DOES_NOT_EXIST``."""
+    update for it rejected; any cached value is still in use), ``DOES_NOT_EXIST``,
+    ``RECEIVED_ERROR`` (the server reported an error for it, TP3; any cached value
+    is still in use)."""
     last_updated: float
     """When the value or the status last changed (caller's clock); 0.0 when never."""
     error: str | None = None
-    """Why the last update was rejected (NACKED only)."""
+    """Why the last update was rejected (NACKED), or the server's error (RECEIVED_ERROR)."""
     failed_version: str | None = None
     """Version of the rejected update (NACKED only)."""
     failed_at: float | None = None

@@ -152,6 +152,8 @@ class DeltaProtocol(ProtocolCore[_Stream]):
             )  # fmt: skip
             return events
         failed = self._apply(st, parsed, removed, errors, now, events)
+        if len(response.resource_errors) and not (errors and self.config.reject_whole_response):
+            self._resource_errors(st, response.resource_errors, version, now, events)
         self._finish(
             st, nonce=nonce, version=version, errors=errors, failed=failed,
             now=now, events=events,

@@ -16,6 +16,7 @@ __all__ = [
     "Event",
     "RemovalReason",
     "ResourceDeletionIgnored",
+    "ResourceErrorReported",
     "ResourceDoesNotExist",
     "ResourceRemoved",
     "ResourceUpdated",
@@ -93,6 +94,26 @@ class ResourceDoesNotExist:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceErrorReported:
+    """The server reported an error for this resource (xRFC TP3 ``resource_errors``).
+
+    Any cached value stays in use; CSDS shows ``RECEIVED_ERROR`` until a valid
+    update arrives. (``NOT_FOUND`` is not reported this way: it means the resource
+    does not exist, and :class:`ResourceDoesNotExist` or :class:`ResourceRemoved`
+    follows.)
+    """
+
+    type_url: str
+    """Type URL of the resource."""
+    name: str
+    """Name of the resource the error is about."""
+    code: int
+    """``google.rpc.Code`` of the error (14 UNAVAILABLE, 13 INTERNAL, ...)."""
+    message: str
+    """The server's message."""
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceDeletionIgnored:
     """The server deleted a resource, but ``ignore_resource_deletion`` keeps it (gRFC A53).
 
@@ -141,6 +162,7 @@ Event: TypeAlias = (
     | ResourceRemoved
     | ResourceDoesNotExist
     | ResourceDeletionIgnored
+    | ResourceErrorReported
     | ResponseAccepted
     | ResponseRejected
 )

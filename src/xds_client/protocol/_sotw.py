@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import compress, repeat
 from operator import is_
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import DecodeError
@@ -240,10 +240,14 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 errors={RESPONSE_KEY: whole}, now=now, events=events,
             )  # fmt: skip
             return events
+        reported = response.resource_errors
         self._apply(
             st, version=version, items=items, decoded=decoded, unnamed=unnamed, errors=errors,
             now=now, events=events, packed_of=packed_of,
+            kept=self._reported_names(reported) if len(reported) else None,
         )  # fmt: skip
+        if len(reported) and not (errors and self.config.reject_whole_response):
+            self._resource_errors(st, reported, version, now, events)
         self._finish(
             st, nonce=response.nonce, version=version, errors=errors,
             failed=[n for n in errors if n in st.subs.names or n in st.cache
@@ -433,6 +437,18 @@ class SotwProtocol(ProtocolCore[_Stream]):
             items[name] = _Item(name, raw, message, ttl, rversion, aliases)
         return None, unnamed, decoded
 
+    @staticmethod
+    def _reported_names(reported: Iterable[Any]) -> set[str]:
+        names: set[str] = set()
+        for given in reported:
+            error = given
+            if isinstance(given, bytes):
+                from envoy.service.discovery.v3.discovery_pb2 import ResourceError
+
+                error = ResourceError.FromString(given)
+            names.add(error.resource_name.name)
+        return names
+
     def _apply(
         self,
         st: TypeState,
@@ -445,6 +461,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         now: float,
         events: list[Event],
         packed_of: dict[str, bytes],
+        kept: set[str] | None = None,
     ) -> None:
         rtype = st.rtype
         assert rtype is not None
@@ -460,7 +477,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         staged: list[str] = []
         staged_items: list[tuple[_Item, Message]] = []
         refreshes: list[_Item] = []
-        quiet = not (st.failures or st.deletion_ignored or subs.ambiguous)
+        quiet = not (st.failures or st.deletion_ignored or subs.ambiguous or st.server_errors)
         todo: Iterable[tuple[str, _Item | bytes | None]] = items.items()
         if quiet and not cache.renewable:
             # No cached entry has a TTL or a per-resource version, so a resource sent
@@ -558,4 +575,6 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 [] if cache.entries.keys() <= items.keys() else [n for n in cache if n not in items]
             )
             for name in gone:
+                if kept is not None and name in kept:
+                    continue  # left out with an error reported for it (TP3): not deleted
                 self._delete(st, name, now, events)
