@@ -31,6 +31,7 @@ _STATUS = {
     "NACKED": ClientResourceStatus.NACKED,
     "DOES_NOT_EXIST": ClientResourceStatus.DOES_NOT_EXIST,
     "RECEIVED_ERROR": ClientResourceStatus.RECEIVED_ERROR,
+    "TIMEOUT": ClientResourceStatus.TIMEOUT,
 }
 _sensitive_cache: dict[str, bool] = {}
 

@@ -154,6 +154,10 @@ class ClientOptions:
     node_in_every_request: bool = False
     reject_whole_response: bool = False
     validate_rules: bool = True
+    fail_on_data_errors: bool = False
+    """A88 server feature, from the primary's ``server_features``."""
+    resource_timer_is_transient_error: bool = False
+    """A88 server feature, from the primary's ``server_features``."""
     validators: Mapping[str, Validator] = field(default_factory=dict)
     queue_size: int = 1000
     metrics: Metrics | None = None
@@ -283,6 +287,11 @@ def build_options(
         node_in_every_request=node_in_every_request,
         reject_whole_response=reject_whole_response,
         validate_rules=validate_rules,
+        # A88: as A53 above, the primary's features decide (per server: not yet).
+        fail_on_data_errors="fail_on_data_errors" in targets[0].server_features,
+        resource_timer_is_transient_error=(
+            "resource_timer_is_transient_error" in targets[0].server_features
+        ),
         validators=checked,
         queue_size=queue_size,
         metrics=metrics,

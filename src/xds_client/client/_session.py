@@ -144,6 +144,8 @@ class Session:
             ignore_resource_deletion=options.ignore_resource_deletion,
             reject_whole_response=options.reject_whole_response,
             validate_rules=options.validate_rules,
+            fail_on_data_errors=options.fail_on_data_errors,
+            resource_timer_is_transient_error=options.resource_timer_is_transient_error,
             validators=dict(options.validators),
             lazy_decode=options.lazy_decode,
         )
@@ -160,7 +162,8 @@ class Session:
         initial_ms = max(10, int(policy.initial * 1000))
         extra: tuple[tuple[str, str | int], ...] = (
             ("grpc.initial_reconnect_backoff_ms", initial_ms),
-            ("grpc.min_reconnect_backoff_ms", initial_ms),
+            # Not grpc.min_reconnect_backoff_ms: that is gRPC's minimum connect timeout
+            # (20 s); at our initial backoff a slow handshake could never complete.
             ("grpc.max_reconnect_backoff_ms", max(initial_ms, int(policy.maximum * 1000))),
         )
         return replace(target, channel_options=extra + target.channel_options)
@@ -411,21 +414,29 @@ class Session:
             slot.protocol.disconnected(now)
             self._pending.append(CloseStream(key, attempt))
             self._metric("reconnect", uri)
+            # A poller's "stream" spans many polls: a failed poll is a real outage.
+            after_response = slot.got_response and self.options.transport == "grpc"
             if slot.got_response:
                 slot.retry_at = now
-            elif slot.server + 1 < len(self._targets):
-                # gRFC A71: a server that fails before any response is skipped at once.
+            elif slot.server + 1 < len(self._targets) and not slot.protocol.all_cached():
+                # gRFC A71: a server that fails before any response is skipped at once,
+                # but only when some watched resource has no cached value to go on with.
                 slot.server += 1
+                slot.protocol.server_changed()
                 slot.retry_at = now
                 log.warning("%s stream to %s failed; falling back to %s: %s",
                             key, uri, self._server_uri(slot), error)  # fmt: skip
             else:
+                if slot.server != 0:
+                    slot.protocol.server_changed()
                 slot.server = 0
                 slot.retry_at = now + slot.backoff.next_delay()
             slot.probe_at = None
             log.info("%s stream to %s ended (%s); retry in %.2fs",
                      key, uri, error, slot.retry_at - now)  # fmt: skip
-            if slot.reported is not False:
+            # gRFC A57: a stream that ends after a response is no error; it restarts at
+            # once and watchers hear only if the new one fails before any response.
+            if slot.reported is not False and not after_response:
                 slot.reported = False
                 self._broadcast(
                     slot,
@@ -466,6 +477,8 @@ class Session:
                 slot.open = False
                 slot.protocol.disconnected(now)
             slot.server = server
+            if not slot.protocol.is_connected:
+                slot.protocol.server_changed()
             slot.retry_at = now
             slot.probe_at = None
             slot.backoff.reset()

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["ProtocolCore", "TypeState"]
 
 _DNE = "dne"
+_DEADLINE_EXCEEDED = 4
 _NOT_FOUND = 5
 _CODE_NAMES = (
     *("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND"),
@@ -64,6 +65,7 @@ class _Failure:
     reason: str
     version: str
     at: float
+    status: str = "RECEIVED_ERROR"  # for server_errors: or TIMEOUT (A88)
 
 
 @dataclass(slots=True)
@@ -84,6 +86,7 @@ class TypeState:
         "deletion_ignored",
         "dne",
         "failures",
+        "foreign_versions",
         "initial_sent",
         "last_error",
         "nonce",
@@ -107,6 +110,8 @@ class TypeState:
         self.deletion_ignored: set[str] = set()
         self.version = ""
         """Version of the last accepted response (SotW ``version_info``)."""
+        self.foreign_versions = False
+        """The cached versions were learnt from another server: not sent to this one."""
         self.last_error: Status | None = None
         """``error_detail`` of the last NACK, until a response is accepted."""
         # Per stream:
@@ -213,6 +218,20 @@ class ProtocolCore(Generic[S]):
             st.server_errors.clear()
         self._on_unsubscribed(st, removed, wildcard_removed)
 
+    def all_cached(self) -> bool:
+        """Whether every subscribed name has a cached value, and every wildcard
+        subscription something cached: with all of it, gRFC A71 does not fall back."""
+        for st in self._types.values():
+            subs = st.subs
+            if not subs.active:
+                continue
+            if subs.wildcard and not st.cache:
+                return False
+            resolve = st.cache.resolve
+            if any(resolve(name) is None for name in subs.names):
+                return False
+        return True
+
     def subscribed_types(self) -> list[str]:
         """Type URLs with anything subscribed, in the order first subscribed."""
         return [url for url, st in self._types.items() if st.subs.active]
@@ -243,6 +262,21 @@ class ProtocolCore(Generic[S]):
             st.initial_sent = False
             st.requested.clear()
             self._reset_stream(st)
+
+    def server_changed(self) -> None:
+        """The next stream goes to another server (fallback, or back to the primary).
+
+        What this one told us is not sent there, as in Envoy (envoy#35692, #43876):
+        SotW sends no ``version_info`` and delta no ``initial_resource_versions``
+        until that server's first accepted response of the type. Cached resources
+        stay (gRFC A71). Call it between :meth:`disconnected` and :meth:`connected`.
+        """
+        if self._connected:
+            raise ProtocolUsageError("server_changed() needs the stream disconnected() first")
+        for st in self._types.values():
+            st.version = ""
+            st.nonce = ""
+            st.foreign_versions = True
 
     def disconnected(self, now: float) -> None:
         """The stream ended. Owed ACKs are dropped; does-not-exist timers stop.
@@ -306,6 +340,15 @@ class ProtocolCore(Generic[S]):
             st = self._types[type_url]
             if kind == _DNE:
                 if name in st.subs.names and st.cache.resolve(name) is None:
+                    if self.config.resource_timer_is_transient_error:
+                        # A88: late, not absent; the next stream's request asks again.
+                        timeout = self.config.does_not_exist_timeout
+                        text = f"not received within {timeout:g}s"
+                        st.server_errors[name] = _Failure(text, "", now, "TIMEOUT")
+                        events.append(
+                            ResourceErrorReported(type_url, name, _DEADLINE_EXCEEDED, text)
+                        )
+                        continue
                     st.dne[name] = now
                     events.append(ResourceDoesNotExist(type_url, name))
             else:
@@ -472,7 +515,8 @@ class ProtocolCore(Generic[S]):
         reported = st.server_errors.get(name) if st.server_errors else None
         if reported is not None:
             return ResourceState(
-                st.type_url, name, version, "RECEIVED_ERROR", reported.at,
+                st.type_url, name, version,
+                "TIMEOUT" if reported.status == "TIMEOUT" else "RECEIVED_ERROR", reported.at,
                 reported.reason, reported.version, reported.at,
             )  # fmt: skip
         if entry is not None:
@@ -534,6 +578,7 @@ class ProtocolCore(Generic[S]):
         """
         if not errors:
             st.version = version
+            st.foreign_versions = False
             st.last_error = None
             self._replies.append(_Reply(st.type_url, nonce, version, None))
             events.append(ResponseAccepted(st.type_url, version, nonce))
@@ -544,7 +589,14 @@ class ProtocolCore(Generic[S]):
             code=self.config.nack_code, message=nack_message(st.type_url, version, errors)
         )
         st.last_error = status
+        drop = self.config.fail_on_data_errors
         for name in failed:
+            if drop and name in st.cache:
+                # A88: the server sent bad data for it; the old value is not kept.
+                entry = st.cache.get(name)
+                self._forget(st, name)
+                aliases = entry.aliases if entry is not None else ()
+                events.append(ResourceRemoved(st.type_url, name, "data_error", aliases))
             st.failures[name] = _Failure(errors[name], version, now)
             # A57 (and gRPC C-core): the server did send the name, so it exists;
             # a NACK cancels its does-not-exist timer like a valid arrival does.

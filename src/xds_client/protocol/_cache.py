@@ -20,7 +20,9 @@ __all__ = [
 
 M = TypeVar("M", bound=Message)
 
-ResourceStatus = Literal["REQUESTED", "ACKED", "NACKED", "DOES_NOT_EXIST", "RECEIVED_ERROR"]
+ResourceStatus = Literal[
+    "REQUESTED", "ACKED", "NACKED", "DOES_NOT_EXIST", "RECEIVED_ERROR", "TIMEOUT"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,8 @@ class ResourceState:
     """``REQUESTED`` (waiting), ``ACKED`` (cached, last update accepted), ``NACKED`` (last
     update for it rejected; any cached value is still in use), ``DOES_NOT_EXIST``,
     ``RECEIVED_ERROR`` (the server reported an error for it, TP3; any cached value
-    is still in use)."""
+    is still in use), ``TIMEOUT`` (not received in time, with the A88
+    ``resource_timer_is_transient_error`` feature)."""
     last_updated: float
     """When the value or the status last changed (caller's clock); 0.0 when never."""
     error: str | None = None

@@ -33,6 +33,12 @@ class ProtocolConfig:
     does_not_exist_timeout: float | None = 15.0
     """Seconds after sending a request for a name before it is reported as not
     existing (gRFC A27/A53); None disables the timer."""
+    resource_timer_is_transient_error: bool = False
+    """gRFC A88 server feature: a does-not-exist timer that runs out is a transient
+    error (status ``TIMEOUT``, :class:`ResourceErrorReported`), not an absence."""
+    fail_on_data_errors: bool = False
+    """gRFC A88 server feature: a rejected update of a cached resource drops the
+    cached value (``ResourceRemoved(reason="data_error")``) instead of keeping it."""
     ignore_resource_deletion: bool = False
     """Keep resources the server deletes and report :class:`ResourceDeletionIgnored`
     instead (gRFC A53). TTL expiry still removes."""

@@ -96,7 +96,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 request = DeltaDiscoveryRequest(type_url=st.type_url)
                 names = [WILDCARD, *st.subs.names] if st.subs.wildcard else list(st.subs.names)
                 request.resource_names_subscribe.extend(names)
-                if self._streams > 1:
+                if self._streams > 1 and not st.foreign_versions:
                     # Reconnected: tell the server what we hold so it sends only changes.
                     versions = request.initial_resource_versions
                     for name, entry in st.cache.entries.items():

@@ -26,7 +26,7 @@ __all__ = [
 
 M = TypeVar("M", bound=Message)
 
-RemovalReason = Literal["deleted", "ttl_expired"]
+RemovalReason = Literal["deleted", "ttl_expired", "data_error"]
 
 
 @dataclass(frozen=True, slots=True)
