@@ -132,3 +132,34 @@ def test_delta_tp2_resource_name_is_read_instead_of_nacking() -> None:
     response = delta_response(V3.cds, "n3")
     response.removed_resource_names.add(name="b")
     assert names(h.receive(response), ResourceDoesNotExist) == ["b"]
+
+
+# ------------------------------------------------------------------ A30
+
+
+@pytest.mark.parametrize("kind", ["sotw", "delta"])
+def test_a30_the_v2_transport_accepts_v3_typed_resources(kind: str) -> None:
+    from ._protocol_support import V2, pack
+
+    h: Any = sotw(V2, "single") if kind == "sotw" else delta(V2, "single")
+    h.p.subscribe(V2.cds, None)
+    h.start()
+    v3_body = pack(make(V3.cds, "a"))  # an Any typed envoy.config.cluster.v3.Cluster
+    if kind == "sotw":
+        events = h.receive(sotw_response(V2.cds, "1", "n1", [v3_body]))
+    else:
+        events = h.receive(delta_response(V2.cds, "n1", [delta_resource("a", v3_body)]))
+    assert kinds(events) == [ResourceUpdated, ResponseAccepted]
+    (updated,) = [e for e in events if isinstance(e, ResourceUpdated)]
+    assert updated.resource.DESCRIPTOR.full_name == "envoy.api.v2.Cluster"
+    assert updated.resource.name == "a"
+
+
+def test_a30_a_really_different_type_is_still_rejected() -> None:
+    from ._protocol_support import V2, pack
+
+    h = sotw(V2, "single")
+    h.p.subscribe(V2.cds, None)
+    h.start()
+    events = h.receive(sotw_response(V2.cds, "1", "n1", [pack(make(V3.lds, "l"))]))
+    assert kinds(events) == [ResponseRejected]

@@ -11,7 +11,7 @@ from xds_client.errors import ResourceError
 from ._base import ProtocolCore, TypeState
 from ._events import Event, ResourceDoesNotExist
 from ._subscriptions import WILDCARD
-from ._validation import RESPONSE_KEY, resource_check
+from ._validation import RESPONSE_KEY, resource_check, twin_type_url
 
 if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import (
@@ -169,6 +169,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         if st.rtype is None:
             return f"type URL {st.type_url} is not registered with this client", []
         type_url = st.type_url
+        twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parsed: list[tuple[str, Resource, Any | None]] = []
         seen: set[str] = set()
         for index, resource in enumerate(resources):
@@ -181,7 +182,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 return f"resource name {name!r} appears more than once", []
             seen.add(name)
             body = resource.resource if resource.HasField("resource") else None
-            if body is not None and body.type_url != type_url:
+            if body is not None and body.type_url not in (type_url, twin):
                 return (
                     f"resource {name!r} has type {body.type_url}, "
                     f"but the response is for {type_url}"

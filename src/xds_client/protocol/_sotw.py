@@ -18,7 +18,13 @@ from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unw
 from ._base import ProtocolCore, TypeState
 from ._events import Event
 from ._subscriptions import WILDCARD
-from ._validation import RESPONSE_KEY, name_field_of, resource_check, resource_name
+from ._validation import (
+    RESPONSE_KEY,
+    name_field_of,
+    resource_check,
+    resource_name,
+    twin_type_url,
+)
 
 if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
@@ -336,6 +342,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         name_field = name_field_of(rtype.message_class)
         by_packed = cache.packed_names() if lookup else {}
         prefix = _any_prefix(type_url)
+        twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parse_any = AnyMessage.FromString
         packed = _NO_ANY
         for index, given in resources:
@@ -365,7 +372,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 assert isinstance(given, AnyMessage)
                 packed = given
                 packed_type = packed.type_url
-            if packed_type == type_url:
+            if packed_type in (type_url, twin):
                 if value is None:
                     value = packed.value
                 name = name_of_raw(value)  # same bytes as cached: no decode
@@ -398,7 +405,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     errors[f"resources[{index}]"] = str(exc)
                     unnamed = True
                     continue
-                if wrapped.body is not None and wrapped.body.type_url != type_url:
+                if wrapped.body is not None and wrapped.body.type_url not in (type_url, twin):
                     return (
                         f"resources[{index}] wraps {wrapped.body.type_url}, "
                         f"but the response is for {type_url}",

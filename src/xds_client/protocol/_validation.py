@@ -18,6 +18,7 @@ __all__ = [
     "nack_message",
     "resource_name",
     "resource_check",
+    "twin_type_url",
     "run_validator",
 ]
 
@@ -75,6 +76,30 @@ def run_validator(validator: Validator | None, message: Message) -> str | None:
         text = str(exc)
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return None
+
+
+_twins: dict[str, str | None] = {}
+
+
+def twin_type_url(type_url: str) -> str | None:
+    """The same resource's type URL in the other API version (gRFC A30: a client
+    accepts both in a response), or None."""
+    try:
+        return _twins[type_url]
+    except KeyError:
+        pass
+    from xds_client.errors import UnknownResourceTypeError
+    from xds_client.resources import resource_type
+
+    twin: str | None = None
+    try:
+        rtype = resource_type(type_url)
+        if rtype.alias is not None:
+            twin = resource_type(rtype.alias, "v2" if rtype.api_version == "v3" else "v3").type_url
+    except UnknownResourceTypeError:
+        twin = None
+    _twins[type_url] = twin
+    return twin
 
 
 def resource_check(config: ProtocolConfig, type_url: str) -> Callable[[Message], str | None] | None:
