@@ -549,7 +549,8 @@ class Session:
             if isinstance(event, ResponseRejected):
                 self._metric("nack", event.type_url, uri)
                 log.warning("rejected %s version %r from %s: %s", event.type_url,
-                            event.version, uri, "; ".join(event.errors.values()))  # fmt: skip
+                            event.version, uri,
+                            "; ".join(f"{k}: {v}" for k, v in event.errors.items()))  # fmt: skip
                 for entry in self.registry.entries(event.type_url):
                     # Errors about the whole response concern every watcher of the type.
                     if entry.names is None or any(
