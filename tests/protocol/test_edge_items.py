@@ -163,3 +163,28 @@ def test_a30_a_really_different_type_is_still_rejected() -> None:
     h.start()
     events = h.receive(sotw_response(V2.cds, "1", "n1", [pack(make(V3.lds, "l"))]))
     assert kinds(events) == [ResponseRejected]
+
+
+# ------------------------------------------------------------------ bare vs wrapped bytes
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_bare_bytes_equal_to_a_wrapped_resource_under_another_name_are_not_a_duplicate(
+    raw: bool,
+) -> None:
+    from xds_client.protocol._raw import to_raw_response
+
+    h = sotw(V3, "single")
+    h.p.subscribe(V3.cds, None)
+    h.start()
+    body = make(V3.cds, "b")  # its own name is "b"
+    first = sotw_response(V3.cds, "1", "n1", [wrap("w", body)])  # served as "w"
+    h.receive(to_raw_response(first) if raw else first)
+    assert set(h.p.resources(V3.cds)) == {"w"}
+    h.flush()
+    # The same bytes, bare this time: that is the resource "b", not a second "w".
+    second = sotw_response(V3.cds, "2", "n2", [wrap("w", body), body])
+    events = h.receive(to_raw_response(second) if raw else second)
+    assert kinds(events)[-1] is ResponseAccepted, events
+    assert names(events, ResourceUpdated) == ["b"]
+    assert set(h.p.resources(V3.cds)) == {"w", "b"}

@@ -182,7 +182,9 @@ class TypeCache:
     bytes equal a cached one: its name is then known without parsing it.
     """
 
-    __slots__ = ("_by_alias", "_by_packed", "_by_raw", "_packed", "entries", "renewable")
+    __slots__ = (
+        "_by_alias", "_by_packed", "_by_raw", "_packed", "entries", "renamed", "renewable",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.entries: dict[str, CachedResource[Any]] = {}
@@ -193,6 +195,9 @@ class TypeCache:
         self._packed: dict[str, bytes] = {}
         # How many entries have a TTL or a per-resource version (a same-bytes resend renews them).
         self.renewable = 0
+        # Names whose bytes came in a wrapper named otherwise than the body: the same
+        # bytes sent bare name another resource, so name_of_raw() must not be trusted.
+        self.renamed: set[str] = set()
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -274,6 +279,8 @@ class TypeCache:
     def _unindex(self, entry: CachedResource[Any]) -> None:
         if entry.ttl is not None or entry.resource_version:
             self.renewable -= 1
+        if self.renamed:
+            self.renamed.discard(entry.name)
         if self._by_raw.get(entry.raw) == entry.name:
             del self._by_raw[entry.raw]
         for alias in entry.aliases:

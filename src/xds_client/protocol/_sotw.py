@@ -337,6 +337,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         unnamed = False
         cache = st.cache
         name_of_raw = cache.name_of_raw
+        renamed = cache.renamed
         decode = rtype.decode
         # resource_name() inlined for the common case; called on failure for its error.
         name_field = name_field_of(rtype.message_class)
@@ -376,6 +377,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 if value is None:
                     value = packed.value
                 name = name_of_raw(value)  # same bytes as cached: no decode
+                if name is not None and renamed and name in renamed:
+                    name = None  # cached under a wrapper's other name: learn this one's own
                 if name is None:
                     try:
                         bare = decode(value)
@@ -561,6 +564,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             )  # fmt: skip
         if staged:
             store = self._store
+            name_field = name_field_of(rtype.message_class)
             wrapped = iter(staged_items)
             for name in staged:
                 raw = items[name]
@@ -573,6 +577,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         st, name, version, message, item.raw, item.ttl, item.aliases,
                         item.resource_version, now, events,
                     )  # fmt: skip
+                    if name_field is not None and getattr(message, name_field) != name:
+                        cache.renamed.add(name)
         if packed_of:
             cache.index_packed(packed_of)  # each one stored above, as these Any bytes
         if rtype.full_state and not unnamed:
