@@ -93,3 +93,42 @@ def test_no_fallback_when_every_watched_resource_is_cached() -> None:
     assert wake is not None
     (opened,) = [a for a in s.step(wake) if isinstance(a, OpenStream)]
     assert opened.server == 0  # still the primary
+
+
+def test_server_features_are_the_current_servers() -> None:
+    from xds_client.client._options import build_options
+    from xds_client.client._session import Session
+    from xds_client.client._watchers import EventBuffer
+    from xds_client.resources import CLUSTER, resource_type
+    from xds_client.transport import ServerTarget
+
+    secondary = ServerTarget(
+        "s:1", server_features=frozenset({"ignore_resource_deletion", "fail_on_data_errors"})
+    )
+    s = Session(build_options([ServerTarget("p:1"), secondary]))
+    s.add_watch(resource_type(CLUSTER), frozenset({"a"}), EventBuffer(10), None, 0.0)
+    s.step(0.0)
+    protocol = s._slots["ads"].protocol
+    assert not protocol.config.ignore_resource_deletion
+    s.on_failure("ads", 1, RuntimeError("refused"), 0.1)  # nothing cached: fall back
+    s.step(0.1)
+    assert protocol.config.ignore_resource_deletion
+    assert protocol.config.fail_on_data_errors
+    from envoy.config.cluster.v3.cluster_pb2 import Cluster
+    from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
+
+    from xds_client.client._session import ProbeServer
+
+    response = DiscoveryResponse(version_info="1", type_url=CLUSTER, nonce="n1")
+    response.resources.add().Pack(Cluster(name="a"))
+    s.on_probe("ads", 1, True, 0.12)  # the fallback's own readiness probe
+    s.on_response("ads", 2, response, 0.15)  # the fallback serves
+    probes: list[object] = []
+    t = 0.2
+    while ProbeServer("ads", 0) not in probes and t < 5:
+        probes = list(s.step(t))
+        t += 0.25
+    assert ProbeServer("ads", 0) in probes  # checking for the primary
+    s.on_probe("ads", 0, True, t)  # the primary is back
+    assert not protocol.config.ignore_resource_deletion
+    assert not protocol.config.fail_on_data_errors

@@ -154,6 +154,8 @@ class ClientOptions:
     node_in_every_request: bool = False
     reject_whole_response: bool = False
     validate_rules: bool = True
+    ignore_resource_deletion_asked: bool = False
+    """``ignore_resource_deletion`` as the caller gave it (before any server's features)."""
     fail_on_data_errors: bool = False
     """A88 server feature, from the primary's ``server_features``."""
     resource_timer_is_transient_error: bool = False
@@ -284,6 +286,7 @@ def build_options(
         backoff=backoff or Backoff(),
         does_not_exist_timeout=does_not_exist_timeout,
         ignore_resource_deletion=ignore,
+        ignore_resource_deletion_asked=ignore_resource_deletion,
         node_in_every_request=node_in_every_request,
         reject_whole_response=reject_whole_response,
         validate_rules=validate_rules,

@@ -168,6 +168,22 @@ class Session:
         )
         return replace(target, channel_options=extra + target.channel_options)
 
+    def _server_changed(self, slot: _Slot) -> None:
+        """``slot``'s next stream goes to ``slot.server``: nothing learnt from the old
+        server is sent there, and the new one's ``server_features`` apply (A53, A88)."""
+        slot.protocol.server_changed()
+        slot.protocol.config = self._config_for(slot.server)
+
+    def _config_for(self, server: int) -> ProtocolConfig:
+        features = self._targets[server].server_features
+        return replace(
+            self._config,
+            ignore_resource_deletion=self.options.ignore_resource_deletion_asked
+            or "ignore_resource_deletion" in features,
+            fail_on_data_errors="fail_on_data_errors" in features,
+            resource_timer_is_transient_error="resource_timer_is_transient_error" in features,
+        )
+
     def target(self, server: int) -> ServerTarget:
         """The server at index ``server``, with the channel options the driver must use."""
         return self._targets[server]
@@ -422,14 +438,15 @@ class Session:
                 # gRFC A71: a server that fails before any response is skipped at once,
                 # but only when some watched resource has no cached value to go on with.
                 slot.server += 1
-                slot.protocol.server_changed()
+                self._server_changed(slot)
                 slot.retry_at = now
                 log.warning("%s stream to %s failed; falling back to %s: %s",
                             key, uri, self._server_uri(slot), error)  # fmt: skip
             else:
-                if slot.server != 0:
-                    slot.protocol.server_changed()
+                changed = slot.server != 0
                 slot.server = 0
+                if changed:
+                    self._server_changed(slot)
                 slot.retry_at = now + slot.backoff.next_delay()
             slot.probe_at = None
             log.info("%s stream to %s ended (%s); retry in %.2fs",
@@ -478,7 +495,7 @@ class Session:
                 slot.protocol.disconnected(now)
             slot.server = server
             if not slot.protocol.is_connected:
-                slot.protocol.server_changed()
+                self._server_changed(slot)
             slot.retry_at = now
             slot.probe_at = None
             slot.backoff.reset()
