@@ -126,3 +126,35 @@ def test_csds_shows_received_error() -> None:
     (generic,) = config.generic_xds_configs
     assert generic.client_status == 5  # RECEIVED_ERROR
     assert generic.error_state.details == "UNAVAILABLE: backend down"
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_the_control_plane_identifier_reaches_the_events(h: Harness[Any], raw: bool) -> None:
+    from envoy.config.core.v3.base_pb2 import ControlPlane
+
+    from xds_client.protocol import ResponseRejected
+    from xds_client.protocol._raw import to_raw_response
+
+    from ._protocol_support import bad_any, wrap
+
+    h.p.subscribe(V3.cds, None)
+    h.start()
+    if isinstance(h.p, SotwProtocol):
+        good: Any = sotw_response(V3.cds, "1", "n1", [make(V3.cds, "a")])
+        bad: Any = sotw_response(V3.cds, "2", "n2", [wrap("a", bad_any(V3.cds))])
+    else:
+        if raw:
+            pytest.skip("the raw form is SotW's")
+        good = delta_response(V3.cds, "n1", [delta_resource("a", make(V3.cds, "a"))])
+        bad = delta_response(V3.cds, "n2", [delta_resource("a", bad_any(V3.cds))])
+    for response in (good, bad):
+        response.control_plane.CopyFrom(ControlPlane(identifier="cp-7"))
+    if raw:
+        good, bad = to_raw_response(good), to_raw_response(bad)
+    accepted = h.receive(good)[-1]
+    assert isinstance(accepted, ResponseAccepted)
+    assert accepted.control_plane == "cp-7"
+    h.flush()
+    rejected = h.receive(bad)[-1]
+    assert isinstance(rejected, ResponseRejected)
+    assert rejected.control_plane == "cp-7"

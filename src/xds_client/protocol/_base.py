@@ -126,6 +126,19 @@ class TypeState:
         return self.subs.wants(name, entry.aliases if entry is not None else ())
 
 
+def control_plane_id(response: Any) -> str:
+    """``control_plane.identifier`` of a response (a raw SotW one keeps it serialized)."""
+    given = response.control_plane
+    if isinstance(given, bytes):
+        if not given:
+            return ""
+        from envoy.config.core.v3.base_pb2 import ControlPlane
+
+        return ControlPlane.FromString(given).identifier
+    identifier: str = given.identifier
+    return identifier
+
+
 class ProtocolCore(Generic[S]):
     """Base of :class:`SotwProtocol` and :class:`DeltaProtocol` (not public).
 
@@ -570,6 +583,7 @@ class ProtocolCore(Generic[S]):
         failed: Iterable[str] = (),
         now: float,
         events: list[Event],
+        control_plane: str = "",
     ) -> None:
         """Queue exactly one ACK or NACK for a processed response.
 
@@ -581,7 +595,7 @@ class ProtocolCore(Generic[S]):
             st.foreign_versions = False
             st.last_error = None
             self._replies.append(_Reply(st.type_url, nonce, version, None))
-            events.append(ResponseAccepted(st.type_url, version, nonce))
+            events.append(ResponseAccepted(st.type_url, version, nonce, control_plane))
             return
         from google.rpc.status_pb2 import Status
 
@@ -602,4 +616,4 @@ class ProtocolCore(Generic[S]):
             # a NACK cancels its does-not-exist timer like a valid arrival does.
             self._timers.cancel((_DNE, st.type_url, name))
         self._replies.append(_Reply(st.type_url, nonce, st.version, status))
-        events.append(ResponseRejected(st.type_url, nonce, version, dict(errors)))
+        events.append(ResponseRejected(st.type_url, nonce, version, dict(errors), control_plane))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from xds_client.errors import ResourceError
 
-from ._base import ProtocolCore, TypeState
+from ._base import ProtocolCore, TypeState, control_plane_id
 from ._events import Event, ResourceDoesNotExist
 from ._subscriptions import WILDCARD
 from ._validation import RESPONSE_KEY, resource_check, twin_type_url
@@ -149,6 +149,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
             self._finish(
                 st, nonce=nonce, version=version,
                 errors={RESPONSE_KEY: whole}, now=now, events=events,
+                control_plane=control_plane_id(response),
             )  # fmt: skip
             return events
         failed = self._apply(st, parsed, removed, errors, now, events)
@@ -156,7 +157,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
             self._resource_errors(st, response.resource_errors, version, now, events)
         self._finish(
             st, nonce=nonce, version=version, errors=errors, failed=failed,
-            now=now, events=events,
+            now=now, events=events, control_plane=control_plane_id(response),
         )  # fmt: skip
         return events
 

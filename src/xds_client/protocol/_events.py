@@ -136,6 +136,8 @@ class ResponseAccepted:
     """SotW ``version_info`` or delta ``system_version_info`` of the response."""
     nonce: str
     """Nonce of the response, copied into the ACK."""
+    control_plane: str = ""
+    """The response's ``control_plane.identifier`` (which server instance sent it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +157,8 @@ class ResponseRejected:
     errors: Mapping[str, str]
     """Reason per rejected resource name; ``"(response)"`` keys problems of the whole
     response and ``"resources[i]"`` a resource whose name could not be read."""
+    control_plane: str = ""
+    """The response's ``control_plane.identifier`` (which server instance sent it)."""
 
 
 Event: TypeAlias = (

@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 from xds_client.errors import ProtocolUsageError, ResourceError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unwrap
 
-from ._base import ProtocolCore, TypeState
+from ._base import ProtocolCore, TypeState, control_plane_id
 from ._events import Event
 from ._subscriptions import WILDCARD
 from ._validation import (
@@ -244,6 +244,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             self._finish(
                 st, nonce=response.nonce, version=version,
                 errors={RESPONSE_KEY: whole}, now=now, events=events,
+                control_plane=control_plane_id(response),
             )  # fmt: skip
             return events
         reported = response.resource_errors
@@ -258,7 +259,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             st, nonce=response.nonce, version=version, errors=errors,
             failed=[n for n in errors if n in st.subs.names or n in st.cache
                     or (st.subs.wildcard and n in items)],
-            now=now, events=events,
+            now=now, events=events, control_plane=control_plane_id(response),
         )  # fmt: skip
         return events
 
