@@ -47,6 +47,8 @@ CASES: list[tuple[str, str, Any, bool]] = [
     # numbers
     ("float", "", 1.5, True),
     ("float", "float { const: 1.23 }", 1.23, True),
+    ("double", "double { lt: inf }", 1e300, True),  # an infinite bound compiles too
+    ("double", "double { gt: -inf lt: inf }", float("inf"), False),
     ("float", "float { const: 1.23 }", 3.21, False),
     ("double", "double { in: [4.56, 7.89] }", 7.89, True),
     ("double", "double { in: [4.56, 7.89] }", 10.11, False),

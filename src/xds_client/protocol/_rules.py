@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import keyword
+import math
 import re
 from collections.abc import Callable
 from typing import Any, cast
@@ -84,9 +85,13 @@ def _fmt(value: object) -> str:
 # ------------------------------------------------------------------ ordered values
 
 
+_NUMBER_NAMES = {"inf": math.inf, "nan": math.nan}
+"""What ``repr()`` of a float bound may contain, for the generated conditions."""
+
+
 def _cond(condition: str, reason: str) -> Callable[[Any], str | None]:
     """A test from a condition on ``v``; it keeps the condition for generated code."""
-    holds = eval(f"lambda v: {condition}")
+    holds = eval(f"lambda v: {condition}", dict(_NUMBER_NAMES))
     test: Any = lambda v: None if holds(v) else reason  # noqa: E731
     test.condition = (condition, reason)
     return cast("Callable[[Any], str | None]", test)
@@ -462,7 +467,7 @@ class _Compiler:
         # when nothing fails). A message with few checked fields asks each one
         # (HasField); one with many lists what it sets (ListFields, in C), so a
         # sparse Cluster does not pay for its forty unset checked fields.
-        env: dict[str, Any] = {"E": _RuleBrokenError, "broken": _broken}
+        env: dict[str, Any] = {"E": _RuleBrokenError, "broken": _broken, **_NUMBER_NAMES}
         plans = [plan for fd in desc.fields if (plan := self._field_plan(fd, env)) is not None]
         absent_oneofs: list[str] = []
         for oneof in desc.oneofs:
@@ -536,7 +541,7 @@ class _Compiler:
             for condition, reason in conditions:
                 key = _put(env, (reason, [name]))
                 lines += [f"if not ({condition}):", f"    raise broken(*{key})"]
-                holds = eval(f"lambda v: {condition}")
+                holds = eval(f"lambda v: {condition}", dict(_NUMBER_NAMES))
                 if presence == "plain" and failure is None and not holds(fd.default_value):
                     failure = (reason, [name])
         else:
