@@ -11,7 +11,7 @@ ENVOY_STAMP := $(PEERS)/envoy/.installed-stamp
 SOVEREIGN_STAMP := $(PEERS)/sovereign/.installed-stamp
 GRPC_JS_STAMP := $(PEERS)/grpc-js-xds/.installed-stamp
 
-.PHONY: venv test lint typecheck pytest protos stubs docs check-generated dist demo bench bench-smoke peers clean
+.PHONY: venv test lint typecheck pytest protos stubs docs check-generated dist demo bench bench-smoke soak peers clean
 
 venv: $(STAMP)
 
@@ -73,6 +73,10 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Clients against a ControlPlane under 200 injected faults; a short run is in the tests.
+soak: $(STAMP)
+	$(BIN)/python tools/soak.py --faults 200
 
 clean:
 	rm -rf $(VENV) $(PEERS) build dist .mypy_cache .ruff_cache

@@ -13,6 +13,7 @@
     │   ├── TypeUrlMismatchError        an Any holds another type than expected
     │   ├── ResourceDecodeError         bytes that do not parse as the message
     │   └── ResourceValidationError     a user validator rejected the resource
+    │       └── RuleViolationError      a field breaks its proto's (validate.rules)
     ├── ServerProtocolError             the server broke the xDS protocol itself
     ├── BootstrapError                  a bootstrap file or JSON that cannot be used
     ├── TransportError                  the connection to the server failed
@@ -36,6 +37,7 @@ __all__ = [
     "TypeUrlMismatchError",
     "ResourceDecodeError",
     "ResourceValidationError",
+    "RuleViolationError",
     "ServerProtocolError",
     "BootstrapError",
     "TransportError",
@@ -116,6 +118,21 @@ class ResourceDecodeError(ResourceError):
 
 class ResourceValidationError(ResourceError):
     """A user-supplied validator rejected a resource."""
+
+
+class RuleViolationError(ResourceValidationError):
+    """A field breaks a ``(validate.rules)`` annotation of its proto (as Envoy checks).
+
+    ``path`` is the field path from the checked message (``load_assignment.
+    endpoints[0].lb_endpoints``), ``reason`` the rule it breaks, ``message_type``
+    the full name of the checked message.
+    """
+
+    def __init__(self, text: str, *, path: str, reason: str, message_type: str) -> None:
+        self.path = path
+        self.reason = reason
+        self.message_type = message_type
+        super().__init__(text)
 
 
 class ServerProtocolError(XdsClientError):

@@ -230,7 +230,9 @@ def test_does_not_exist(cp: ControlPlane, make_client: MakeClient, protocol: str
         start = time.monotonic()
         missing = watch.next(ResourceDoesNotExist, timeout=5)
         assert missing.name == "missing"
-        assert time.monotonic() - start >= 0.25
+        if protocol == "sotw":
+            assert time.monotonic() - start >= 0.25  # the timer ran out
+        # delta: the server listed it in removed_resources, which says so at once
     # A late watcher gets the cached absence at once; it arrives if created later.
     with client.watch(ClusterLoadAssignment, "missing") as late:
         assert late.next(ResourceDoesNotExist, timeout=1).name == "missing"
@@ -366,7 +368,7 @@ def test_20_mb_response(cp: ControlPlane, make_client: MakeClient) -> None:
 
 def test_slow_consumer_coalesces(cp: ControlPlane, make_client: MakeClient) -> None:
     names = [f"c{i}" for i in range(5)]
-    cp.set_resources(Cluster, {n: cluster(n, 0) for n in names}, version="0")
+    cp.set_resources(Cluster, {n: cluster(n, 100) for n in names}, version="0")
     client = make_client(cp.address, queue_size=8)
     watch = client.watch(Cluster, names)
     seen = {watch.next(ResourceUpdated).name for _ in names}

@@ -327,18 +327,41 @@ def test_session_reports_a_silent_stream_up_once_its_server_answers() -> None:
     assert ProbeServer("ads", 0) in s.step(0.0)
     s.on_probe("ads", 0, True, 0.05)  # up: the server answers
     s.on_response("ads", 1, response("1", "a"), 0.1)
-    s.on_failure("ads", 1, RuntimeError("reset"), 0.2)
-    actions = s.step(0.2)
+    s.on_failure("ads", 1, RuntimeError("reset"), 0.2)  # after a response: not reported
+    assert any(isinstance(a, OpenStream) for a in s.step(0.2))  # at once
+    s.on_failure("ads", 2, RuntimeError("reset"), 0.2)  # before any response: down
+    t = s.next_wakeup()
+    assert t is not None
+    actions = s.step(t)  # after the backoff: a new stream, silent, so probed
     assert ProbeServer("ads", 0) in actions
-    s.on_probe("ads", 0, False, 0.3)
-    assert s.next_wakeup() == pytest.approx(1.3)  # checked again after the probe interval
-    assert ProbeServer("ads", 0) in s.step(1.3)
-    s.on_probe("ads", 0, True, 1.4)
+    s.on_probe("ads", 0, False, t + 0.1)
+    assert s.next_wakeup() == pytest.approx(t + 1.1)  # checked again after the probe interval
+    assert ProbeServer("ads", 0) in s.step(t + 1.1)
+    s.on_probe("ads", 0, True, t + 1.2)
     kinds = []
     while (event := entry.buffer.pop()) is not None:
         if isinstance(event, ConnectivityChanged):
             kinds.append(event.connected)
     assert kinds == [True, False, True]
+
+
+def test_a57_a_stream_that_ends_after_a_response_is_not_reported_down() -> None:
+    s = session(["p:1"])
+    entry = watch(s, ["a"])
+    s.step(0.0)
+    s.on_response("ads", 1, response("1", "a"), 0.1)
+    s.on_failure("ads", 1, RuntimeError("server closed the stream"), 0.2)
+    reopen = [a for a in s.step(0.2) if isinstance(a, OpenStream)]
+    assert reopen  # at once, no backoff
+    seen: list[bool] = []
+    while (event := entry.buffer.pop()) is not None:
+        if isinstance(event, ConnectivityChanged):
+            seen.append(event.connected)
+    assert False not in seen
+    # The new stream fails before any response: now watchers hear it.
+    s.on_failure("ads", reopen[0].attempt, RuntimeError("refused"), 0.3)
+    down = [e for e in iter(entry.buffer.pop, None) if isinstance(e, ConnectivityChanged)]
+    assert [e.connected for e in down] == [False]
 
 
 def test_session_per_type_streams_use_type_services() -> None:

@@ -11,10 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
 from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
 
+from xds_client import validate as xds_validate
+from xds_client.errors import RuleViolationError
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from xds_client.testing import ControlPlane
 
@@ -343,3 +349,64 @@ def test_envoy_polls_rest_json(envoy_factory: Any) -> None:
         assert {r.type_url for r in rest} == {CLUSTER, ENDPOINT, LISTENER, ROUTE}
         # Envoy polls with the version it holds; the answer is then 304, not a resend.
         cp.wait_for_request(CLUSTER, lambda r: r.kind == "rest" and r.version_info == "1")
+
+
+def _broken_clusters() -> list[Cluster]:
+    """Clusters that break a (validate.rules) annotation, each in another way."""
+    timeout = eds_cluster("broken-timeout")
+    timeout.connect_timeout.CopyFrom(Duration(seconds=-1))
+    policy = eds_cluster("broken-policy")
+    policy.lb_policy = 99  # type: ignore[assignment]  # enum defined_only
+    port = Cluster(name="broken-port", type=Cluster.STATIC, connect_timeout=Duration(seconds=1))
+    port.load_assignment.CopyFrom(endpoints("broken-port", 70000))
+    ejection = eds_cluster("broken-ejection")
+    ejection.outlier_detection.max_ejection_percent.value = 101
+    refresh = Cluster(name="broken-refresh", type=Cluster.STRICT_DNS)
+    refresh.connect_timeout.CopyFrom(Duration(seconds=1))
+    refresh.dns_refresh_rate.CopyFrom(Duration(nanos=1))
+    return [timeout, policy, port, ejection, refresh]
+
+
+def test_envoy_and_xds_client_reject_the_same_clusters(envoy_factory: Any) -> None:
+    """Envoy is the oracle: each cluster it NACKs, our validate() rejects, at the same field."""
+    with http_backend(b"ok") as backend_port, ControlPlane() as cp:
+        snapshot = base_snapshot(backend_port, free_port())
+        for messages in snapshot.values():
+            for message in messages:
+                xds_validate(message)  # what Envoy accepts passes here too
+        cp.set_snapshot(snapshot, version="1")
+        envoy_factory(cp, "GRPC")
+        cp.wait_for_ack(CLUSTER, "1", timeout=20)
+        said: list[str] = []
+        for index, bad in enumerate(_broken_clusters()):
+            with pytest.raises(RuleViolationError) as ours:
+                xds_validate(bad)
+            version = f"bad-{index}"
+            cp.update(CLUSTER, [bad], version=version)
+            nack = cp.wait_for_nack(CLUSTER, version, timeout=20)
+            envoy_says = nack.error_detail.message if nack.error_detail else ""
+            # PGV's messages name the field in CamelCase ("...ValidationError.PortValue:
+            # ..."); Envoy checks some durations first, in its own words.
+            if "ValidationError" in envoy_says:
+                last = ours.value.path.rsplit(".", 1)[-1].replace("_", "").lower()
+                assert last in envoy_says.lower(), (ours.value.path, envoy_says)
+            else:
+                assert "duration" in envoy_says.lower(), envoy_says
+            said.append(f"{bad.name}: ours {ours.value.path!r}, Envoy {envoy_says.strip()!r}")
+            cp.remove(CLUSTER, [bad.name], version=f"fixed-{index}")
+            cp.wait_for_ack(CLUSTER, f"fixed-{index}", timeout=20)
+        # Inside an Any: an HttpConnectionManager with an empty stat_prefix.
+        listener = tcp_listener("broken-listener", free_port(), "local_route")
+        manager = hcm_pb2.HttpConnectionManager()
+        listener.filter_chains[0].filters[0].typed_config.Unpack(manager)
+        manager.stat_prefix = ""
+        listener.filter_chains[0].filters[0].typed_config.Pack(manager)
+        with pytest.raises(RuleViolationError) as ours:
+            xds_validate(listener)
+        assert ours.value.path.endswith("HttpConnectionManager).stat_prefix")
+        cp.update(LISTENER, [listener], version="bad-listener")
+        nack = cp.wait_for_nack(LISTENER, "bad-listener", timeout=20)
+        envoy_says = nack.error_detail.message if nack.error_detail else ""
+        assert "StatPrefix" in envoy_says, envoy_says
+        said.append(f"{listener.name}: ours {ours.value.path!r}, Envoy {envoy_says.strip()!r}")
+        print("\n".join(said))

@@ -66,9 +66,15 @@ def make(type_url: str, name: str, tag: str = "") -> Message:
             msg.endpoints.add().locality.zone = tag
         return result
     msg.name = name
+    # What (validate.rules) demands: a VirtualHost has a domain, a v2 Listener an address.
+    if kind == "VirtualHost":
+        msg.domains.append("*")
+    if kind == "Listener":
+        msg.address.socket_address.address = tag or "127.0.0.1"
+        msg.address.socket_address.port_value = 10000
     if tag:
         if kind == "Listener":
-            msg.address.socket_address.address = tag
+            pass  # the tag is the address, above
         elif kind == "Cluster":
             msg.alt_stat_name = tag
         elif kind in ("RouteConfiguration", "VirtualHost"):

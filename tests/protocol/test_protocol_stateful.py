@@ -251,10 +251,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             if tag == "hb":
                 if held is None:
                     continue  # nothing to keep alive (delta: "no such resource")
-                changes[name] = Held(held.raw, None, held.version)
-                changes[name].deadline = (
-                    self.now + ttl if ttl else (held.deadline and self.now + TTL)
-                )
+                # Received with no TTL, a heartbeat too: the timer is removed (seed).
+                changes[name] = Held(held.raw, self.now + ttl if ttl else None, held.version)
                 continue
             raw = make(type_url, name, tag).SerializeToString()
             changes[name] = Held(raw, self.now + ttl if ttl else None, rversion)

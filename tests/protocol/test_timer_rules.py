@@ -72,8 +72,8 @@ def test_rule_17_ttl_deadline_heartbeat_and_expiry(kind: str, api: Api, mode: st
     assert h.p.next_deadline() == 30.0
     h.flush()
     assert h.advance(20) == []
-    # A heartbeat: no body, same version. No update event, but still ACKed.
-    events = respond(h, api.eds, "n2", [("a", "1", None, None)])
+    # A heartbeat: no body, same version, its TTL. No update event, but still ACKed.
+    events = respond(h, api.eds, "n2", [("a", "1", None, 30.0)])
     assert [type(e) for e in events] == [ResponseAccepted]
     (ack,) = h.flush()
     assert ack.response_nonce == "n2"
@@ -110,7 +110,7 @@ def test_rule_17_sotw_heartbeat_only_response_keeps_everything(api: Api, mode: s
         [("c1", "1", make(api.cds, "c1"), 10.0), ("c2", "1", make(api.cds, "c2"), 10.0)],
     )
     h.advance(8)
-    events = respond(h, api.cds, "n2", [("c1", "1", None, None), ("c2", "1", None, None)])
+    events = respond(h, api.cds, "n2", [("c1", "1", None, 10.0), ("c2", "1", None, 10.0)])
     assert [type(e) for e in events] == [ResponseAccepted]
     assert set(h.p.resources(api.cds)) == {"c1", "c2"}
     assert h.advance(8) == []

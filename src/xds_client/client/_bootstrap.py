@@ -17,6 +17,7 @@ from typing import Any
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 from google.protobuf import json_format
 
+from xds_client._version import __version__
 from xds_client.errors import BootstrapError
 from xds_client.federation import ResourceNameError, listener_name_for_target, parse_xdstp
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
@@ -175,10 +176,11 @@ def _node(raw: Any) -> NodeProto:
         json_format.ParseDict(raw, node, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise BootstrapError(str(exc), field="node") from exc
-    if not node.user_agent_name:
-        node.user_agent_name = USER_AGENT_NAME
-    if not node.client_features:
-        node.client_features.extend(CLIENT_FEATURES)
+    # As gRPC: the client says who it is and what it supports; the file cannot.
+    node.user_agent_name = USER_AGENT_NAME
+    node.user_agent_version = __version__
+    del node.client_features[:]
+    node.client_features.extend(CLIENT_FEATURES)
     return node
 
 

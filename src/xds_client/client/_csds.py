@@ -30,6 +30,8 @@ _STATUS = {
     "ACKED": ClientResourceStatus.ACKED,
     "NACKED": ClientResourceStatus.NACKED,
     "DOES_NOT_EXIST": ClientResourceStatus.DOES_NOT_EXIST,
+    "RECEIVED_ERROR": ClientResourceStatus.RECEIVED_ERROR,
+    "TIMEOUT": ClientResourceStatus.TIMEOUT,
 }
 _sensitive_cache: dict[str, bool] = {}
 
@@ -159,7 +161,7 @@ def build_client_config(
             generic.xds_config.Pack(redact(cached.resource))
         if state.last_updated:
             generic.last_updated.CopyFrom(_timestamp(to_wall(state.last_updated)))
-        if state.status == "NACKED":
+        if state.status in ("NACKED", "RECEIVED_ERROR"):
             failure = UpdateFailureState(
                 details=state.error or "", version_info=state.failed_version or ""
             )

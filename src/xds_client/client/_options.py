@@ -156,6 +156,13 @@ class ClientOptions:
     ignore_resource_deletion: bool = False
     node_in_every_request: bool = False
     reject_whole_response: bool = False
+    validate_rules: bool = True
+    ignore_resource_deletion_asked: bool = False
+    """``ignore_resource_deletion`` as the caller gave it (before any server's features)."""
+    fail_on_data_errors: bool = False
+    """A88 server feature, from the primary's ``server_features``."""
+    resource_timer_is_transient_error: bool = False
+    """A88 server feature, from the primary's ``server_features``."""
     validators: Mapping[str, Validator] = field(default_factory=dict)
     queue_size: int = 1000
     metrics: Metrics | None = None
@@ -220,6 +227,7 @@ def build_options(
     ignore_resource_deletion: bool = False,
     node_in_every_request: bool = False,
     reject_whole_response: bool = False,
+    validate_rules: bool = True,
     validators: Mapping[ResourceSpec, Validator] | None = None,
     queue_size: int = 1000,
     metrics: Metrics | None = None,
@@ -304,8 +312,15 @@ def build_options(
         backoff=backoff or Backoff(),
         does_not_exist_timeout=does_not_exist_timeout,
         ignore_resource_deletion=ignore,
+        ignore_resource_deletion_asked=ignore_resource_deletion,
         node_in_every_request=node_in_every_request,
         reject_whole_response=reject_whole_response,
+        validate_rules=validate_rules,
+        # A88: as A53 above, the primary's features decide (per server: not yet).
+        fail_on_data_errors="fail_on_data_errors" in targets[0].server_features,
+        resource_timer_is_transient_error=(
+            "resource_timer_is_transient_error" in targets[0].server_features
+        ),
         validators=checked,
         queue_size=queue_size,
         metrics=metrics,
@@ -367,6 +382,7 @@ class ClientArgs(TypedDict, total=False):
     ignore_resource_deletion: bool
     node_in_every_request: bool
     reject_whole_response: bool
+    validate_rules: bool
     validators: Mapping[ResourceSpec, Validator] | None
     queue_size: int
     metrics: Metrics | None

@@ -160,6 +160,9 @@ class Session:
             does_not_exist_timeout=options.does_not_exist_timeout,
             ignore_resource_deletion=options.ignore_resource_deletion,
             reject_whole_response=options.reject_whole_response,
+            validate_rules=options.validate_rules,
+            fail_on_data_errors=options.fail_on_data_errors,
+            resource_timer_is_transient_error=options.resource_timer_is_transient_error,
             validators=dict(options.validators),
             lazy_decode=options.lazy_decode,
         )
@@ -183,10 +186,27 @@ class Session:
         initial_ms = max(10, int(policy.initial * 1000))
         extra: tuple[tuple[str, str | int], ...] = (
             ("grpc.initial_reconnect_backoff_ms", initial_ms),
-            ("grpc.min_reconnect_backoff_ms", initial_ms),
+            # Not grpc.min_reconnect_backoff_ms: that is gRPC's minimum connect timeout
+            # (20 s); at our initial backoff a slow handshake could never complete.
             ("grpc.max_reconnect_backoff_ms", max(initial_ms, int(policy.maximum * 1000))),
         )
         return replace(target, channel_options=extra + target.channel_options)
+
+    def _server_changed(self, slot: _Slot) -> None:
+        """``slot``'s next stream goes to ``slot.server``: nothing learnt from the old
+        server is sent there, and the new one's ``server_features`` apply (A53, A88)."""
+        slot.protocol.server_changed()
+        slot.protocol.config = self._config_for(slot.group[slot.server])
+
+    def _config_for(self, server: int) -> ProtocolConfig:
+        features = self._targets[server].server_features
+        return replace(
+            self._config,
+            ignore_resource_deletion=self.options.ignore_resource_deletion_asked
+            or "ignore_resource_deletion" in features,
+            fail_on_data_errors="fail_on_data_errors" in features,
+            resource_timer_is_transient_error="resource_timer_is_transient_error" in features,
+        )
 
     def target(self, server: int) -> ServerTarget:
         """The server at index ``server``, with the channel options the driver must use."""
@@ -519,21 +539,30 @@ class Session:
             slot.protocol.disconnected(now)
             self._pending.append(CloseStream(key, attempt))
             self._metric("reconnect", uri)
+            # A poller's "stream" spans many polls: a failed poll is a real outage.
+            after_response = slot.got_response and self.options.transport == "grpc"
             if slot.got_response:
                 slot.retry_at = now
-            elif slot.server + 1 < len(slot.group):
-                # gRFC A71: a server that fails before any response is skipped at once.
+            elif slot.server + 1 < len(slot.group) and not slot.protocol.all_cached():
+                # gRFC A71: a server that fails before any response is skipped at once,
+                # but only when some watched resource has no cached value to go on with.
                 slot.server += 1
+                self._server_changed(slot)
                 slot.retry_at = now
                 log.warning("%s stream to %s failed; falling back to %s: %s",
                             key, uri, self._server_uri(slot), error)  # fmt: skip
             else:
+                changed = slot.server != 0
                 slot.server = 0
+                if changed:
+                    self._server_changed(slot)
                 slot.retry_at = now + slot.backoff.next_delay()
             slot.probe_at = None
             log.info("%s stream to %s ended (%s); retry in %.2fs",
                      key, uri, error, slot.retry_at - now)  # fmt: skip
-            if slot.reported is not False:
+            # gRFC A57: a stream that ends after a response is no error; it restarts at
+            # once and watchers hear only if the new one fails before any response.
+            if slot.reported is not False and not after_response:
                 slot.reported = False
                 self._broadcast(
                     slot,
@@ -574,6 +603,8 @@ class Session:
                 slot.open = False
                 slot.protocol.disconnected(now)
             slot.server = slot.group.index(server)
+            if not slot.protocol.is_connected:
+                self._server_changed(slot)
             slot.retry_at = now
             slot.probe_at = None
             slot.backoff.reset()
@@ -667,7 +698,8 @@ class Session:
             if isinstance(event, ResponseRejected):
                 self._metric("nack", event.type_url, uri)
                 log.warning("rejected %s version %r from %s: %s", event.type_url,
-                            event.version, uri, "; ".join(event.errors.values()))  # fmt: skip
+                            event.version, uri,
+                            "; ".join(f"{k}: {v}" for k, v in event.errors.items()))  # fmt: skip
                 for entry in self.registry.entries(event.type_url):
                     # Errors about the whole response concern every watcher of the type.
                     if entry.names is None or any(

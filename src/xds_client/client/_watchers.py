@@ -19,6 +19,7 @@ from xds_client.federation import glob_collection_of, is_glob_collection
 from xds_client.protocol._events import (
     ResourceDeletionIgnored,
     ResourceDoesNotExist,
+    ResourceErrorReported,
     ResourceRemoved,
     ResourceUpdated,
     ResponseRejected,
@@ -61,6 +62,7 @@ WatchEvent: TypeAlias = Union[  # noqa: UP007 - a runtime alias must work on Pyt
     ResourceRemoved,
     ResourceDoesNotExist,
     ResourceDeletionIgnored,
+    ResourceErrorReported,
     ResponseRejected,
     ConnectivityChanged,
 ]

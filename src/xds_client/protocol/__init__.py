@@ -18,11 +18,13 @@ from ._events import (
     RemovalReason,
     ResourceDeletionIgnored,
     ResourceDoesNotExist,
+    ResourceErrorReported,
     ResourceRemoved,
     ResourceUpdated,
     ResponseAccepted,
     ResponseRejected,
 )
+from ._rules import validate
 from ._sotw import SotwProtocol
 from ._subscriptions import WILDCARD
 from ._validation import MAX_ERROR_MESSAGE, RESPONSE_KEY
@@ -40,8 +42,11 @@ __all__ = [
     "RemovalReason",
     "ResourceDoesNotExist",
     "ResourceDeletionIgnored",
+    "ResourceErrorReported",
     "ResponseAccepted",
     "ResponseRejected",
+    # checking resources as Envoy does
+    "validate",
     # state views
     "CachedResource",
     "ResourceState",

@@ -28,6 +28,7 @@ from ._events import (
     Event,
     ResourceDeletionIgnored,
     ResourceDoesNotExist,
+    ResourceErrorReported,
     ResourceRemoved,
     ResponseAccepted,
     ResponseRejected,
@@ -44,6 +45,15 @@ if TYPE_CHECKING:
 __all__ = ["ProtocolCore", "TypeState"]
 
 _DNE = "dne"
+_DEADLINE_EXCEEDED = 4
+_NOT_FOUND = 5
+_CODE_NAMES = (
+    *("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND"),
+    *("ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION"),
+    *("ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"),
+    "UNAUTHENTICATED",
+)
+"""``google.rpc.Code`` names by number, for messages."""
 _TTL = "ttl"
 _EMPTY: Mapping[str, CachedResource[Any]] = MappingProxyType({})
 
@@ -56,6 +66,7 @@ class _Failure:
     reason: str
     version: str
     at: float
+    status: str = "RECEIVED_ERROR"  # for server_errors: or TIMEOUT (A88)
 
 
 @dataclass(slots=True)
@@ -76,11 +87,13 @@ class TypeState:
         "deletion_ignored",
         "dne",
         "failures",
+        "foreign_versions",
         "initial_sent",
         "last_error",
         "nonce",
         "requested",
         "rtype",
+        "server_errors",
         "subs",
         "type_url",
         "version",
@@ -93,9 +106,13 @@ class TypeState:
         self.cache = TypeCache()
         self.failures: dict[str, _Failure] = {}
         self.dne: dict[str, float] = {}
+        self.server_errors: dict[str, _Failure] = {}
+        """Errors the server reported per resource (TP3), until a valid update."""
         self.deletion_ignored: set[str] = set()
         self.version = ""
         """Version of the last accepted response (SotW ``version_info``)."""
+        self.foreign_versions = False
+        """The cached versions were learnt from another server: not sent to this one."""
         self.last_error: Status | None = None
         """``error_detail`` of the last NACK, until a response is accepted."""
         # Per stream:
@@ -108,6 +125,19 @@ class TypeState:
         """Whether the cached resource called ``name`` is still wanted."""
         entry = self.cache.get(name)
         return self.subs.wants(name, entry.aliases if entry is not None else ())
+
+
+def control_plane_id(response: Any) -> str:
+    """``control_plane.identifier`` of a response (a raw SotW one keeps it serialized)."""
+    given = response.control_plane
+    if isinstance(given, bytes):
+        if not given:
+            return ""
+        from envoy.config.core.v3.base_pb2 import ControlPlane
+
+        return ControlPlane.FromString(given).identifier
+    identifier: str = given.identifier
+    return identifier
 
 
 class ProtocolCore(Generic[S]):
@@ -186,6 +216,7 @@ class ProtocolCore(Generic[S]):
             st.requested.discard(name)  # a later subscription is a new one
             self._timers.cancel((_DNE, type_url, name))
             st.dne.pop(name, None)
+            st.server_errors.pop(name, None)
             if not st.subs.wildcard:
                 st.failures.pop(name, None)
             elif name not in st.cache:
@@ -200,7 +231,22 @@ class ProtocolCore(Generic[S]):
         if not st.subs.active:
             st.failures.clear()
             st.dne.clear()
+            st.server_errors.clear()
         self._on_unsubscribed(st, removed, wildcard_removed)
+
+    def all_cached(self) -> bool:
+        """Whether every subscribed name has a cached value, and every wildcard
+        subscription something cached: with all of it, gRFC A71 does not fall back."""
+        for st in self._types.values():
+            subs = st.subs
+            if not subs.active:
+                continue
+            if subs.wildcard and not st.cache:
+                return False
+            resolve = st.cache.resolve
+            if any(resolve(name) is None for name in subs.names):
+                return False
+        return True
 
     def subscribed_types(self) -> list[str]:
         """Type URLs with anything subscribed, in the order first subscribed."""
@@ -232,6 +278,21 @@ class ProtocolCore(Generic[S]):
             st.initial_sent = False
             st.requested.clear()
             self._reset_stream(st)
+
+    def server_changed(self) -> None:
+        """The next stream goes to another server (fallback, or back to the primary).
+
+        What this one told us is not sent there, as in Envoy (envoy#35692, #43876):
+        SotW sends no ``version_info`` and delta no ``initial_resource_versions``
+        until that server's first accepted response of the type. Cached resources
+        stay (gRFC A71). Call it between :meth:`disconnected` and :meth:`connected`.
+        """
+        if self._connected:
+            raise ProtocolUsageError("server_changed() needs the stream disconnected() first")
+        for st in self._types.values():
+            st.version = ""
+            st.nonce = ""
+            st.foreign_versions = True
 
     def disconnected(self, now: float) -> None:
         """The stream ended. Owed ACKs are dropped; does-not-exist timers stop.
@@ -295,6 +356,15 @@ class ProtocolCore(Generic[S]):
             st = self._types[type_url]
             if kind == _DNE:
                 if name in st.subs.names and st.cache.resolve(name) is None:
+                    if self.config.resource_timer_is_transient_error:
+                        # A88: late, not absent; the next stream's request asks again.
+                        timeout = self.config.does_not_exist_timeout
+                        text = f"not received within {timeout:g}s"
+                        st.server_errors[name] = _Failure(text, "", now, "TIMEOUT")
+                        events.append(
+                            ResourceErrorReported(type_url, name, _DEADLINE_EXCEEDED, text)
+                        )
+                        continue
                     st.dne[name] = now
                     events.append(ResourceDoesNotExist(type_url, name))
             else:
@@ -339,7 +409,10 @@ class ProtocolCore(Generic[S]):
         timers = self._timers.armed
         if ttl is not None or timers:
             self._arm_ttl(st, name, ttl, now)
-        if st.failures or st.deletion_ignored or st.subs.ambiguous or st.dne or timers:
+        if (
+            st.failures or st.deletion_ignored or st.subs.ambiguous or st.dne or timers
+            or st.server_errors
+        ):  # fmt: skip
             self._arrived(st, name, aliases)
         events.append(new_resource_updated(st.type_url, name, version, message, aliases))
 
@@ -354,6 +427,8 @@ class ProtocolCore(Generic[S]):
         now: float,
     ) -> None:
         """Same bytes again, or a heartbeat: no event, but TTL and versions move."""
+        if st.server_errors:
+            st.server_errors.pop(entry.name, None)  # sent again, valid: no longer in error
         deadline = None if ttl is None else now + ttl
         changed = entry.ttl != ttl or entry.ttl_deadline != deadline
         new_version = entry.version if version is None else version
@@ -382,6 +457,8 @@ class ProtocolCore(Generic[S]):
         # Empty containers are skipped: this runs once per changed resource.
         if st.failures:
             st.failures.pop(name, None)
+        if st.server_errors:
+            st.server_errors.pop(name, None)
         if st.deletion_ignored:
             st.deletion_ignored.discard(name)
         if st.subs.ambiguous:
@@ -410,6 +487,7 @@ class ProtocolCore(Generic[S]):
         st.cache.pop(name)
         self._timers.cancel((_TTL, st.type_url, name))
         st.failures.pop(name, None)
+        st.server_errors.pop(name, None)
         st.deletion_ignored.discard(name)
         st.subs.ambiguous.discard(name)
 
@@ -493,11 +571,51 @@ class ProtocolCore(Generic[S]):
                 st.type_url, name, version, "NACKED", updated,
                 failure.reason, failure.version, failure.at,
             )  # fmt: skip
+        reported = st.server_errors.get(name) if st.server_errors else None
+        if reported is not None:
+            return ResourceState(
+                st.type_url, name, version,
+                "TIMEOUT" if reported.status == "TIMEOUT" else "RECEIVED_ERROR", reported.at,
+                reported.reason, reported.version, reported.at,
+            )  # fmt: skip
         if entry is not None:
             return ResourceState(st.type_url, name, version, "ACKED", updated)
         if name in st.dne:
             return ResourceState(st.type_url, name, "", "DOES_NOT_EXIST", st.dne[name])
         return ResourceState(st.type_url, name, "", "REQUESTED", 0.0)
+
+    # ----------------------------------------------------------------- TP3 errors
+
+    def _resource_errors(
+        self, st: TypeState, errors: Iterable[Any], version: str, now: float, events: list[Event]
+    ) -> None:
+        """Apply a response's ``resource_errors`` (xRFC TP3) to the names we want."""
+        subs = st.subs
+        for given in errors:
+            error = given
+            if isinstance(given, bytes):  # a raw SotW response keeps them serialized
+                from envoy.service.discovery.v3.discovery_pb2 import ResourceError
+
+                error = ResourceError.FromString(given)
+            name = error.resource_name.name
+            if not name or not (subs.wildcard or name in subs.names or subs.wants(name)):
+                continue
+            # The server answered for the name: its does-not-exist timer stops.
+            self._timers.cancel((_DNE, st.type_url, name))
+            code = error.error_detail.code
+            message = error.error_detail.message
+            if code == _NOT_FOUND:
+                if name in st.cache:
+                    self._delete(st, name, now, events)
+                elif name in subs.names and name not in st.dne:
+                    st.dne[name] = now
+                    events.append(ResourceDoesNotExist(st.type_url, name))
+                continue
+            label = _CODE_NAMES[code] if 0 <= code < len(_CODE_NAMES) else f"code {code}"
+            st.server_errors[name] = _Failure(
+                f"{label}: {message}" if message else label, version, now
+            )
+            events.append(ResourceErrorReported(st.type_url, name, code, message))
 
     # ----------------------------------------------------------------- replies
 
@@ -511,6 +629,7 @@ class ProtocolCore(Generic[S]):
         failed: Iterable[str] = (),
         now: float,
         events: list[Event],
+        control_plane: str = "",
     ) -> None:
         """Queue exactly one ACK or NACK for a processed response.
 
@@ -519,9 +638,10 @@ class ProtocolCore(Generic[S]):
         """
         if not errors:
             st.version = version
+            st.foreign_versions = False
             st.last_error = None
             self._replies.append(_Reply(st.type_url, nonce, version, None))
-            events.append(ResponseAccepted(st.type_url, version, nonce))
+            events.append(ResponseAccepted(st.type_url, version, nonce, control_plane))
             return
         from google.rpc.status_pb2 import Status
 
@@ -529,7 +649,17 @@ class ProtocolCore(Generic[S]):
             code=self.config.nack_code, message=nack_message(st.type_url, version, errors)
         )
         st.last_error = status
+        drop = self.config.fail_on_data_errors
         for name in failed:
+            if drop and name in st.cache:
+                # A88: the server sent bad data for it; the old value is not kept.
+                entry = st.cache.get(name)
+                self._forget(st, name)
+                aliases = entry.aliases if entry is not None else ()
+                events.append(ResourceRemoved(st.type_url, name, "data_error", aliases))
             st.failures[name] = _Failure(errors[name], version, now)
+            # A57 (and gRPC C-core): the server did send the name, so it exists;
+            # a NACK cancels its does-not-exist timer like a valid arrival does.
+            self._timers.cancel((_DNE, st.type_url, name))
         self._replies.append(_Reply(st.type_url, nonce, st.version, status))
-        events.append(ResponseRejected(st.type_url, nonce, version, dict(errors)))
+        events.append(ResponseRejected(st.type_url, nonce, version, dict(errors), control_plane))

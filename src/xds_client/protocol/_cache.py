@@ -20,7 +20,9 @@ __all__ = [
 
 M = TypeVar("M", bound=Message)
 
-ResourceStatus = Literal["REQUESTED", "ACKED", "NACKED", "DOES_NOT_EXIST"]
+ResourceStatus = Literal[
+    "REQUESTED", "ACKED", "NACKED", "DOES_NOT_EXIST", "RECEIVED_ERROR", "TIMEOUT"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +61,14 @@ class ResourceState:
     """Version of the cached value, ``""`` when nothing is cached."""
     status: ResourceStatus
     """``REQUESTED`` (waiting), ``ACKED`` (cached, last update accepted), ``NACKED`` (last
-    update for it rejected; any cached value is still in use), ``DOES_NOT_EXIST``."""
+    update for it rejected; any cached value is still in use), ``DOES_NOT_EXIST``,
+    ``RECEIVED_ERROR`` (the server reported an error for it, TP3; any cached value
+    is still in use), ``TIMEOUT`` (not received in time, with the A88
+    ``resource_timer_is_transient_error`` feature)."""
     last_updated: float
     """When the value or the status last changed (caller's clock); 0.0 when never."""
     error: str | None = None
-    """Why the last update was rejected (NACKED only)."""
+    """Why the last update was rejected (NACKED), or the server's error (RECEIVED_ERROR)."""
     failed_version: str | None = None
     """Version of the rejected update (NACKED only)."""
     failed_at: float | None = None
@@ -177,7 +182,9 @@ class TypeCache:
     bytes equal a cached one: its name is then known without parsing it.
     """
 
-    __slots__ = ("_by_alias", "_by_packed", "_by_raw", "_packed", "entries", "renewable")
+    __slots__ = (
+        "_by_alias", "_by_packed", "_by_raw", "_packed", "entries", "renamed", "renewable",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.entries: dict[str, CachedResource[Any]] = {}
@@ -188,6 +195,9 @@ class TypeCache:
         self._packed: dict[str, bytes] = {}
         # How many entries have a TTL or a per-resource version (a same-bytes resend renews them).
         self.renewable = 0
+        # Names whose bytes came in a wrapper named otherwise than the body: the same
+        # bytes sent bare name another resource, so name_of_raw() must not be trusted.
+        self.renamed: set[str] = set()
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -269,6 +279,8 @@ class TypeCache:
     def _unindex(self, entry: CachedResource[Any]) -> None:
         if entry.ttl is not None or entry.resource_version:
             self.renewable -= 1
+        if self.renamed:
+            self.renamed.discard(entry.name)
         if self._by_raw.get(entry.raw) == entry.name:
             del self._by_raw[entry.raw]
         for alias in entry.aliases:

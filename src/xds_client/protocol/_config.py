@@ -33,6 +33,12 @@ class ProtocolConfig:
     does_not_exist_timeout: float | None = 15.0
     """Seconds after sending a request for a name before it is reported as not
     existing (gRFC A27/A53); None disables the timer."""
+    resource_timer_is_transient_error: bool = False
+    """gRFC A88 server feature: a does-not-exist timer that runs out is a transient
+    error (status ``TIMEOUT``, :class:`ResourceErrorReported`), not an absence."""
+    fail_on_data_errors: bool = False
+    """gRFC A88 server feature: a rejected update of a cached resource drops the
+    cached value (``ResourceRemoved(reason="data_error")``) instead of keeping it."""
     ignore_resource_deletion: bool = False
     """Keep resources the server deletes and report :class:`ResourceDeletionIgnored`
     instead (gRFC A53). TTL expiry still removes."""
@@ -43,6 +49,10 @@ class ProtocolConfig:
     """``google.rpc.Code`` put in ``error_detail.code`` of a NACK (3 INVALID_ARGUMENT)."""
     validators: Mapping[str, Validator] = field(default_factory=dict)
     """type URL -> callable run on every changed resource of that type; raising rejects it."""
+    validate_rules: bool = True
+    """Check every changed resource against its proto's ``(validate.rules)``
+    (protoc-gen-validate) annotations, as Envoy does, and NACK the ones that fail,
+    naming the field path. Runs before ``validators``."""
     lazy_decode: bool = False
     """Memory-lean cache: keep only the serialized bytes of each cached resource and
     decode them on every access of ``CachedResource.resource``. Events still carry the

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from xds_client.errors import ResourceError
 
-from ._base import ProtocolCore, TypeState
+from ._base import ProtocolCore, TypeState, control_plane_id
 from ._events import Event, ResourceDoesNotExist
 from ._subscriptions import WILDCARD
-from ._validation import RESPONSE_KEY, validate
+from ._validation import RESPONSE_KEY, resource_check, twin_type_url
 
 if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import (
@@ -96,9 +96,9 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 request = DeltaDiscoveryRequest(type_url=st.type_url)
                 names = [WILDCARD, *st.subs.names] if st.subs.wildcard else list(st.subs.names)
                 request.resource_names_subscribe.extend(names)
-                if self._streams > 1 or st.type_url in self._restored:
-                    # Reconnected (or restored from disk): tell the server what we
-                    # hold so it sends only changes.
+                if (self._streams > 1 or st.type_url in self._restored) and not st.foreign_versions:
+                    # Reconnected (or restored from disk) to the server that gave these
+                    # versions: tell it what we hold so it sends only changes.
                     versions = request.initial_resource_versions
                     for name, entry in st.cache.entries.items():
                         versions[name] = entry.resource_version
@@ -142,18 +142,23 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         version = response.system_version_info
         nonce = response.nonce
         errors: dict[str, str] = {}
-        removed = response.removed_resources
+        removed: Iterable[str] = response.removed_resources
+        if len(response.removed_resource_names):  # TP2's form of the same list
+            removed = [*removed, *(r.name for r in response.removed_resource_names)]
         whole, parsed = self._check(st, response.resources, removed)
         if whole is not None:
             self._finish(
                 st, nonce=nonce, version=version,
                 errors={RESPONSE_KEY: whole}, now=now, events=events,
+                control_plane=control_plane_id(response),
             )  # fmt: skip
             return events
         failed = self._apply(st, parsed, removed, errors, now, events)
+        if len(response.resource_errors) and not (errors and self.config.reject_whole_response):
+            self._resource_errors(st, response.resource_errors, version, now, events)
         self._finish(
             st, nonce=nonce, version=version, errors=errors, failed=failed,
-            now=now, events=events,
+            now=now, events=events, control_plane=control_plane_id(response),
         )  # fmt: skip
         return events
 
@@ -166,25 +171,32 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         if st.rtype is None:
             return f"type URL {st.type_url} is not registered with this client", []
         type_url = st.type_url
+        twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parsed: list[tuple[str, Resource, Any | None]] = []
         seen: set[str] = set()
         for index, resource in enumerate(resources):
             name = resource.name
+            if not name and resource.HasField("resource_name"):
+                name = resource.resource_name.name  # TP2 servers name it here
             if not name:
                 return f"resources[{index}] has no name", []
             if name in seen:
                 return f"resource name {name!r} appears more than once", []
             seen.add(name)
             body = resource.resource if resource.HasField("resource") else None
-            if body is not None and body.type_url != type_url:
+            if body is not None and body.type_url not in (type_url, twin):
                 return (
                     f"resource {name!r} has type {body.type_url}, "
                     f"but the response is for {type_url}"
                 ), []
             parsed.append((name, resource, body))
+        gone: set[str] = set()
         for name in removed:
             if name in seen:
                 return f"resource name {name!r} is both updated and removed", []
+            if name in gone:
+                return f"resource name {name!r} is removed more than once", []
+            gone.add(name)
         return None, parsed
 
     def _apply(  # noqa: PLR0917 - internal, one call per response
@@ -198,7 +210,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
     ) -> list[str]:
         rtype = st.rtype
         assert rtype is not None
-        validator = self.config.validators.get(st.type_url)
+        check = resource_check(self.config, st.type_url)
         subs = st.subs
         cache = st.cache
         # (name, version, message, raw, ttl, aliases) per changed resource.
@@ -213,6 +225,10 @@ class DeltaProtocol(ProtocolCore[_Stream]):
             ttl = None
             if resource.HasField("ttl"):
                 ttl = resource.ttl.seconds + resource.ttl.nanos / 1e9
+                if ttl < 0:
+                    errors[name] = f"ttl {ttl:g}s is negative"
+                    failed.append(name)
+                    continue
             entry = cache.get(name)
             rversion = resource.version
             if body is None:
@@ -227,7 +243,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                     )
                     failed.append(name)
                 else:
-                    refreshes.append((name, rversion, entry.ttl if ttl is None else ttl))
+                    refreshes.append((name, rversion, ttl))  # no TTL: the timer is removed
                 continue
             raw = body.value
             if entry is not None and entry.raw == raw:
@@ -239,8 +255,8 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 errors[name] = str(exc)
                 failed.append(name)
                 continue
-            if validator is not None:
-                reason = validate(validator, message)
+            if check is not None:
+                reason = check(message)
                 if reason is not None:
                     errors[name] = reason
                     failed.append(name)
@@ -264,6 +280,12 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 self._delete(st, name, now, events)
             elif name in subs.ambiguous:
                 subs.ambiguous.discard(name)
+            elif name in subs.names and name not in st.dne:
+                # Subscribed, never received, and the server says it has none: it
+                # does not exist now, not after the timer (or never, with no timer).
+                st.dne[name] = now
+                self._cancel_dne(st, name)
+                events.append(ResourceDoesNotExist(st.type_url, name))
         return failed
 
     def _cancel_dne(self, st: TypeState, name: str) -> None:

@@ -16,6 +16,7 @@ __all__ = [
     "Event",
     "RemovalReason",
     "ResourceDeletionIgnored",
+    "ResourceErrorReported",
     "ResourceDoesNotExist",
     "ResourceRemoved",
     "ResourceUpdated",
@@ -25,7 +26,7 @@ __all__ = [
 
 M = TypeVar("M", bound=Message)
 
-RemovalReason = Literal["deleted", "ttl_expired"]
+RemovalReason = Literal["deleted", "ttl_expired", "data_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,26 @@ class ResourceDoesNotExist:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceErrorReported:
+    """The server reported an error for this resource (xRFC TP3 ``resource_errors``).
+
+    Any cached value stays in use; CSDS shows ``RECEIVED_ERROR`` until a valid
+    update arrives. (``NOT_FOUND`` is not reported this way: it means the resource
+    does not exist, and :class:`ResourceDoesNotExist` or :class:`ResourceRemoved`
+    follows.)
+    """
+
+    type_url: str
+    """Type URL of the resource."""
+    name: str
+    """Name of the resource the error is about."""
+    code: int
+    """``google.rpc.Code`` of the error (14 UNAVAILABLE, 13 INTERNAL, ...)."""
+    message: str
+    """The server's message."""
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceDeletionIgnored:
     """The server deleted a resource, but ``ignore_resource_deletion`` keeps it (gRFC A53).
 
@@ -115,6 +136,8 @@ class ResponseAccepted:
     """SotW ``version_info`` or delta ``system_version_info`` of the response."""
     nonce: str
     """Nonce of the response, copied into the ACK."""
+    control_plane: str = ""
+    """The response's ``control_plane.identifier`` (which server instance sent it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +157,8 @@ class ResponseRejected:
     errors: Mapping[str, str]
     """Reason per rejected resource name; ``"(response)"`` keys problems of the whole
     response and ``"resources[i]"`` a resource whose name could not be read."""
+    control_plane: str = ""
+    """The response's ``control_plane.identifier`` (which server instance sent it)."""
 
 
 Event: TypeAlias = (
@@ -141,6 +166,7 @@ Event: TypeAlias = (
     | ResourceRemoved
     | ResourceDoesNotExist
     | ResourceDeletionIgnored
+    | ResourceErrorReported
     | ResponseAccepted
     | ResponseRejected
 )

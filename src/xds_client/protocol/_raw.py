@@ -30,6 +30,8 @@ class RawDiscoveryResponse(Protocol):
     def nonce(self) -> str: ...
     @property
     def resources(self) -> Sequence[bytes]: ...
+    @property
+    def resource_errors(self) -> Sequence[bytes]: ...
 
 
 _class: type[Message] | None = None
@@ -55,6 +57,7 @@ def raw_response_class() -> type[Message]:
             (4, "type_url", fdp.TYPE_STRING, fdp.LABEL_OPTIONAL),
             (5, "nonce", fdp.TYPE_STRING, fdp.LABEL_OPTIONAL),
             (6, "control_plane", fdp.TYPE_BYTES, fdp.LABEL_OPTIONAL),  # kept serialized
+            (7, "resource_errors", fdp.TYPE_BYTES, fdp.LABEL_REPEATED),  # TP3, kept serialized
         ):
             message.field.add(name=name, number=number, type=kind, label=label)
         pool = descriptor_pool.DescriptorPool()

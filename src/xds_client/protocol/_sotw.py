@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import compress, repeat
 from operator import is_
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import DecodeError
@@ -15,10 +15,16 @@ from google.protobuf.message import DecodeError
 from xds_client.errors import ProtocolUsageError, ResourceError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unwrap
 
-from ._base import ProtocolCore, TypeState
+from ._base import ProtocolCore, TypeState, control_plane_id
 from ._events import Event
 from ._subscriptions import WILDCARD
-from ._validation import RESPONSE_KEY, name_field_of, resource_name, validate
+from ._validation import (
+    RESPONSE_KEY,
+    name_field_of,
+    resource_check,
+    resource_name,
+    twin_type_url,
+)
 
 if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
@@ -238,17 +244,22 @@ class SotwProtocol(ProtocolCore[_Stream]):
             self._finish(
                 st, nonce=response.nonce, version=version,
                 errors={RESPONSE_KEY: whole}, now=now, events=events,
+                control_plane=control_plane_id(response),
             )  # fmt: skip
             return events
+        reported = response.resource_errors
         self._apply(
             st, version=version, items=items, decoded=decoded, unnamed=unnamed, errors=errors,
             now=now, events=events, packed_of=packed_of,
+            kept=self._reported_names(reported) if len(reported) else None,
         )  # fmt: skip
+        if len(reported) and not (errors and self.config.reject_whole_response):
+            self._resource_errors(st, reported, version, now, events)
         self._finish(
             st, nonce=response.nonce, version=version, errors=errors,
             failed=[n for n in errors if n in st.subs.names or n in st.cache
                     or (st.subs.wildcard and n in items)],
-            now=now, events=events,
+            now=now, events=events, control_plane=control_plane_id(response),
         )  # fmt: skip
         return events
 
@@ -327,11 +338,13 @@ class SotwProtocol(ProtocolCore[_Stream]):
         unnamed = False
         cache = st.cache
         name_of_raw = cache.name_of_raw
+        renamed = cache.renamed
         decode = rtype.decode
         # resource_name() inlined for the common case; called on failure for its error.
         name_field = name_field_of(rtype.message_class)
         by_packed = cache.packed_names() if lookup else {}
         prefix = _any_prefix(type_url)
+        twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parse_any = AnyMessage.FromString
         packed = _NO_ANY
         for index, given in resources:
@@ -361,10 +374,12 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 assert isinstance(given, AnyMessage)
                 packed = given
                 packed_type = packed.type_url
-            if packed_type == type_url:
+            if packed_type in (type_url, twin):
                 if value is None:
                     value = packed.value
                 name = name_of_raw(value)  # same bytes as cached: no decode
+                if name is not None and renamed and name in renamed:
+                    name = None  # cached under a wrapper's other name: learn this one's own
                 if name is None:
                     try:
                         bare = decode(value)
@@ -394,7 +409,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     errors[f"resources[{index}]"] = str(exc)
                     unnamed = True
                     continue
-                if wrapped.body is not None and wrapped.body.type_url != type_url:
+                if wrapped.body is not None and wrapped.body.type_url not in (type_url, twin):
                     return (
                         f"resources[{index}] wraps {wrapped.body.type_url}, "
                         f"but the response is for {type_url}",
@@ -427,8 +442,23 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     continue
             if name in items:
                 return f"resource name {name!r} appears more than once", False, {}
+            if ttl is not None and ttl < 0:
+                errors[name] = f"ttl {ttl:g}s is negative"
+                continue
             items[name] = _Item(name, raw, message, ttl, rversion, aliases)
         return None, unnamed, decoded
+
+    @staticmethod
+    def _reported_names(reported: Iterable[Any]) -> set[str]:
+        names: set[str] = set()
+        for given in reported:
+            error = given
+            if isinstance(given, bytes):
+                from envoy.service.discovery.v3.discovery_pb2 import ResourceError
+
+                error = ResourceError.FromString(given)
+            names.add(error.resource_name.name)
+        return names
 
     def _apply(
         self,
@@ -442,10 +472,11 @@ class SotwProtocol(ProtocolCore[_Stream]):
         now: float,
         events: list[Event],
         packed_of: dict[str, bytes],
+        kept: set[str] | None = None,
     ) -> None:
         rtype = st.rtype
         assert rtype is not None
-        validator = self.config.validators.get(st.type_url)
+        check = resource_check(self.config, st.type_url)
         subs = st.subs
         wildcard = subs.wildcard
         names = subs.names
@@ -457,7 +488,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         staged: list[str] = []
         staged_items: list[tuple[_Item, Message]] = []
         refreshes: list[_Item] = []
-        quiet = not (st.failures or st.deletion_ignored or subs.ambiguous)
+        quiet = not (st.failures or st.deletion_ignored or subs.ambiguous or st.server_errors)
         todo: Iterable[tuple[str, _Item | bytes | None]] = items.items()
         if quiet and not cache.renewable:
             # No cached entry has a TTL or a per-resource version, so a resource sent
@@ -478,8 +509,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     continue
                 # Its bytes differ from every cached resource's (name_of_raw), so
                 # it is an update; it still goes through the validator.
-                if validator is not None:
-                    reason = validate(validator, decoded[name])
+                if check is not None:
+                    reason = check(decoded[name])
                     if reason is not None:
                         errors[name] = reason
                         packed_of.pop(name, None)
@@ -493,7 +524,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if item.raw is None:
                 if entry is None:
                     continue  # heartbeat for something we do not hold: nothing to keep alive
-                if item.resource_version != entry.resource_version:
+                # Envoy takes a bodiless wrapper as a heartbeat when its version is the
+                # type's accepted version_info; ours also when it is the resource's.
+                if item.resource_version not in (entry.resource_version, st.version):
                     errors[name] = (
                         f"heartbeat version {item.resource_version!r} does not match "
                         f"held version {entry.resource_version!r}"
@@ -511,8 +544,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 except ResourceError as exc:
                     errors[name] = str(exc)
                     continue
-            if validator is not None:
-                reason = validate(validator, message)
+            if check is not None:
+                reason = check(message)
                 if reason is not None:
                     errors[name] = reason
                     continue
@@ -523,15 +556,16 @@ class SotwProtocol(ProtocolCore[_Stream]):
         for item in refreshes:
             entry = cache.get(item.name)
             assert entry is not None
+            # Received with no TTL, even as a heartbeat: its timer is removed (seed:
+            # discovery.proto, Resource.ttl).
             ttl = item.ttl
-            if item.raw is None and ttl is None:
-                ttl = entry.ttl  # a heartbeat without its own TTL renews the old one
             self._refresh(
                 st, entry, ttl=ttl, version=None,
                 resource_version=item.resource_version, now=now,
             )  # fmt: skip
         if staged:
             store = self._store
+            name_field = name_field_of(rtype.message_class)
             wrapped = iter(staged_items)
             for name in staged:
                 raw = items[name]
@@ -544,6 +578,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         st, name, version, message, item.raw, item.ttl, item.aliases,
                         item.resource_version, now, events,
                     )  # fmt: skip
+                    if name_field is not None and getattr(message, name_field) != name:
+                        cache.renamed.add(name)
         if packed_of:
             cache.index_packed(packed_of)  # each one stored above, as these Any bytes
         if rtype.full_state and not unnamed:
@@ -553,4 +589,6 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 [] if cache.entries.keys() <= items.keys() else [n for n in cache if n not in items]
             )
             for name in gone:
+                if kept is not None and name in kept:
+                    continue  # left out with an error reported for it (TP3): not deleted
                 self._delete(st, name, now, events)

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from xds_client.errors import ResourceError, ResourceValidationError
 
-from ._config import Validator
+from ._config import ProtocolConfig, Validator
+from ._rules import check_rules
 
 __all__ = [
     "MAX_ERROR_MESSAGE",
     "RESPONSE_KEY",
     "nack_message",
     "resource_name",
-    "validate",
+    "resource_check",
+    "twin_type_url",
+    "run_validator",
 ]
 
 MAX_ERROR_MESSAGE = 4096
@@ -61,7 +64,7 @@ def resource_name(message: Message) -> str:
     return name
 
 
-def validate(validator: Validator | None, message: Message) -> str | None:
+def run_validator(validator: Validator | None, message: Message) -> str | None:
     """Run a user validator; the reason it gives for rejecting, or None."""
     if validator is None:
         return None
@@ -73,6 +76,51 @@ def validate(validator: Validator | None, message: Message) -> str | None:
         text = str(exc)
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return None
+
+
+_twins: dict[str, str | None] = {}
+
+
+def twin_type_url(type_url: str) -> str | None:
+    """The same resource's type URL in the other API version (gRFC A30: a client
+    accepts both in a response), or None."""
+    try:
+        return _twins[type_url]
+    except KeyError:
+        pass
+    from xds_client.errors import UnknownResourceTypeError
+    from xds_client.resources import resource_type
+
+    twin: str | None = None
+    try:
+        rtype = resource_type(type_url)
+        if rtype.alias is not None:
+            twin = resource_type(rtype.alias, "v2" if rtype.api_version == "v3" else "v3").type_url
+    except UnknownResourceTypeError:
+        twin = None
+    _twins[type_url] = twin
+    return twin
+
+
+def resource_check(config: ProtocolConfig, type_url: str) -> Callable[[Message], str | None] | None:
+    """The check of each changed resource of ``type_url``: the proto's
+    ``(validate.rules)`` first (when ``config.validate_rules``), then the user's
+    validator. It returns the reason to reject, or None; None for no check at all."""
+    validator = config.validators.get(type_url)
+    if not config.validate_rules:
+        if validator is None:
+            return None
+        user = validator
+        return lambda message: run_validator(user, message)
+    if validator is None:
+        return check_rules
+    chosen = validator
+
+    def both(message: Message) -> str | None:
+        reason = check_rules(message)
+        return reason if reason is not None else run_validator(chosen, message)
+
+    return both
 
 
 def nack_message(

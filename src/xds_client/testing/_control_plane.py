@@ -27,9 +27,11 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryResponse,
 )
 from google.protobuf.any_pb2 import Any as AnyProto
+from google.protobuf.message import DecodeError
 from typing_extensions import Self
 
 from xds_client.errors import TransportError, UnknownResourceTypeError, UsageError
+from xds_client.protocol import validate
 from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
 
 from ._xds._log import RecordedRequest, RecordedResponse, RequestLog, StreamInfo, Subscription
@@ -89,6 +91,11 @@ class ControlPlane:
             None serves plaintext. The attribute of the same name may be changed
             between ``stop_serving()`` and ``resume_serving()`` to rotate certificates.
         interceptors: gRPC server interceptors, e.g. one that checks a token.
+        validate_resources: check every message given to ``set_resources``,
+            ``set_snapshot`` and ``update`` against its proto's
+            ``(validate.rules)``, as Envoy would, and raise
+            :class:`~xds_client.errors.RuleViolationError` (nothing is served)
+            instead of serving config that clients will NACK.
     """
 
     def __init__(
@@ -103,10 +110,12 @@ class ControlPlane:
         max_workers: int = 100,
         server_credentials: grpc.ServerCredentials | None = None,
         interceptors: Sequence[grpc.ServerInterceptor] = (),
+        validate_resources: bool = False,
     ) -> None:
         self.server_credentials = server_credentials
         self._interceptors = tuple(interceptors)
         self._host = host
+        self._validate_resources = validate_resources
         self._requested_port = port
         self._requested_rest_port = rest_port
         self._max_message_bytes = max_message_bytes
@@ -399,6 +408,7 @@ class ControlPlane:
         for spec, given in resources.items():
             type_url = _type_url(spec)
             new = entries_from(type_url, given, ttl=ttl, versions=versions)
+            self._check_rules(type_url, new)
 
             def replace_all(entries: dict[str, Entry], new: dict[str, Entry] = new) -> None:
                 entries.clear()
@@ -420,7 +430,22 @@ class ControlPlane:
         """Add or replace some resources of a type, keeping the others."""
         type_url = _type_url(type)
         new = entries_from(type_url, resources, ttl=ttl, versions=versions)
+        self._check_rules(type_url, new)
         return self._store.apply(node_id, {type_url: lambda entries: entries.update(new)}, version)
+
+    def _check_rules(self, type_url: str, entries: Mapping[str, Entry]) -> None:
+        if not self._validate_resources:
+            return
+        try:
+            cls = resource_type(type_url).message_class
+        except UnknownResourceTypeError:
+            return  # a type we cannot decode: nothing to check it against
+        for entry in entries.values():
+            try:
+                message = cls.FromString(entry.body.value)
+            except DecodeError:
+                continue  # bytes given as they are, on purpose: served as given
+            validate(message)
 
     def remove(
         self,
