@@ -12,6 +12,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from xds_client.errors import WaitTimeoutError
@@ -31,6 +32,14 @@ class _Closable(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class HandlerCall:
+    """One handler to call with the objects an event produced."""
+
+    handler: Callable[..., None]
+    args: tuple[StoredObject, ...]
+
+
 class InformerCache:
     """The informer's dict and handler dispatch, without threads or tasks."""
 
@@ -46,41 +55,47 @@ class InformerCache:
         self.on_update = on_update
         self.on_delete = on_delete
 
-    def apply(self, event: WatchEvent) -> None:
-        """Update the dict from one event and call the matching handler."""
+    def apply(self, event: WatchEvent) -> HandlerCall | None:
+        """Update the dict from one event; returns the handler call to make, if any.
+
+        The caller runs it with :meth:`notify` after releasing any lock it holds, so a
+        handler may read the informer (``get()``, ``objects``) without deadlocking.
+        """
         etype = event.type
         if etype == BOOKMARK:
             if event.initial_events_end:
                 self.synced = True
-            return
+            return None
         key = event.key
         if key is None:
-            return
+            return None
         if etype == DELETED:
             old = self.objects.pop(key, None)
             if old is None and event.previous is not None:
                 old = StoredObject(event.resource_version, event.previous, key=key)
-            if old is not None:
-                self._call(self.on_delete, old)
-            return
+            if old is not None and self.on_delete is not None:
+                return HandlerCall(self.on_delete, (old,))
+            return None
         if etype in (ADDED, MODIFIED) and event.value is not None:
             new = StoredObject(event.resource_version, event.value, key=key)
             previous = self.objects.get(key)
             self.objects[key] = new
             if previous is None:
-                self._call(self.on_add, new)
-            else:
-                self._call(self.on_update, previous, new)
+                return None if self.on_add is None else HandlerCall(self.on_add, (new,))
+            if self.on_update is not None:
+                return HandlerCall(self.on_update, (previous, new))
+        return None
 
     @staticmethod
-    def _call(handler: Callable[..., None] | None, *args: StoredObject) -> None:
-        if handler is None:
+    def notify(call: HandlerCall | None) -> None:
+        """Run a handler call from :meth:`apply`; a raising handler is logged only."""
+        if call is None:
             return
         try:
-            handler(*args)
+            call.handler(*call.args)
         except Exception:
             # A broken handler must not stop the informer; the user sees the log.
-            _log.exception("informer handler %r failed", handler)
+            _log.exception("informer handler %r failed", call.handler)
 
 
 class Informer:
@@ -166,7 +181,8 @@ class Informer:
         try:
             for event in events:
                 with self._lock:
-                    self._cache.apply(event)
+                    call = self._cache.apply(event)
+                self._cache.notify(call)  # outside the lock: a handler may read the informer
                 if self._cache.synced:
                     self._synced.set()
         except Exception as exc:
@@ -250,7 +266,7 @@ class AsyncInformer:
         events: AsyncIterator[WatchEvent] = watch
         try:
             async for event in events:
-                self._cache.apply(event)
+                self._cache.notify(self._cache.apply(event))
                 if self._cache.synced:
                     self._synced.set()
         except Exception as exc:

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
 
 import grpc
@@ -305,15 +305,34 @@ class GrpcTransport:
 
 
 class AsyncGrpcStream:
-    """An asyncio bidi stream on ``grpc.aio``; a reader task fills a queue."""
+    """An asyncio bidi stream on ``grpc.aio``; a reader task fills a queue.
 
-    def __init__(self, call: Any, spec: StreamSpec, target: ServerTarget) -> None:
-        self._call = call
+    Requests go through a queue that gRPC's own task drains (as the sync stream
+    does with its request iterator), so :meth:`send` never waits: a write cannot
+    complete while the channel is still connecting or the server has not yet
+    admitted the stream, and the client's I/O task must not wait for it.
+    """
+
+    def __init__(
+        self,
+        factory: grpc.aio.StreamStreamMultiCallable[Request, Response],
+        spec: StreamSpec,
+        target: ServerTarget,
+    ) -> None:
         self._spec = spec
         self._target = target
         self._closed = False
+        self._requests: asyncio.Queue[Request | None] = asyncio.Queue()
+        self._call: Any = factory(self._request_iter(), metadata=target.call_metadata or None)
         self._responses: asyncio.Queue[Response | TransportError | _End] = asyncio.Queue()
         self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _request_iter(self) -> AsyncIterator[Request]:
+        while True:
+            item = await self._requests.get()
+            if item is None:
+                return
+            yield item
 
     async def _read(self) -> None:
         try:
@@ -322,6 +341,13 @@ class AsyncGrpcStream:
                 if response is grpc.aio.EOF:
                     self._responses.put_nowait(_END)
                     return
+                if response is None:
+                    # grpc.aio logs a failed deserialization and hands back None; the
+                    # stream's state is unknown from here on, so end it like the sync one.
+                    raise TransportError(
+                        f"{self._spec.method} on {self._target.uri}: "
+                        "the server sent a response that does not decode"
+                    )
                 self._responses.put_nowait(response)
         except asyncio.CancelledError:
             return
@@ -330,6 +356,8 @@ class AsyncGrpcStream:
                 error = _rpc_error(self._spec, self._target, exc)
                 error.__cause__ = exc
                 self._responses.put_nowait(error)
+        except TransportError as exc:
+            self._responses.put_nowait(exc)
         except Exception as exc:
             error = TransportError(f"{self._spec.method} on {self._target.uri}: {exc}")
             error.__cause__ = exc
@@ -338,12 +366,7 @@ class AsyncGrpcStream:
     async def send(self, request: Request) -> None:
         if self._closed:
             raise TransportError(f"{self._spec.method}: stream is closed")
-        try:
-            await self._call.write(request)
-        except grpc.RpcError as exc:
-            raise _rpc_error(self._spec, self._target, exc) from exc
-        except asyncio.InvalidStateError as exc:
-            raise TransportError(f"{self._spec.method} on {self._target.uri}: {exc}") from exc
+        self._requests.put_nowait(request)
 
     async def recv(self, timeout: float | None) -> Response | None:
         try:
@@ -362,6 +385,7 @@ class AsyncGrpcStream:
         if self._closed:
             return
         self._closed = True
+        self._requests.put_nowait(None)
         self._call.cancel()
         self._reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -395,8 +419,7 @@ class AsyncGrpcTransport:
         factory = self._get_channel().stream_stream(
             spec.method, request_serializer=_serialize, response_deserializer=_deserializer(spec)
         )
-        call = factory(metadata=self.target.call_metadata or None)
-        stream = AsyncGrpcStream(call, spec, self.target)
+        stream = AsyncGrpcStream(factory, spec, self.target)
         self._streams = [s for s in self._streams if not s._closed]
         self._streams.append(stream)
         return stream
