@@ -21,14 +21,9 @@ from tenacity import wait_fixed
 from xds_client.errors import TransportError, UsageError
 from xds_client.node import Node
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER
-from xds_client.transport._polling import (
-    AsyncPollingStream,
-    PollCall,
-    PollError,
-    PollingStream,
-    PollPolicy,
-    PollScheduler,
-)
+from xds_client.transport._async_polling_stream import AsyncPollingStream
+from xds_client.transport._polling import PollCall, PollError, PollPolicy, PollScheduler
+from xds_client.transport._polling_stream import PollingStream
 
 NODE = Node("n1", cluster="c1").to_proto()
 

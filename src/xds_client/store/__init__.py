@@ -16,6 +16,7 @@ See ``docs/store.md`` for the guide.
 from __future__ import annotations
 
 from xds_client.store._async_client import AsyncListIterator, AsyncResourceStoreClient, AsyncWatch
+from xds_client.store._async_informer import AsyncInformer
 from xds_client.store._client import ListIterator, ResourceStoreClient, Watch
 from xds_client.store._errors import (
     AlreadyExistsError,
@@ -34,7 +35,7 @@ from xds_client.store._errors import (
     TooManyRequestsError,
     UnavailableError,
 )
-from xds_client.store._informer import AsyncInformer, Informer
+from xds_client.store._informer import Informer
 from xds_client.store._keys import ResourceKey, StoredObject, Value
 from xds_client.store._list import ListPage
 from xds_client.store._retry import DEFAULT_RETRY, RetryPolicy

@@ -13,8 +13,8 @@ import tenacity
 
 from xds_client.errors import ClientClosedError
 from xds_client.store import _list as core
+from xds_client.store._async_informer import AsyncInformer
 from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
-from xds_client.store._informer import AsyncInformer
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc

@@ -20,15 +20,11 @@ from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, Discovery
 
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import resource_type
+from xds_client.transport._async_polling_stream import AsyncPollingStream
 from xds_client.transport._base import ServerTarget, StreamSpec
 from xds_client.transport._grpc import channel_credentials, channel_options
-from xds_client.transport._polling import (
-    AsyncPollingStream,
-    PollCall,
-    PollError,
-    PollingStream,
-    PollPolicy,
-)
+from xds_client.transport._polling import PollCall, PollError, PollPolicy
+from xds_client.transport._polling_stream import PollingStream
 
 __all__ = ["FetchTransport", "AsyncFetchTransport", "fetch_method_for"]
 

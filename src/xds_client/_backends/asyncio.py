@@ -1,0 +1,219 @@
+"""The asyncio backend: events, conditions, an inbox, workers and callbacks on one loop.
+
+Every object here belongs to the running loop that created it (or first used it);
+the thread twins in :mod:`xds_client._backends.threads` offer the same names without
+the ``Async`` prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+__all__ = [
+    "AsyncCondition",
+    "AsyncDispatcher",
+    "AsyncEvent",
+    "AsyncInbox",
+    "AsyncWorker",
+    "async_sleep",
+    "is_cancelled",
+    "running_loop",
+    "spawn",
+]
+
+T = TypeVar("T")
+log = logging.getLogger("xds_client.client")
+
+
+def running_loop(what: str) -> asyncio.AbstractEventLoop:
+    """The running loop; :class:`~xds_client.errors.UsageError` naming ``what`` without one."""
+    from xds_client.errors import UsageError
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise UsageError(f"{what} needs a running event loop") from None
+
+
+class AsyncEvent:
+    """A flag to wait on: ``set()``, ``clear()``, ``await wait(timeout) -> bool``."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False when ``timeout`` seconds pass first."""
+        if self._event.is_set():
+            return True
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
+        return self._event.is_set()
+
+
+class AsyncCondition:
+    """A lock with ``wait(timeout)`` and ``notify_all()``; used with ``async with``."""
+
+    __slots__ = ("_cond",)
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+
+    async def __aenter__(self) -> None:
+        await self._cond.acquire()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self._cond.release()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Release the lock until notified or ``timeout`` passes; True when notified."""
+        try:
+            await asyncio.wait_for(self._cond.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def notify_all(self) -> None:
+        self._cond.notify_all()
+
+
+class _Empty:
+    """Returned by :meth:`AsyncInbox.get` when nothing arrived in time."""
+
+
+EMPTY = _Empty()
+
+
+class AsyncInbox(Generic[T]):
+    """The driver's inbox: ``put`` never waits; ``await get(timeout)`` returns EMPTY on timeout.
+
+    ``put`` must be called on the loop (readers and helpers are tasks on it).
+    """
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[T] = asyncio.Queue()
+
+    def put(self, item: T) -> None:
+        self._queue.put_nowait(item)
+
+    async def get(self, timeout: float | None) -> T | _Empty:
+        if not self._queue.empty():
+            return self._queue.get_nowait()
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except asyncio.TimeoutError:
+            return EMPTY
+
+    def get_nowait(self) -> T | _Empty:
+        if self._queue.empty():
+            return EMPTY
+        return self._queue.get_nowait()
+
+
+class AsyncWorker:
+    """A task running one coroutine function; :meth:`join` waits, then cancels."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self.task = task
+
+    def cancel(self) -> None:
+        """Ask the worker to end (a task is cancelled; a thread only ends by itself)."""
+        self.task.cancel()
+
+    async def join(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` seconds for the worker to end; cancel it after that."""
+        if asyncio.current_task() is self.task:
+            return
+        if not self.task.done():
+            await asyncio.wait({self.task}, timeout=timeout)
+        if not self.task.done():
+            self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task
+
+
+def spawn(target: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: str) -> AsyncWorker:
+    """Run ``target(*args)`` as a task on the running loop."""
+    return AsyncWorker(asyncio.get_running_loop().create_task(target(*args), name=name))
+
+
+async def async_sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def is_cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` means the current task is being cancelled (to re-raise it)."""
+    return isinstance(exc, asyncio.CancelledError)
+
+
+class AsyncDispatcher:
+    """Runs ``on_event`` callbacks on the loop; a coroutine result is awaited in a task.
+
+    A raising callback is logged only. ``notify`` may come from any thread.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopped = False
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def notify(self, buffer: Any, callback: Callable[[Any], object]) -> None:
+        loop = self._loop
+        if loop is None or self._stopped:
+            return
+        loop.call_soon_threadsafe(self._run, buffer, callback)
+
+    def _run(self, buffer: Any, callback: Callable[[Any], object]) -> None:
+        while (event := buffer.pop()) is not None:
+            try:
+                result = callback(event)
+            except Exception:
+                log.exception("on_event callback raised; the watch goes on")
+                continue
+            if inspect.isawaitable(result):
+                assert self._loop is not None
+                task = self._loop.create_task(_await_callback(result))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def stop(self, timeout: float) -> None:
+        """Stop taking callbacks; cancel the awaited ones still running."""
+        self._stopped = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+
+async def _await_callback(result: Any) -> None:
+    try:
+        await result
+    except Exception:
+        log.exception("on_event callback raised; the watch goes on")

@@ -1,0 +1,195 @@
+"""The thread backend: the twins of :mod:`xds_client._backends.asyncio` without asyncio.
+
+Nothing here imports asyncio, so the generated sync drivers work inside a running
+event loop (a notebook cell) and do not pay for loading it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+__all__ = [
+    "Condition",
+    "Dispatcher",
+    "Event",
+    "Inbox",
+    "Worker",
+    "is_cancelled",
+    "running_loop",
+    "sleep",
+    "spawn",
+]
+
+T = TypeVar("T")
+log = logging.getLogger("xds_client.client")
+
+
+def running_loop(what: str) -> None:
+    """Threads need no loop (the asyncio twin returns the running one)."""
+
+
+class Event:
+    """A flag to wait on: ``set()``, ``clear()``, ``wait(timeout) -> bool``."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False when ``timeout`` seconds pass first."""
+        return self._event.wait(timeout)
+
+
+class Condition:
+    """A lock with ``wait(timeout)`` and ``notify_all()``; used with ``with``."""
+
+    __slots__ = ("_cond",)
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+
+    def __enter__(self) -> None:
+        self._cond.acquire()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self._cond.release()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Release the lock until notified or ``timeout`` passes; True when notified."""
+        return self._cond.wait(timeout)
+
+    def notify_all(self) -> None:
+        self._cond.notify_all()
+
+
+class _Empty:
+    """Returned by :meth:`Inbox.get` when nothing arrived in time."""
+
+
+EMPTY = _Empty()
+
+
+class Inbox(Generic[T]):
+    """The driver's inbox: ``put`` never waits (any thread); ``get(timeout)`` returns EMPTY."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[T] = queue.SimpleQueue()
+
+    def put(self, item: T) -> None:
+        self._queue.put(item)
+
+    def get(self, timeout: float | None) -> T | _Empty:
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return EMPTY
+
+    def get_nowait(self) -> T | _Empty:
+        try:
+            return self._queue.get_nowait()
+        except queue.Empty:
+            return EMPTY
+
+
+class Worker:
+    """A daemon thread running one function; :meth:`join` waits up to a timeout."""
+
+    __slots__ = ("thread",)
+
+    def __init__(self, thread: threading.Thread) -> None:
+        self.thread = thread
+
+    def cancel(self) -> None:
+        """Threads cannot be cancelled: the function ends when what it waits on closes."""
+
+    def join(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` seconds for the thread to end."""
+        if threading.current_thread() is not self.thread:
+            self.thread.join(timeout)
+
+
+def spawn(target: Callable[..., None], *args: Any, name: str) -> Worker:
+    """Run ``target(*args)`` on a new daemon thread."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    thread.start()
+    return Worker(thread)
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def is_cancelled(exc: BaseException) -> bool:
+    """Threads are never cancelled (the asyncio twin checks for CancelledError)."""
+    return False
+
+
+class Dispatcher:
+    """Runs ``on_event`` callbacks on one thread; a raising callback is logged only."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._ready: deque[tuple[Any, Callable[[Any], object]]] = deque()
+        self._queued: set[int] = set()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def bind(self, loop: None) -> None:
+        """Start the dispatch thread (the asyncio twin binds to the loop)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="xds-client-dispatch", daemon=True
+            )
+            self._thread.start()
+
+    def notify(self, buffer: Any, callback: Callable[[Any], object]) -> None:
+        with self._cond:
+            if id(buffer) not in self._queued:
+                self._queued.add(id(buffer))
+                self._ready.append((buffer, callback))
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._ready) or self._stopped)
+                if self._stopped:
+                    return
+                buffer, callback = self._ready.popleft()
+                self._queued.discard(id(buffer))
+            while (event := buffer.pop()) is not None:
+                try:
+                    callback(event)
+                except Exception:
+                    log.exception("on_event callback raised; the watch goes on")
+
+    def stop(self, timeout: float) -> None:
+        """Stop the dispatch thread, waiting up to ``timeout`` for a running callback."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and threading.current_thread() is not thread:
+            thread.join(timeout)
