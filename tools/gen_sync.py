@@ -38,6 +38,9 @@ COMMON: tuple[Rule, ...] = (
     (r"\bawait ", ""),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
+    (r"__aiter__", "__iter__"),
+    (r"__anext__", "__next__"),
+    (r"\bStopAsyncIteration\b", "StopIteration"),
     (r"\baclose\b", "close"),
     (r"\bAsync([A-Z]\w*)", r"\1"),
 )
@@ -54,6 +57,24 @@ class Twin:
 
 
 FILES: tuple[Twin, ...] = (
+    Twin(
+        "src/xds_client/client/_async.py",
+        "src/xds_client/client/_sync.py",
+        "XdsClient: the thread driver of :class:`~xds_client.client._session.Session`.\n\n"
+        "Generated from ``_async.py`` with the thread backend: one I/O thread runs the\n"
+        "session (timers, opening streams, sending), one reader thread per stream applies\n"
+        "responses to it, and one dispatcher thread runs ``on_event`` callbacks. No asyncio\n"
+        "is involved, so the client also works from code inside an event loop (a notebook).",
+        rules=(
+            (r"An asyncio xDS client", "A thread-based xDS client"),
+            (r"asynchronous=True", "asynchronous=False"),
+            (
+                r"; with AsyncXdsClient it runs\s+on the loop \(call ``watch`` inside it\) "
+                r"and may be a coroutine function\.",
+                ": a thread.",
+            ),
+        ),
+    ),
     Twin(
         "src/xds_client/store/_async_informer.py",
         "src/xds_client/store/_informer.py",

@@ -93,3 +93,35 @@ def test_undecodable_response_resets_the_stream_and_recovers(make_client: MakeCl
             assert down.reason
             assert watch.next(ResourceUpdated, 5).version == "1"
         assert len(server.streams) >= 2
+
+
+def test_async_close_is_aclose_and_close_warns() -> None:
+    import asyncio
+
+    from xds_client import AsyncXdsClient
+
+    async def main() -> None:
+        client = AsyncXdsClient("127.0.0.1:1", node=_node())
+        with pytest.warns(DeprecationWarning, match="aclose"):
+            await client.close()
+        await client.aclose()  # idempotent
+
+    asyncio.run(main())
+
+
+def test_reprs_name_the_server_and_the_watch(make_client: MakeClient, mode: str) -> None:
+    with ScriptedServer(answer_first_listener_request) as server:
+        client = make_client(server.address)
+        with client.watch(Listener, ["m", "l"]) as watch:
+            prefix = "<XdsClient " if mode == "sync" else "<AsyncXdsClient "
+            assert repr(client.client) == f"{prefix}{server.address} sotw ads running>"
+            kind = type(watch.watch).__name__
+            assert (
+                repr(watch.watch) == f"<{kind} envoy.config.listener.v3.Listener [l,m] pending=0>"
+            )
+
+
+def _node() -> object:
+    from xds_client import Node
+
+    return Node(id="n")

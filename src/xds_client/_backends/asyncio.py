@@ -16,10 +16,13 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 __all__ = [
+    "EMPTY",
+    "Empty",
     "AsyncCondition",
     "AsyncDispatcher",
     "AsyncEvent",
     "AsyncInbox",
+    "AsyncWaiter",
     "AsyncWorker",
     "async_sleep",
     "is_cancelled",
@@ -96,11 +99,11 @@ class AsyncCondition:
         self._cond.notify_all()
 
 
-class _Empty:
+class Empty:
     """Returned by :meth:`AsyncInbox.get` when nothing arrived in time."""
 
 
-EMPTY = _Empty()
+EMPTY = Empty()
 
 
 class AsyncInbox(Generic[T]):
@@ -117,7 +120,7 @@ class AsyncInbox(Generic[T]):
     def put(self, item: T) -> None:
         self._queue.put_nowait(item)
 
-    async def get(self, timeout: float | None) -> T | _Empty:
+    async def get(self, timeout: float | None) -> T | Empty:
         if not self._queue.empty():
             return self._queue.get_nowait()
         try:
@@ -125,7 +128,7 @@ class AsyncInbox(Generic[T]):
         except asyncio.TimeoutError:
             return EMPTY
 
-    def get_nowait(self) -> T | _Empty:
+    def get_nowait(self) -> T | Empty:
         if self._queue.empty():
             return EMPTY
         return self._queue.get_nowait()
@@ -143,6 +146,9 @@ class AsyncWorker:
         """Ask the worker to end (a task is cancelled; a thread only ends by itself)."""
         self.task.cancel()
 
+    def done(self) -> bool:
+        return self.task.done()
+
     async def join(self, timeout: float | None) -> None:
         """Wait up to ``timeout`` seconds for the worker to end; cancel it after that."""
         if asyncio.current_task() is self.task:
@@ -153,6 +159,28 @@ class AsyncWorker:
             self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self.task
+
+
+class AsyncWaiter:
+    """Wakes whoever waits for events of one watch buffer (an event set on every put)."""
+
+    __slots__ = ("_event",)
+    wants_wake = True
+    """The buffer must call :meth:`wake` on every put (threads wait on its condition)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    async def wait(self, buffer: Any, timeout: float | None) -> None:
+        """Wait until woken (an event is pending or the buffer closed) or ``timeout`` passes."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
 
 
 def spawn(target: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: str) -> AsyncWorker:
@@ -180,8 +208,9 @@ class AsyncDispatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
 
-    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def start(self, owner: str) -> None:
+        """Bind to the running loop; :class:`UsageError` naming ``owner`` without one."""
+        self._loop = running_loop(owner)
 
     def notify(self, buffer: Any, callback: Callable[[Any], object]) -> None:
         loop = self._loop

@@ -16,23 +16,21 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 __all__ = [
+    "EMPTY",
+    "Empty",
     "Condition",
     "Dispatcher",
     "Event",
     "Inbox",
+    "Waiter",
     "Worker",
     "is_cancelled",
-    "running_loop",
     "sleep",
     "spawn",
 ]
 
 T = TypeVar("T")
 log = logging.getLogger("xds_client.client")
-
-
-def running_loop(what: str) -> None:
-    """Threads need no loop (the asyncio twin returns the running one)."""
 
 
 class Event:
@@ -82,11 +80,11 @@ class Condition:
         self._cond.notify_all()
 
 
-class _Empty:
+class Empty:
     """Returned by :meth:`Inbox.get` when nothing arrived in time."""
 
 
-EMPTY = _Empty()
+EMPTY = Empty()
 
 
 class Inbox(Generic[T]):
@@ -100,13 +98,13 @@ class Inbox(Generic[T]):
     def put(self, item: T) -> None:
         self._queue.put(item)
 
-    def get(self, timeout: float | None) -> T | _Empty:
+    def get(self, timeout: float | None) -> T | Empty:
         try:
             return self._queue.get(timeout=timeout)
         except queue.Empty:
             return EMPTY
 
-    def get_nowait(self) -> T | _Empty:
+    def get_nowait(self) -> T | Empty:
         try:
             return self._queue.get_nowait()
         except queue.Empty:
@@ -124,10 +122,31 @@ class Worker:
     def cancel(self) -> None:
         """Threads cannot be cancelled: the function ends when what it waits on closes."""
 
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
     def join(self, timeout: float | None) -> None:
         """Wait up to ``timeout`` seconds for the thread to end."""
         if threading.current_thread() is not self.thread:
             self.thread.join(timeout)
+
+
+class Waiter:
+    """Waits for events of one watch buffer on the buffer's own condition (no extra lock)."""
+
+    __slots__ = ()
+    wants_wake = False
+    """The buffer's condition already wakes a waiting thread; no callback per put."""
+
+    def wake(self) -> None:
+        """Nothing to do: see :attr:`wants_wake`."""
+
+    def clear(self) -> None:
+        """Nothing to do: the condition's predicate sees pending events."""
+
+    def wait(self, buffer: Any, timeout: float | None) -> None:
+        """Block until an event is pending, the buffer closed, or ``timeout`` passes."""
+        buffer.wait(timeout)
 
 
 def spawn(target: Callable[..., None], *args: Any, name: str) -> Worker:
@@ -156,8 +175,8 @@ class Dispatcher:
         self._stopped = False
         self._thread: threading.Thread | None = None
 
-    def bind(self, loop: None) -> None:
-        """Start the dispatch thread (the asyncio twin binds to the loop)."""
+    def start(self, owner: str) -> None:
+        """Start the dispatch thread (the asyncio twin binds to the running loop)."""
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._run, name="xds-client-dispatch", daemon=True
