@@ -71,12 +71,12 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def test_thread_side_imports_neither_asyncio_nor_tenacity() -> None:
+def test_thread_side_imports_no_asyncio() -> None:
     # grpc itself loads asyncio (for grpc.aio), so this is checked per module, not at run time.
     tool = _tool()
     sync_modules = [ROOT / "src/xds_client/_backends/threads.py"]
     sync_modules += [ROOT / twin.target for twin in tool.FILES]
     for path in sync_modules:
-        bad = {n for n in _imports(path) if n.split(".")[0] in ("asyncio", "tenacity")}
+        bad = {n for n in _imports(path) if n.split(".")[0] == "asyncio"}
         bad |= {n for n in _imports(path) if n.endswith("_backends.asyncio")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"

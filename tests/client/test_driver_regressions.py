@@ -16,7 +16,7 @@ from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 
-from xds_client import ConnectivityChanged, ResourceDoesNotExist, ResourceUpdated
+from xds_client import ConnectivityChanged, Node, ResourceDoesNotExist, ResourceUpdated
 from xds_client.resources import LISTENER
 
 from ._scripted_server import ScriptedServer, ScriptedStream, response
@@ -121,7 +121,5 @@ def test_reprs_name_the_server_and_the_watch(make_client: MakeClient, mode: str)
             )
 
 
-def _node() -> object:
-    from xds_client import Node
-
+def _node() -> Node:
     return Node(id="n")

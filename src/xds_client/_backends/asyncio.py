@@ -15,6 +15,9 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+import grpc
+import grpc.aio
+
 __all__ = [
     "EMPTY",
     "Empty",
@@ -24,8 +27,14 @@ __all__ = [
     "AsyncInbox",
     "AsyncWaiter",
     "AsyncWorker",
-    "async_sleep",
-    "is_cancelled",
+    "sleep",
+    "CALL_FAILURES",
+    "CallCancelledError",
+    "finish_call",
+    "read_message",
+    "start_call",
+    "task_cancelling",
+    "unary_call",
     "running_loop",
     "spawn",
 ]
@@ -188,13 +197,71 @@ def spawn(target: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: st
     return AsyncWorker(asyncio.get_running_loop().create_task(target(*args), name=name))
 
 
-async def async_sleep(seconds: float) -> None:
+async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-def is_cancelled(exc: BaseException) -> bool:
-    """Whether ``exc`` means the current task is being cancelled (to re-raise it)."""
-    return isinstance(exc, asyncio.CancelledError)
+def task_cancelling() -> bool:
+    """Whether the current task is being cancelled (so a CancelledError must propagate).
+
+    Python 3.10 cannot tell (``Task.cancelling`` is new in 3.11): assume it is, since
+    swallowing a real cancellation would hang whoever cancelled the task.
+    """
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or bool(cancelling())
+
+
+class CallCancelledError(grpc.RpcError):
+    """A call of ours was cancelled locally (grpc.aio raises CancelledError for it)."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.CANCELLED
+
+    def details(self) -> str:
+        return "cancelled locally"
+
+    def trailing_metadata(self) -> tuple[Any, ...]:
+        return ()
+
+
+CALL_FAILURES: tuple[type[BaseException], ...] = (grpc.RpcError,)
+"""What a failed call raises (the thread twin adds the future's cancellation)."""
+
+
+async def unary_call(
+    method: Any, request: Any, *, timeout: float | None, metadata: Any
+) -> tuple[Any, Any]:
+    """One unary call: (response, trailing metadata); raises :class:`grpc.RpcError`."""
+    call = method(request, timeout=timeout, metadata=metadata)
+    response = await call
+    return response, await call.trailing_metadata()
+
+
+def start_call(method: Any, request: Any, *, timeout: float | None, metadata: Any) -> Any:
+    """Start a unary call now and finish it later with :func:`finish_call` (read-ahead)."""
+    return method(request, timeout=timeout, metadata=metadata)
+
+
+async def finish_call(call: Any) -> tuple[Any, Any]:
+    """(response, trailing metadata) of a call from :func:`start_call`."""
+    response = await call
+    return response, await call.trailing_metadata()
+
+
+async def read_message(stream: Any) -> Any:
+    """The next message of a server stream, None at its end.
+
+    A local ``cancel()`` surfaces as :class:`CallCancelledError` (a ``grpc.RpcError``,
+    as in the thread twin) unless the current task itself is being cancelled.
+    """
+    try:
+        message = await stream.read()
+    except asyncio.CancelledError:
+        if stream.cancelled() and not task_cancelling():
+            raise CallCancelledError from None
+        raise
+    return None if message is grpc.aio.EOF else message
 
 
 class AsyncDispatcher:

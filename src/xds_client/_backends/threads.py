@@ -15,6 +15,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+import grpc
+
 __all__ = [
     "EMPTY",
     "Empty",
@@ -24,7 +26,11 @@ __all__ = [
     "Inbox",
     "Waiter",
     "Worker",
-    "is_cancelled",
+    "CALL_FAILURES",
+    "finish_call",
+    "read_message",
+    "start_call",
+    "unary_call",
     "sleep",
     "spawn",
 ]
@@ -160,9 +166,31 @@ def sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def is_cancelled(exc: BaseException) -> bool:
-    """Threads are never cancelled (the asyncio twin checks for CancelledError)."""
-    return False
+CALL_FAILURES: tuple[type[BaseException], ...] = (grpc.RpcError, grpc.FutureCancelledError)
+"""What a failed call or a cancelled read-ahead raises."""
+
+
+def unary_call(
+    method: Any, request: Any, *, timeout: float | None, metadata: Any
+) -> tuple[Any, Any]:
+    """One unary call: (response, trailing metadata); raises :class:`grpc.RpcError`."""
+    response, call = method.with_call(request, timeout=timeout, metadata=metadata)
+    return response, call.trailing_metadata()
+
+
+def start_call(method: Any, request: Any, *, timeout: float | None, metadata: Any) -> Any:
+    """Start a unary call now and finish it later with :func:`finish_call` (read-ahead)."""
+    return method.future(request, timeout=timeout, metadata=metadata)
+
+
+def finish_call(call: Any) -> tuple[Any, Any]:
+    """(response, trailing metadata) of a call from :func:`start_call`."""
+    return call.result(), call.trailing_metadata()
+
+
+def read_message(stream: Any) -> Any:
+    """The next message of a server stream, None at its end (a local cancel raises RpcError)."""
+    return next(stream, None)
 
 
 class Dispatcher:

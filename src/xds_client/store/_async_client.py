@@ -1,16 +1,28 @@
-"""The asyncio ResourceStore client: the twin of ``_client.py`` over ``grpc.aio``."""
+"""AsyncResourceStoreClient: the asyncio client of Grafana's ResourceStore, on ``grpc.aio``.
+
+Written once for asyncio; ``tools/gen_sync.py`` generates the thread twin
+(``_client.py``) from it. Decisions live in the shared modules (``_list``, ``_watch``,
+``_retry``); what differs between threads and asyncio is in :mod:`xds_client._backends`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
-import grpc.aio
+import grpc.aio  # async-only
 import tenacity
 
+from xds_client._backends.asyncio import (
+    CALL_FAILURES,
+    AsyncEvent,
+    finish_call,
+    read_message,
+    sleep,
+    start_call,
+    unary_call,
+)
 from xds_client.errors import ClientClosedError
 from xds_client.store import _list as core
 from xds_client.store._async_informer import AsyncInformer
@@ -34,12 +46,16 @@ _T = TypeVar("_T")
 
 Selector = str | Sequence[Requirement] | None
 
+# A read-ahead page that failed is fetched again by an ordinary call (with retries).
+_PAGE_FAILURES: tuple[type[BaseException], ...] = (*CALL_FAILURES, ResourceStoreError)
+
 
 class AsyncResourceStoreClient:
     """An asyncio client of Grafana's ResourceStore gRPC API.
 
-    The same methods as :class:`ResourceStoreClient`, as coroutines; ``list``
-    and ``watch`` return async iterators. Create it inside a running loop.
+    ``target`` is ``"host:port"`` (an insecure channel unless ``credentials``
+    are given) or an existing ``grpc.aio.Channel`` (not closed by :meth:`aclose`).
+    Create it inside a running loop; ``list`` and ``watch`` return async iterators.
     """
 
     def __init__(
@@ -69,7 +85,7 @@ class AsyncResourceStoreClient:
         """The retry policy of unary calls and of watch resumption."""
         self._metadata = tuple(metadata)
         self._closed = False
-        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self._sleep: Callable[[float], Awaitable[None]] = sleep
 
     # ------------------------------------------------------------ lifecycle
 
@@ -103,12 +119,13 @@ class AsyncResourceStoreClient:
         self._check_open()
 
         async def once() -> _T:
-            call = method(request, timeout=self.timeout, metadata=self._metadata)
             try:
-                resp = await call
-            except grpc.aio.AioRpcError as exc:
+                resp, trailing = await unary_call(
+                    method, request, timeout=self.timeout, metadata=self._metadata
+                )
+            except grpc.RpcError as exc:
                 raise from_rpc_error(exc, exc.trailing_metadata()) from exc
-            return handle(resp, await call.trailing_metadata())
+            return handle(resp, trailing)
 
         retrying = tenacity.AsyncRetrying(
             sleep=self._sleep,
@@ -120,14 +137,19 @@ class AsyncResourceStoreClient:
     # ------------------------------------------------------------ CRUD
 
     async def create(self, key: ResourceKey, value: Value) -> int:
-        """Create an object; returns its resource version (see the sync twin)."""
+        """Create an object; returns its resource version.
+
+        ``value`` is JSON bytes or a mapping (encoded as JSON, with
+        ``metadata.name``/``namespace`` filled from the key). Raises
+        :class:`AlreadyExistsError` when the key exists.
+        """
         require_name(key)
         return await self._call(
             self._stub.Create, core.create_request(key, value), core.create_result, write=True
         )
 
     async def read(self, key: ResourceKey, *, resource_version: int = 0) -> StoredObject:
-        """Read an object (the latest, or at ``resource_version``)."""
+        """Read an object (the latest, or at ``resource_version``); 404 raises NotFoundError."""
         require_name(key)
         return await self._call(
             self._stub.Read,
@@ -136,7 +158,10 @@ class AsyncResourceStoreClient:
         )
 
     async def update(self, key: ResourceKey, value: Value, *, resource_version: int) -> int:
-        """Replace an object if it is still at ``resource_version`` (0: unconditionally)."""
+        """Replace an object if it is still at ``resource_version`` (0: unconditionally).
+
+        Returns the new resource version; a stale version is :class:`ConflictError`.
+        """
         require_name(key)
         return await self._call(
             self._stub.Update,
@@ -146,7 +171,10 @@ class AsyncResourceStoreClient:
         )
 
     async def delete(self, key: ResourceKey, *, resource_version: int = 0, uid: str = "") -> int:
-        """Delete an object (if still at ``resource_version`` / ``uid`` when given)."""
+        """Delete an object (if still at ``resource_version`` / ``uid`` when given).
+
+        Returns the resource version of the deletion.
+        """
         require_name(key)
         return await self._call(
             self._stub.Delete,
@@ -162,7 +190,11 @@ class AsyncResourceStoreClient:
         *,
         max_attempts: int = 10,
     ) -> int:
-        """Read, apply ``fn`` to the decoded object, and update; retry on conflict."""
+        """Read, apply ``fn`` to the decoded object, and update; retry on conflict.
+
+        ``fn`` gets a fresh decoded copy each attempt and returns the new value
+        (a dict or bytes). Returns the new resource version.
+        """
         async for attempt in tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(max_attempts),
             retry=tenacity.retry_if_exception_type(ConflictError),
@@ -184,7 +216,7 @@ class AsyncResourceStoreClient:
             resp = await self._diag.IsHealthy(
                 core.health_request(), timeout=self.timeout, metadata=self._metadata
             )
-        except grpc.aio.AioRpcError:
+        except grpc.RpcError:
             return False
         return core.health_result(resp)
 
@@ -217,7 +249,12 @@ class AsyncResourceStoreClient:
         limit: int = DEFAULT_PAGE_SIZE,
         resource_version: int = 0,
     ) -> AsyncListIterator:
-        """Every object under ``prefix``, page by page (an async iterator)."""
+        """Every object under ``prefix``, page by page (``limit`` per page).
+
+        ``labels`` is a selector string such as ``"app=web,tier in (a,b),!legacy"``
+        or a sequence of :class:`Requirement`; it is applied again on the client.
+        The iterator's ``resource_version`` is the list's version.
+        """
         self._check_open()
         pager = ListPager(
             prefix, to_requirements(labels), limit=limit, resource_version=resource_version
@@ -234,7 +271,15 @@ class AsyncResourceStoreClient:
         labels: Selector = None,
         send_initial_events: bool = False,
     ) -> AsyncWatch:
-        """Watch changes under ``prefix`` (an async iterator; see the sync twin)."""
+        """Watch changes under ``prefix``, resuming after failures; never ends by itself.
+
+        ``since`` is the resource version to start after (0: from now). With
+        ``send_initial_events`` the current objects come first as ``added``
+        events, then a bookmark with ``initial_events_end`` set. Dropped
+        streams resume from the last version seen; after a 410 the watch lists
+        again, emits the differences and a ``resynced`` event. Close it (or use
+        ``async with``) to stop.
+        """
         self._check_open()
         initial: Literal["none", "server"] = "server" if send_initial_events else "none"
         state = WatchState(
@@ -251,7 +296,11 @@ class AsyncResourceStoreClient:
         on_update: Callable[[StoredObject, StoredObject], None] | None = None,
         on_delete: Callable[[StoredObject], None] | None = None,
     ) -> AsyncInformer:
-        """A local cache of ``prefix`` kept current by list+watch in a task."""
+        """A local cache of ``prefix`` kept current by list+watch in a task.
+
+        Start it with ``start()`` or ``async with``; ``wait_synced(timeout)`` waits for the
+        first list.
+        """
         self._check_open()
         state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
         return AsyncInformer(
@@ -268,8 +317,7 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
     def __init__(self, client: AsyncResourceStoreClient, pager: ListPager) -> None:
         self._client = client
         self._pager = pager
-        self._items: list[StoredObject] = []
-        self._index = 0
+        self._items = self._generate()
 
     @property
     def resource_version(self) -> int:
@@ -281,36 +329,61 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
         """How many pages were fetched so far."""
         return self._pager.pages
 
-    def __aiter__(self) -> AsyncListIterator:
-        return self
+    def __aiter__(self) -> AsyncIterator[StoredObject]:
+        # The generator itself, so a for loop runs without a Python call per item.
+        return self._items
 
     async def __anext__(self) -> StoredObject:
+        return await anext(self._items)  # async-only
+        # sync-only: return next(self._items)
+
+    async def _generate(self) -> AsyncIterator[StoredObject]:
+        pager, client = self._pager, self._client
+        method = client._stub.List
+        items = await client._call(method, pager.request(), pager.on_page_items)
         while True:
-            if self._index < len(self._items):
-                item = self._items[self._index]
-                self._index += 1
-                return item
-            pager = self._pager
             if pager.done:
-                raise StopAsyncIteration
-            page = await self._client._call(self._client._stub.List, pager.request(), pager.on_page)
-            self._items, self._index = page.items, 0
+                for item in items:  # async-only
+                    yield item  # async-only
+                # sync-only: yield from items
+                return
+            # The next page is requested before this one is handed out, so the
+            # server's work overlaps with the caller's. Any failure of that early
+            # request is left to the ordinary call (and its retries) below.
+            request = pager.request()
+            ahead = start_call(method, request, timeout=client.timeout, metadata=client._metadata)
+            try:
+                for item in items:  # async-only
+                    yield item  # async-only
+                # sync-only: yield from items
+            except BaseException:
+                ahead.cancel()  # the caller stopped early (GeneratorExit) or failed
+                raise
+            client._check_open()
+            try:
+                items = pager.on_page_items(*await finish_call(ahead))
+            except _PAGE_FAILURES:
+                items = await client._call(method, request, pager.on_page_items)
 
 
 class AsyncWatch(AsyncIterator[WatchEvent]):
-    """A resumable watch: ``async for`` it; ``aclose()`` stops it."""
+    """A resumable watch: iterate it for :class:`WatchEvent` values; ``aclose()`` stops it."""
 
     def __init__(self, client: AsyncResourceStoreClient, state: WatchState) -> None:
         self._client = client
         self.state = state
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
-        self._closed = asyncio.Event()
+        self._closed = AsyncEvent()
 
     @property
     def resource_version(self) -> int:
         """The last resource version seen."""
         return self.state.last_rv
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed.is_set() else f"rv={self.state.last_rv}"
+        return f"<{type(self).__name__} {self.state.prefix} {state}>"
 
     async def aclose(self) -> None:
         """Stop watching; a pending iteration ends (StopAsyncIteration)."""
@@ -341,22 +414,20 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
                     await self._list_step()
                     continue
                 stream = self._open()
+                if stream is None:
+                    continue
             error: BaseException | None
             try:
-                event = await stream.read()
-            except grpc.aio.AioRpcError as exc:
+                event = await read_message(stream)
+            except grpc.RpcError as exc:
                 if self._closed.is_set():
                     continue
                 if self._client._closed:
                     raise ClientClosedError("the client was closed during the watch") from exc
                 error = from_rpc_error(exc, exc.trailing_metadata())
-            except asyncio.CancelledError:
-                if self._closed.is_set() and not _current_task_cancelling():
-                    continue
-                raise
             else:
-                if event is grpc.aio.EOF:
-                    error = None
+                if event is None:
+                    error = None  # the server ended the stream: resume
                 else:
                     try:
                         out = state.on_event(event)
@@ -374,6 +445,9 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
         client._check_open()
         self._stream = client._stub.Watch(self.state.watch_request(), metadata=client._metadata)
         self.state.stream_opened()
+        if self._closed.is_set():  # closed while opening
+            self._drop_stream()
+            return None
         return self._stream
 
     def _drop_stream(self) -> None:
@@ -383,8 +457,7 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
 
     async def _pause(self, delay: float) -> None:
         if delay > 0:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._closed.wait(), delay)
+            await self._closed.wait(delay)
 
     async def _list_step(self) -> None:
         state, client = self.state, self._client
@@ -405,10 +478,3 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
                 state.list_done(pager.resource_version)
         except ResourceStoreError as exc:
             await self._pause(state.list_failed(exc))
-
-
-def _current_task_cancelling() -> bool:
-    # Task.cancelling() is new in Python 3.11; before it, assume a real cancellation.
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    return cancelling is None or bool(cancelling())

@@ -1,17 +1,31 @@
-"""The blocking ResourceStore client (I/O only; decisions live in the shared modules)."""
+# Generated from xds_client/store/_async_client.py by tools/gen_sync.py: do not edit.
+"""ResourceStoreClient: the blocking client of Grafana's ResourceStore.
+
+Generated from ``_async_client.py`` with the thread backend. Safe to call from a
+thread that runs an asyncio loop (notebooks): it uses the plain blocking gRPC
+channel, never the loop.
+"""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
 import tenacity
 
+from xds_client._backends.threads import (
+    CALL_FAILURES,
+    Event,
+    finish_call,
+    read_message,
+    sleep,
+    start_call,
+    unary_call,
+)
 from xds_client.errors import ClientClosedError
 from xds_client.store import _list as core
-from xds_client.store._errors import ResourceStoreError, from_rpc_error
+from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
 from xds_client.store._informer import Informer
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
@@ -29,9 +43,11 @@ from xds_client.store._watch import Step, WatchEvent, WatchState
 __all__ = ["ResourceStoreClient", "ListIterator", "Watch"]
 
 _T = TypeVar("_T")
-_Resp = TypeVar("_Resp")
 
 Selector = str | Sequence[Requirement] | None
+
+# A read-ahead page that failed is fetched again by an ordinary call (with retries).
+_PAGE_FAILURES: tuple[type[BaseException], ...] = (*CALL_FAILURES, ResourceStoreError)
 
 
 class ResourceStoreClient:
@@ -39,8 +55,6 @@ class ResourceStoreClient:
 
     ``target`` is ``"host:port"`` (an insecure channel unless ``credentials``
     are given) or an existing ``grpc.Channel`` (not closed by :meth:`close`).
-    Safe to call from a thread that runs an asyncio loop (notebooks): it uses
-    the plain blocking gRPC channel, never the loop.
     """
 
     def __init__(
@@ -70,7 +84,7 @@ class ResourceStoreClient:
         """The retry policy of unary calls and of watch resumption."""
         self._metadata = tuple(metadata)
         self._closed = False
-        self._sleep: Callable[[float], None] = _sleep
+        self._sleep: Callable[[float], None] = sleep
 
     # ------------------------------------------------------------ lifecycle
 
@@ -95,9 +109,9 @@ class ResourceStoreClient:
 
     def _call(
         self,
-        method: grpc.UnaryUnaryMultiCallable[Any, _Resp],
+        method: Any,
         request: Any,
-        handle: Callable[[_Resp, Sequence[Any] | None], _T],
+        handle: Callable[[Any, Sequence[Any] | None], _T],
         *,
         write: bool = False,
     ) -> _T:
@@ -105,18 +119,19 @@ class ResourceStoreClient:
 
         def once() -> _T:
             try:
-                resp, call = method.with_call(
-                    request, timeout=self.timeout, metadata=self._metadata
+                resp, trailing = unary_call(
+                    method, request, timeout=self.timeout, metadata=self._metadata
                 )
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc, exc.trailing_metadata()) from exc
-            return handle(resp, call.trailing_metadata())
+            return handle(resp, trailing)
 
         retrying = tenacity.Retrying(
             sleep=self._sleep,
             **tenacity_kwargs(self.retry, surely_not_sent if write else retryable_read),
         )
-        return retrying(once)
+        result: _T = retrying(once)
+        return result
 
     # ------------------------------------------------------------ CRUD
 
@@ -179,8 +194,6 @@ class ResourceStoreClient:
         ``fn`` gets a fresh decoded copy each attempt and returns the new value
         (a dict or bytes). Returns the new resource version.
         """
-        from xds_client.store._errors import ConflictError
-
         for attempt in tenacity.Retrying(
             stop=tenacity.stop_after_attempt(max_attempts),
             retry=tenacity.retry_if_exception_type(ConflictError),
@@ -284,17 +297,17 @@ class ResourceStoreClient:
     ) -> Informer:
         """A local cache of ``prefix`` kept current by list+watch in a thread.
 
-        Start it with ``start()`` or ``with``; ``wait_synced(timeout)`` waits for the first list.
+        Start it with ``start()`` or ``with``; ``wait_synced(timeout)`` waits for the
+        first list.
         """
         self._check_open()
         state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
         return Informer(
-            lambda: Watch(self, state), on_add=on_add, on_update=on_update, on_delete=on_delete
+            lambda: Watch(self, state),
+            on_add=on_add,
+            on_update=on_update,
+            on_delete=on_delete,
         )
-
-
-def _sleep(seconds: float) -> None:
-    threading.Event().wait(seconds)
 
 
 class ListIterator(Iterator[StoredObject]):
@@ -334,7 +347,7 @@ class ListIterator(Iterator[StoredObject]):
             # server's work overlaps with the caller's. Any failure of that early
             # request is left to the ordinary call (and its retries) below.
             request = pager.request()
-            ahead = method.future(request, timeout=client.timeout, metadata=client._metadata)
+            ahead = start_call(method, request, timeout=client.timeout, metadata=client._metadata)
             try:
                 yield from items
             except BaseException:
@@ -342,8 +355,8 @@ class ListIterator(Iterator[StoredObject]):
                 raise
             client._check_open()
             try:
-                items = pager.on_page_items(ahead.result(), ahead.trailing_metadata())
-            except (grpc.RpcError, grpc.FutureCancelledError, ResourceStoreError):
+                items = pager.on_page_items(*finish_call(ahead))
+            except _PAGE_FAILURES:
                 items = client._call(method, request, pager.on_page_items)
 
 
@@ -355,19 +368,21 @@ class Watch(Iterator[WatchEvent]):
         self.state = state
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
-        self._closed = threading.Event()
+        self._closed = Event()
 
     @property
     def resource_version(self) -> int:
         """The last resource version seen."""
         return self.state.last_rv
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed.is_set() else f"rv={self.state.last_rv}"
+        return f"<{type(self).__name__} {self.state.prefix} {state}>"
+
     def close(self) -> None:
-        """Stop watching; a blocked iteration returns (StopIteration)."""
+        """Stop watching; a pending iteration ends (StopIteration)."""
         self._closed.set()
-        stream = self._stream
-        if stream is not None:
-            stream.cancel()
+        self._drop_stream()
 
     def __enter__(self) -> Watch:
         return self
@@ -397,9 +412,7 @@ class Watch(Iterator[WatchEvent]):
                     continue
             error: BaseException | None
             try:
-                event = next(stream)
-            except StopIteration:
-                error = None
+                event = read_message(stream)
             except grpc.RpcError as exc:
                 if self._closed.is_set():
                     continue
@@ -407,14 +420,17 @@ class Watch(Iterator[WatchEvent]):
                     raise ClientClosedError("the client was closed during the watch") from exc
                 error = from_rpc_error(exc, exc.trailing_metadata())
             else:
-                try:
-                    out = state.on_event(event)
-                except ResourceStoreError as exc:
-                    error = exc
+                if event is None:
+                    error = None  # the server ended the stream: resume
                 else:
-                    if out is not None:
-                        return out
-                    continue
+                    try:
+                        out = state.on_event(event)
+                    except ResourceStoreError as exc:
+                        error = exc
+                    else:
+                        if out is not None:
+                            return out
+                        continue
             self._drop_stream()
             self._pause(state.stream_ended(error))
 
@@ -423,7 +439,7 @@ class Watch(Iterator[WatchEvent]):
         client._check_open()
         self._stream = client._stub.Watch(self.state.watch_request(), metadata=client._metadata)
         self.state.stream_opened()
-        if self._closed.is_set():
+        if self._closed.is_set():  # closed while opening
             self._drop_stream()
             return None
         return self._stream
