@@ -13,7 +13,14 @@ from google.protobuf.message import Message
 from xds_client.errors import UnknownResourceTypeError, UsageError
 from xds_client.node import Node, as_node_proto
 from xds_client.resources import ApiVersion, ResourceType, resource_type
-from xds_client.transport import TRANSPORT_KINDS, ChannelCredentialsConfig, Keepalive, ServerTarget
+from xds_client.transport import (
+    TRANSPORT_KINDS,
+    AsyncTransport,
+    ChannelCredentialsConfig,
+    Keepalive,
+    ServerTarget,
+    Transport,
+)
 from xds_client.transport._base import DEFAULT_MAX_RECEIVE_MESSAGE_SIZE
 
 if TYPE_CHECKING:
@@ -158,6 +165,9 @@ class ClientOptions:
     metrics: Metrics | None = None
     fallback_probe_interval: float = 1.0
     lazy_decode: bool = False
+    transport_object: Transport | AsyncTransport | None = None
+    """A transport given as an object (``transport=``); it then serves every server and
+    ``transport`` is ``"grpc"``: the object gets the gRPC stream specs."""
 
     @property
     def per_type(self) -> bool:
@@ -197,7 +207,7 @@ def build_options(
     protocol: str = "sotw",
     ads: bool = True,
     api_version: str = "v3",
-    transport: str = "grpc",
+    transport: str | Transport | AsyncTransport = "grpc",
     poll_interval: float = 5.0,
     credentials: ChannelCredentialsConfig | None = None,
     bearer_token: str | None = None,
@@ -225,6 +235,14 @@ def build_options(
         raise UsageError(f"protocol must be 'sotw' or 'delta', not {protocol!r}")
     if api_version not in ("v2", "v3"):
         raise UsageError(f"api_version must be 'v3' or 'v2', not {api_version!r}")
+    transport_object: Transport | AsyncTransport | None = None
+    if not isinstance(transport, str):
+        if not isinstance(transport, (Transport, AsyncTransport)):
+            raise UsageError(
+                f"transport must be one of {', '.join(TRANSPORT_KINDS)} or an object with "
+                f"open(spec), probe(timeout) and close(), not {transport!r}"
+            )
+        transport_object, transport = transport, "grpc"
     if transport not in TRANSPORT_KINDS:
         raise UsageError(
             f"transport must be one of {', '.join(TRANSPORT_KINDS)}, not {transport!r}"
@@ -285,6 +303,7 @@ def build_options(
         metrics=metrics,
         fallback_probe_interval=fallback_probe_interval,
         lazy_decode=lazy_decode,
+        transport_object=transport_object,
     )
 
 
@@ -310,7 +329,7 @@ class ClientArgs(TypedDict, total=False):
     protocol: Literal["sotw", "delta"]
     ads: bool
     api_version: Literal["v3", "v2"]
-    transport: Literal["grpc", "grpc-fetch", "rest"]
+    transport: Literal["grpc", "grpc-fetch", "rest"] | Transport | AsyncTransport
     poll_interval: float
     credentials: ChannelCredentialsConfig | None
     bearer_token: str | None

@@ -33,7 +33,13 @@ from xds_client._backends.threads import (
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType
-from xds_client.transport import ServerTarget, Stream, Transport, make_transport
+from xds_client.transport import (
+    ServerTarget,
+    Stream,
+    Transport,
+    given_transport,
+    make_transport,
+)
 
 from ._bootstrap import load_bootstrap
 from ._inbox import InboxItem, ProbeResult, StreamFailed
@@ -188,6 +194,10 @@ class XdsClient:
         server_list: Any = servers if one else list(servers)  # type: ignore[arg-type]
         self._options = build_options(server_list, **options)
         self._session = Session(self._options)
+        given = self._options.transport_object
+        self._given: Transport | None = None
+        if given is not None:
+            self._given = given_transport(given, owner=type(self).__name__, asynchronous=False)
         self._inbox: Inbox[InboxItem] = Inbox()
         self._dispatcher = Dispatcher()
         self._io: Worker | None = None
@@ -411,7 +421,7 @@ class XdsClient:
                 self._stop_reader(held)
             for held in streams:
                 held.reader.join(_JOIN_TIMEOUT)
-            for transport in self._transports.values():
+            for transport in {id(t): t for t in self._transports.values()}.values():
                 try:
                     transport.close()
                 except Exception:
@@ -427,10 +437,13 @@ class XdsClient:
     def _transport(self, server: int) -> Transport:
         transport = self._transports.get(server)
         if transport is None:
-            transport = make_transport(
-                self._options.transport, self._session.target(server),
-                poll_interval=self._options.poll_interval, asynchronous=False,
-            )  # fmt: skip
+            if self._given is not None:
+                transport = self._given  # one object serves every server
+            else:
+                transport = make_transport(
+                    self._options.transport, self._session.target(server),
+                    poll_interval=self._options.poll_interval, asynchronous=False,
+                )  # fmt: skip
             self._transports[server] = transport
         return transport
 
@@ -502,21 +515,16 @@ class XdsClient:
 
     def _probe(self, action: ProbeServer) -> None:
         transport = self._transport(action.server)
-        probe = getattr(transport, "probe", None)
-        if probe is None:
-            return  # no way to tell: stay on the fallback until it fails
         timeout = min(1.0, self._options.fallback_probe_interval)
         self._helpers = [h for h in self._helpers if not h.done()]
-        helper = spawn(self._run_probe, action, probe, timeout, name="xds-client-probe")
+        helper = spawn(self._run_probe, action, transport, timeout, name="xds-client-probe")
         self._helpers.append(helper)
 
-    def _run_probe(
-        self, action: ProbeServer, probe: Callable[[float], Any], timeout: float
-    ) -> None:
+    def _run_probe(self, action: ProbeServer, transport: Transport, timeout: float) -> None:
         ok = False
         if not self._closed:  # a probe started while closing would only delay it
             try:
-                ok = bool(probe(timeout))
+                ok = bool(transport.probe(timeout))
             except Exception:
                 ok = False
         self._inbox.put(ProbeResult(action.slot, action.server, ok))
