@@ -10,11 +10,11 @@ from xds_client.store import (
     AsyncInformer,
     AsyncListIterator,
     AsyncResourceStoreClient,
-    AsyncWatch,
+    AsyncStoreWatch,
     Informer,
     ListIterator,
     ResourceStoreClient,
-    Watch,
+    StoreWatch,
 )
 
 # sync name -> async twin name, where they differ
@@ -37,7 +37,7 @@ def test_sync_and_async_twins_have_the_same_methods() -> None:
     pairs = [
         (ResourceStoreClient, AsyncResourceStoreClient),
         (ListIterator, AsyncListIterator),
-        (Watch, AsyncWatch),
+        (StoreWatch, AsyncStoreWatch),
         (Informer, AsyncInformer),
     ]
     for sync_cls, async_cls in pairs:
@@ -60,3 +60,15 @@ def test_exports_are_documented_and_errors_share_the_base() -> None:
             assert value.__doc__, name
         if inspect.isclass(value) and name.endswith("Error"):
             assert issubclass(value, XdsClientError), name
+
+
+def test_old_store_watch_names_warn_and_still_work() -> None:
+    import pytest
+
+    for old, new in (
+        ("Watch", "StoreWatch"),
+        ("AsyncWatch", "AsyncStoreWatch"),
+        ("WatchEvent", "StoreWatchEvent"),
+    ):
+        with pytest.warns(DeprecationWarning, match=new):
+            assert getattr(store, old) is getattr(store, new)

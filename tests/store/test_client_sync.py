@@ -22,9 +22,9 @@ from xds_client.store import (
     ResourceKey,
     ResourceStoreClient,
     StoredObject,
+    StoreWatchEvent,
     TooManyRequestsError,
     UnavailableError,
-    WatchEvent,
 )
 from xds_client.testing import ResourceStoreServer
 
@@ -375,7 +375,7 @@ def test_watch_survives_20_interruptions_without_loss_or_repeat(
     thread = threading.Thread(target=writer)
     timer = _closer(watch, 40)
     thread.start()
-    seen: list[WatchEvent] = []
+    seen: list[StoreWatchEvent] = []
     try:
         for event in watch:
             if event.type != "bookmark":
@@ -400,7 +400,7 @@ def test_watch_relists_after_410_and_converges(
     timer = _closer(watch, 30)
     view: dict[str, StoredObject | None] = {}
 
-    def apply(event: WatchEvent) -> None:
+    def apply(event: StoreWatchEvent) -> None:
         assert event.key is not None
         if event.type == "deleted":
             del view[event.key.name]
@@ -423,7 +423,7 @@ def test_watch_relists_after_410_and_converges(
         server.remove(key("a2"))
         server.put(key("a10"), doc("new"))
         server.compact()
-        tail: list[WatchEvent] = []
+        tail: list[StoreWatchEvent] = []
         for event in events:
             tail.append(event)
             if event.type == "resynced":
@@ -486,7 +486,7 @@ def test_watch_from_now_with_selector_bookmarks_and_deletes(
         wait_until(lambda: server.watch_count >= 1 or watch.state.step.value == "anchor")
         it = iter(watch)
 
-        def step() -> WatchEvent:
+        def step() -> StoreWatchEvent:
             return next(it)
 
         results: list[tuple[str, str]] = []

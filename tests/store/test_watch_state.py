@@ -23,9 +23,9 @@ from xds_client.store import (
     ResourceKey,
     RetryPolicy,
     ServerTimeoutError,
+    StoreWatchEvent,
     TooManyRequestsError,
     UnavailableError,
-    WatchEvent,
 )
 from xds_client.store import _list as core
 from xds_client.store._errors import (
@@ -75,7 +75,7 @@ A, M, D, B = (
 )
 
 
-def kinds(events: list[WatchEvent | None]) -> list[tuple[str, str, int]]:
+def kinds(events: list[StoreWatchEvent | None]) -> list[tuple[str, str, int]]:
     return [
         (e.type, e.key.name if e.key else "", e.resource_version) for e in events if e is not None
     ]
@@ -267,7 +267,7 @@ def test_interrupted_watch_converges_without_repeats(
     view: dict[str, bytes] = {}
     live: list[int] = []
 
-    def apply(event: WatchEvent | None, *, synthetic: bool = False) -> None:
+    def apply(event: StoreWatchEvent | None, *, synthetic: bool = False) -> None:
         if event is None or event.type in ("bookmark", "resynced"):
             return
         assert event.key is not None

@@ -148,6 +148,10 @@ class AsyncWatch(Generic[M]):
         self._client._wake()
 
     # begin async-only
+    async def aclose(self) -> None:
+        """The same as :meth:`close` (one spelling of closing for every async object)."""
+        self.close()
+
     def __enter__(self) -> Self:
         return self
 

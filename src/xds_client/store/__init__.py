@@ -15,9 +15,13 @@ See ``docs/store.md`` for the guide.
 
 from __future__ import annotations
 
-from xds_client.store._async_client import AsyncListIterator, AsyncResourceStoreClient, AsyncWatch
+from xds_client.store._async_client import (
+    AsyncListIterator,
+    AsyncResourceStoreClient,
+    AsyncStoreWatch,
+)
 from xds_client.store._async_informer import AsyncInformer
-from xds_client.store._client import ListIterator, ResourceStoreClient, Watch
+from xds_client.store._client import ListIterator, ResourceStoreClient, StoreWatch
 from xds_client.store._errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -40,7 +44,7 @@ from xds_client.store._keys import ResourceKey, StoredObject, Value
 from xds_client.store._list import ListPage
 from xds_client.store._retry import DEFAULT_RETRY, RetryPolicy
 from xds_client.store._selector import Requirement, matches, parse_selector
-from xds_client.store._watch import EventType, WatchEvent
+from xds_client.store._watch import EventType, StoreWatchEvent
 
 __all__ = [
     # clients
@@ -55,10 +59,10 @@ __all__ = [
     "ListPage",
     "ListIterator",
     "AsyncListIterator",
-    "WatchEvent",
+    "StoreWatchEvent",
     "EventType",
-    "Watch",
-    "AsyncWatch",
+    "StoreWatch",
+    "AsyncStoreWatch",
     "Informer",
     "AsyncInformer",
     # label selectors
@@ -82,3 +86,24 @@ __all__ = [
     "SelectorError",
     "ErrorCause",
 ]
+
+
+# The xDS namespace has its own Watch, AsyncWatch and WatchEvent; these spellings of the
+# store ones stay importable for one release.
+_DEPRECATED = {
+    "Watch": "StoreWatch",
+    "AsyncWatch": "AsyncStoreWatch",
+    "WatchEvent": "StoreWatchEvent",
+}
+
+
+def __getattr__(name: str) -> object:
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module 'xds_client.store' has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"xds_client.store.{name} is deprecated; use {new}", DeprecationWarning, stacklevel=2
+    )
+    return globals()[new]

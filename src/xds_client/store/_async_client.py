@@ -40,7 +40,7 @@ from xds_client.store._retry import (
 from xds_client.store._selector import Requirement, to_requirements
 from xds_client.store._watch import Step, WatchEvent, WatchState
 
-__all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncWatch"]
+__all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncStoreWatch"]
 
 _T = TypeVar("_T")
 
@@ -270,7 +270,7 @@ class AsyncResourceStoreClient:
         since: int = 0,
         labels: Selector = None,
         send_initial_events: bool = False,
-    ) -> AsyncWatch:
+    ) -> AsyncStoreWatch:
         """Watch changes under ``prefix``, resuming after failures; never ends by itself.
 
         ``since`` is the resource version to start after (0: from now). With
@@ -285,7 +285,7 @@ class AsyncResourceStoreClient:
         state = WatchState(
             prefix, to_requirements(labels), since=since, initial=initial, policy=self.retry
         )
-        return AsyncWatch(self, state)
+        return AsyncStoreWatch(self, state)
 
     def informer(
         self,
@@ -304,7 +304,7 @@ class AsyncResourceStoreClient:
         self._check_open()
         state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
         return AsyncInformer(
-            lambda: AsyncWatch(self, state),
+            lambda: AsyncStoreWatch(self, state),
             on_add=on_add,
             on_update=on_update,
             on_delete=on_delete,
@@ -366,7 +366,7 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
                 items = await client._call(method, request, pager.on_page_items)
 
 
-class AsyncWatch(AsyncIterator[WatchEvent]):
+class AsyncStoreWatch(AsyncIterator[WatchEvent]):
     """A resumable watch: iterate it for :class:`WatchEvent` values; ``aclose()`` stops it."""
 
     def __init__(self, client: AsyncResourceStoreClient, state: WatchState) -> None:
@@ -390,13 +390,13 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
         self._closed.set()
         self._drop_stream()
 
-    async def __aenter__(self) -> AsyncWatch:
+    async def __aenter__(self) -> AsyncStoreWatch:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def __aiter__(self) -> AsyncWatch:
+    def __aiter__(self) -> AsyncStoreWatch:
         return self
 
     async def __anext__(self) -> WatchEvent:

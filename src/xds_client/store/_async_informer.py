@@ -88,6 +88,10 @@ class AsyncInformer:
         if worker is not None:
             await worker.join(timeout)
 
+    async def aclose(self) -> None:
+        """The same as :meth:`stop` (one spelling of closing for every object)."""
+        await self.stop()
+
     async def wait_synced(self, timeout: float | None = 10.0) -> None:
         """Wait until the initial list is applied; :class:`WaitTimeoutError` on timeout."""
         if not await self._synced.wait(timeout):

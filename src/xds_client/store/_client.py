@@ -40,7 +40,7 @@ from xds_client.store._retry import (
 from xds_client.store._selector import Requirement, to_requirements
 from xds_client.store._watch import Step, WatchEvent, WatchState
 
-__all__ = ["ResourceStoreClient", "ListIterator", "Watch"]
+__all__ = ["ResourceStoreClient", "ListIterator", "StoreWatch"]
 
 _T = TypeVar("_T")
 
@@ -269,7 +269,7 @@ class ResourceStoreClient:
         since: int = 0,
         labels: Selector = None,
         send_initial_events: bool = False,
-    ) -> Watch:
+    ) -> StoreWatch:
         """Watch changes under ``prefix``, resuming after failures; never ends by itself.
 
         ``since`` is the resource version to start after (0: from now). With
@@ -284,7 +284,7 @@ class ResourceStoreClient:
         state = WatchState(
             prefix, to_requirements(labels), since=since, initial=initial, policy=self.retry
         )
-        return Watch(self, state)
+        return StoreWatch(self, state)
 
     def informer(
         self,
@@ -303,7 +303,7 @@ class ResourceStoreClient:
         self._check_open()
         state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
         return Informer(
-            lambda: Watch(self, state),
+            lambda: StoreWatch(self, state),
             on_add=on_add,
             on_update=on_update,
             on_delete=on_delete,
@@ -360,7 +360,7 @@ class ListIterator(Iterator[StoredObject]):
                 items = client._call(method, request, pager.on_page_items)
 
 
-class Watch(Iterator[WatchEvent]):
+class StoreWatch(Iterator[WatchEvent]):
     """A resumable watch: iterate it for :class:`WatchEvent` values; ``close()`` stops it."""
 
     def __init__(self, client: ResourceStoreClient, state: WatchState) -> None:
@@ -384,13 +384,13 @@ class Watch(Iterator[WatchEvent]):
         self._closed.set()
         self._drop_stream()
 
-    def __enter__(self) -> Watch:
+    def __enter__(self) -> StoreWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __iter__(self) -> Watch:
+    def __iter__(self) -> StoreWatch:
         return self
 
     def __next__(self) -> WatchEvent:

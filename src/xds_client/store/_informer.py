@@ -88,6 +88,10 @@ class Informer:
         if worker is not None:
             worker.join(timeout)
 
+    def close(self) -> None:
+        """The same as :meth:`stop` (one spelling of closing for every object)."""
+        self.stop()
+
     def wait_synced(self, timeout: float | None = 10.0) -> None:
         """Wait until the initial list is applied; :class:`WaitTimeoutError` on timeout."""
         if not self._synced.wait(timeout):

@@ -52,7 +52,7 @@ _ADDED, _MODIFIED, _DELETED, _BOOKMARK, _ERROR = (
 )
 
 
-class WatchEvent:
+class StoreWatchEvent:
     """One change seen by a watch; an immutable value.
 
     ``type`` is ``"added"``, ``"modified"``, ``"deleted"``, ``"bookmark"`` or
@@ -131,6 +131,10 @@ class WatchEvent:
     def __repr__(self) -> str:
         key = f" {self.key}" if self.key is not None else ""
         return f"WatchEvent({self.type}{key} @{self.resource_version})"
+
+
+WatchEvent = StoreWatchEvent
+"""The name inside ``xds_client.store`` (the public one is ``StoreWatchEvent``)."""
 
 
 class Step(Enum):
