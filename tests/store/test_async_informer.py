@@ -13,6 +13,7 @@ import pytest
 from xds_client._backends.asyncio import AsyncEvent
 from xds_client.store import AsyncResourceStoreClient, StoredObject
 from xds_client.testing import ResourceStoreServer
+from xds_client.transport import ServerTarget
 
 from ._store_support import FAST, PREFIX, doc, key, run_async
 
@@ -79,3 +80,12 @@ async def test_informer_follows_changes_and_stops(server: ResourceStoreServer) -
             assert informer.get(key("a2")) is None
         assert informer.error is None
     assert log[3:] == [("update", "a1"), ("delete", "a2"), ("add", "a9")]
+
+
+@run_async  # async-only
+async def test_store_client_takes_a_server_target(server: ResourceStoreServer) -> None:
+    # The same vocabulary as the xDS clients: a ServerTarget (credentials, options ...).
+    target = ServerTarget(server.address, channel_options=(("grpc.primary_user_agent", "t"),))
+    async with AsyncResourceStoreClient(target, retry=FAST, timeout=10) as client:
+        assert await client.create(key("t"), doc("T")) > 0
+        assert (await client.read(key("t"))).json()["spec"]["title"] == "T"

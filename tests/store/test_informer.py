@@ -14,6 +14,7 @@ import pytest
 from xds_client._backends.threads import Event
 from xds_client.store import ResourceStoreClient, StoredObject
 from xds_client.testing import ResourceStoreServer
+from xds_client.transport import ServerTarget
 
 from ._store_support import FAST, PREFIX, doc, key
 
@@ -78,3 +79,11 @@ def test_informer_follows_changes_and_stops(server: ResourceStoreServer) -> None
             assert informer.get(key("a2")) is None
         assert informer.error is None
     assert log[3:] == [("update", "a1"), ("delete", "a2"), ("add", "a9")]
+
+
+def test_store_client_takes_a_server_target(server: ResourceStoreServer) -> None:
+    # The same vocabulary as the xDS clients: a ServerTarget (credentials, options ...).
+    target = ServerTarget(server.address, channel_options=(("grpc.primary_user_agent", "t"),))
+    with ResourceStoreClient(target, retry=FAST, timeout=10) as client:
+        assert client.create(key("t"), doc("T")) > 0
+        assert (client.read(key("t"))).json()["spec"]["title"] == "T"

@@ -13,7 +13,7 @@ import inspect
 import logging
 from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
@@ -31,6 +31,7 @@ __all__ = [
     "CALL_FAILURES",
     "CallCancelledError",
     "finish_call",
+    "open_channel",
     "read_message",
     "start_call",
     "task_cancelling",
@@ -38,6 +39,9 @@ __all__ = [
     "running_loop",
     "spawn",
 ]
+
+if TYPE_CHECKING:
+    from xds_client.transport._base import ServerTarget
 
 T = TypeVar("T")
 log = logging.getLogger("xds_client.client")
@@ -223,6 +227,23 @@ class CallCancelledError(grpc.RpcError):
 
     def trailing_metadata(self) -> tuple[Any, ...]:
         return ()
+
+
+def open_channel(
+    target: ServerTarget, credentials: grpc.ChannelCredentials | None = None
+) -> grpc.aio.Channel:
+    """The one way every client builds a channel from a :class:`ServerTarget`.
+
+    TLS and call credentials, keepalive, message size and extra options come from the
+    target; ``credentials`` (ready-made gRPC credentials) override the target's.
+    """
+    from xds_client.transport._grpc import channel_credentials, channel_options
+
+    creds = credentials if credentials is not None else channel_credentials(target)
+    options = channel_options(target)
+    if creds is None:
+        return grpc.aio.insecure_channel(target.uri, options=options)
+    return grpc.aio.secure_channel(target.uri, creds, options=options)
 
 
 CALL_FAILURES: tuple[type[BaseException], ...] = (grpc.RpcError,)

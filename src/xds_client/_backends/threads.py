@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
@@ -28,12 +28,16 @@ __all__ = [
     "Worker",
     "CALL_FAILURES",
     "finish_call",
+    "open_channel",
     "read_message",
     "start_call",
     "unary_call",
     "sleep",
     "spawn",
 ]
+
+if TYPE_CHECKING:
+    from xds_client.transport._base import ServerTarget
 
 T = TypeVar("T")
 log = logging.getLogger("xds_client.client")
@@ -164,6 +168,23 @@ def spawn(target: Callable[..., None], *args: Any, name: str) -> Worker:
 
 def sleep(seconds: float) -> None:
     time.sleep(seconds)
+
+
+def open_channel(
+    target: ServerTarget, credentials: grpc.ChannelCredentials | None = None
+) -> grpc.Channel:
+    """The one way every client builds a channel from a :class:`ServerTarget`.
+
+    TLS and call credentials, keepalive, message size and extra options come from the
+    target; ``credentials`` (ready-made gRPC credentials) override the target's.
+    """
+    from xds_client.transport._grpc import channel_credentials, channel_options
+
+    creds = credentials if credentials is not None else channel_credentials(target)
+    options = channel_options(target)
+    if creds is None:
+        return grpc.insecure_channel(target.uri, options=options)
+    return grpc.secure_channel(target.uri, creds, options=options)
 
 
 CALL_FAILURES: tuple[type[BaseException], ...] = (grpc.RpcError, grpc.FutureCancelledError)

@@ -18,6 +18,7 @@ from xds_client._backends.asyncio import (
     CALL_FAILURES,
     AsyncEvent,
     finish_call,
+    open_channel,
     read_message,
     sleep,
     start_call,
@@ -39,6 +40,7 @@ from xds_client.store._retry import (
 )
 from xds_client.store._selector import Requirement, to_requirements
 from xds_client.store._watch import Step, WatchEvent, WatchState
+from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
 
 __all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncStoreWatch"]
 
@@ -53,26 +55,32 @@ _PAGE_FAILURES: tuple[type[BaseException], ...] = (*CALL_FAILURES, ResourceStore
 class AsyncResourceStoreClient:
     """An asyncio client of Grafana's ResourceStore gRPC API.
 
-    ``target`` is ``"host:port"`` (an insecure channel unless ``credentials``
-    are given) or an existing ``grpc.aio.Channel`` (not closed by :meth:`aclose`).
+    ``target`` is ``"host:port"`` or a :class:`~xds_client.transport.ServerTarget` (an
+    insecure channel unless ``credentials`` are given: a
+    :class:`~xds_client.transport.ChannelCredentialsConfig` as for the xDS clients, or
+    ``grpc.ChannelCredentials``), or an existing ``grpc.aio.Channel`` (not closed by
+    :meth:`aclose`).
     Create it inside a running loop; ``list`` and ``watch`` return async iterators.
     """
 
     def __init__(
         self,
-        target: str | grpc.aio.Channel,
+        target: str | ServerTarget | grpc.aio.Channel,
         *,
-        credentials: grpc.ChannelCredentials | None = None,
+        credentials: ChannelCredentialsConfig | grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] = (),
         timeout: float | None = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         metadata: Sequence[tuple[str, str]] = (),
     ) -> None:
-        if isinstance(target, str):
-            if credentials is not None:
-                self._channel = grpc.aio.secure_channel(target, credentials, options=options)
-            else:
-                self._channel = grpc.aio.insecure_channel(target, options=options)
+        if isinstance(target, (str, ServerTarget)):
+            # The xDS clients' vocabulary: a ServerTarget, or TLS files as a
+            # ChannelCredentialsConfig; ready-made gRPC credentials still work.
+            if isinstance(target, str):
+                config = credentials if isinstance(credentials, ChannelCredentialsConfig) else None
+                target = ServerTarget(target, credentials=config, channel_options=tuple(options))
+            ready = credentials if isinstance(credentials, grpc.ChannelCredentials) else None
+            self._channel = open_channel(target, ready)
             self._owns_channel = True
         else:
             self._channel = target

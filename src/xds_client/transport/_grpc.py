@@ -251,13 +251,10 @@ class GrpcTransport:
     """Sync gRPC transport: one channel to one server, any number of streams."""
 
     def __init__(self, target: ServerTarget) -> None:
+        from xds_client._backends.threads import open_channel
+
         self.target = target
-        creds = channel_credentials(target)
-        options = channel_options(target)
-        if creds is None:
-            self._channel = grpc.insecure_channel(target.uri, options=options)
-        else:
-            self._channel = grpc.secure_channel(target.uri, creds, options=options)
+        self._channel = open_channel(target)
         self._lock = threading.Lock()
         self._streams: list[GrpcStream] = []
         self._closed = False
@@ -404,12 +401,9 @@ class AsyncGrpcTransport:
     def _get_channel(self) -> grpc.aio.Channel:
         # Created lazily so the channel binds to the running loop.
         if self._channel is None:
-            creds = channel_credentials(self.target)
-            options = channel_options(self.target)
-            if creds is None:
-                self._channel = grpc.aio.insecure_channel(self.target.uri, options=options)
-            else:
-                self._channel = grpc.aio.secure_channel(self.target.uri, creds, options=options)
+            from xds_client._backends.asyncio import open_channel
+
+            self._channel = open_channel(self.target)
             log.debug("channel to %s", self.target.describe())
         return self._channel
 
