@@ -112,9 +112,16 @@ FILES: tuple[Twin, ...] = (
 
 TESTS: tuple[Twin, ...] = (
     Twin(
+        "tests/transport/test_async_polling_stream.py",
+        "tests/transport/test_polling_stream.py",
+        "PollingStream on a scripted poster (generated from test_async_polling_stream.py).",
+        rules=((r"transport\._async_polling_stream\b", "transport._polling_stream"),),
+    ),
+    Twin(
         "tests/store/test_async_informer.py",
         "tests/store/test_informer.py",
-        "Informer against the in-process store (generated from test_async_informer.py).\n\n"
+        "Informer and ResourceStoreClient against the in-process store (generated from\n"
+        "test_async_informer.py).\n\n"
         "Handlers may read the informer they belong to: the sync informer used to call\n"
         "them under its non-reentrant lock, so ``informer.get()`` in a handler deadlocked.",
     ),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
+from tests._twin_support import run_async
 from xds_client.store import ResourceKey, RetryPolicy
+
+__all__ = ["FAST", "PREFIX", "doc", "key", "run_async", "wait_until"]
 
 PREFIX = ResourceKey("dashboard.grafana.app", "dashboards", "default")
 
@@ -32,13 +32,3 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or predicate}")
         time.sleep(0.002)
-
-
-def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async test body on a fresh event loop (the generated sync twin drops this)."""
-
-    @functools.wraps(test)
-    def runner(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return runner

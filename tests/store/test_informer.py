@@ -1,5 +1,6 @@
 # Generated from tests/store/test_async_informer.py by tools/gen_sync.py: do not edit.
-"""Informer against the in-process store (generated from test_async_informer.py).
+"""Informer and ResourceStoreClient against the in-process store (generated from
+test_async_informer.py).
 
 Handlers may read the informer they belong to: the sync informer used to call
 them under its non-reentrant lock, so ``informer.get()`` in a handler deadlocked.
