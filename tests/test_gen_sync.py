@@ -80,3 +80,22 @@ def test_thread_side_imports_no_asyncio() -> None:
         bad = {n for n in _imports(path) if n.split(".")[0] == "asyncio"}
         bad |= {n for n in _imports(path) if n.endswith("_backends.asyncio")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_sync_xds_client_path_loads_no_tenacity() -> None:
+    # One Backoff computes every delay; tenacity is only for a user's own strategy
+    # (and, for now, the store clients' retry loops).
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from xds_client import Node, XdsClient\n"
+        "client = XdsClient('127.0.0.1:1', node=Node(id='n'))\n"
+        "client.watch('cds', 'x')\n"
+        "client.close()\n"
+        "print('tenacity' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "False", result.stderr

@@ -17,6 +17,8 @@ from typing import Any
 import grpc
 import tenacity
 
+from xds_client._backoff import Backoff
+from xds_client.errors import UsageError
 from xds_client.store._errors import (
     ResourceStoreError,
     ServerTimeoutError,
@@ -55,6 +57,14 @@ class RetryPolicy:
     deadline: float | None = 60.0
     """Give up a unary call after this many seconds of retrying (None: no limit)."""
 
+    def __post_init__(self) -> None:
+        if self.initial_backoff < 0 or self.max_backoff < 0 or self.multiplier < 1:
+            raise UsageError(
+                "RetryPolicy needs initial_backoff >= 0, max_backoff >= 0 and multiplier >= 1"
+            )
+        if not 0 <= self.jitter < 1:
+            raise UsageError("RetryPolicy jitter must be in [0, 1)")
+
     def with_max_attempts(self, max_attempts: int) -> RetryPolicy:
         """A copy with another ``max_attempts``."""
         return replace(self, max_attempts=max_attempts)
@@ -74,10 +84,18 @@ class RetryPolicy:
         """A copy with another overall deadline."""
         return replace(self, deadline=deadline)
 
+    def as_backoff(self) -> Backoff:
+        """The delays as the :class:`~xds_client.Backoff` that streams and pollers use too."""
+        return Backoff(
+            initial=self.initial_backoff,
+            multiplier=self.multiplier,
+            jitter=self.jitter,
+            maximum=self.max_backoff,
+        )
+
     def backoff(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
         """The delay after failed attempt number ``attempt`` (1-based)."""
-        base = min(self.max_backoff, self.initial_backoff * self.multiplier ** max(0, attempt - 1))
-        return max(0.0, base * (1.0 + self.jitter * (2.0 * rand() - 1.0)))
+        return self.as_backoff().delay(attempt, rand)
 
     def delay_for(self, attempt: int, error: BaseException | None) -> float:
         """:meth:`backoff`, raised to the server's ``retryAfterSeconds`` when given."""

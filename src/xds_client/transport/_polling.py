@@ -12,7 +12,7 @@ module keeps what the stream would: the latest request per type URL.
 - Unchanged answers produce nothing: ``None`` from the poster (REST 304, 404)
   or the same ``version_info`` for the same names as the last delivered
   response.
-- Failures back off with a tenacity wait strategy; a non-retryable failure,
+- Failures back off with a :class:`~xds_client.Backoff`; a non-retryable failure,
   ``failures_before_error`` retryable ones in a row, or any failure before the
   stream's first successful poll, fail the stream with a
   :class:`~xds_client.errors.TransportError` so the driver reconnects (and
@@ -30,6 +30,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from envoy.config.core.v3.base_pb2 import Node
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -37,11 +38,13 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryRequest,
     DiscoveryResponse,
 )
-from tenacity import RetryCallState, Retrying, wait_random_exponential
-from tenacity.wait import wait_base
 
+from xds_client._backoff import Backoff
 from xds_client.errors import TransportError, UsageError
 from xds_client.transport._base import Request
+
+if TYPE_CHECKING:
+    from tenacity.wait import wait_base
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL",
@@ -71,10 +74,11 @@ class PollPolicy:
     """Each interval is multiplied by a random factor in ``[1 - jitter, 1 + jitter]``."""
     request_timeout: float = 10.0
     """Seconds one poll (connect, send, answer) may take before it counts as failed."""
-    backoff: wait_base = field(
-        default_factory=lambda: wait_random_exponential(multiplier=0.5, max=30.0)
+    backoff: Backoff | wait_base = field(
+        default_factory=lambda: Backoff(initial=0.5, multiplier=2.0, jitter=0.5, maximum=20.0)
     )
-    """tenacity wait strategy giving the delay after the n-th failure in a row."""
+    """The delay after the n-th failure in a row: a :class:`~xds_client.Backoff` (the type
+    streams and store retries use too), or a tenacity wait strategy."""
     failures_before_error: int = 3
     """Retryable failures in a row after which the stream fails (driver reconnects)."""
 
@@ -97,18 +101,19 @@ class PollPolicy:
         return replace(self, request_timeout=timeout)
 
     def with_backoff(
-        self, backoff: wait_base, failures_before_error: int | None = None
+        self, backoff: Backoff | wait_base, failures_before_error: int | None = None
     ) -> PollPolicy:
-        """A copy with another tenacity wait strategy (and failure threshold)."""
+        """A copy with another backoff (and failure threshold)."""
         if failures_before_error is None:
             failures_before_error = self.failures_before_error
         return replace(self, backoff=backoff, failures_before_error=failures_before_error)
 
     def backoff_delay(self, failures: int) -> float:
-        """Seconds to wait after ``failures`` consecutive failed polls (tenacity decides)."""
-        state = RetryCallState(Retrying(), None, (), {})
-        state.attempt_number = max(1, failures)
-        return float(self.backoff(state))
+        """Seconds to wait after ``failures`` consecutive failed polls."""
+        backoff = self.backoff
+        if isinstance(backoff, Backoff):
+            return backoff.delay(failures)
+        return Backoff(strategy=backoff).delay(failures)
 
 
 class PollError(TransportError):
