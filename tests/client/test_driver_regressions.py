@@ -123,3 +123,24 @@ def test_reprs_name_the_server_and_the_watch(make_client: MakeClient, mode: str)
 
 def _node() -> Node:
     return Node(id="n")
+
+
+def test_metrics_are_checked_once_and_a_raising_hook_is_only_logged(
+    make_client: MakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    from xds_client import CountingMetrics, XdsClient
+    from xds_client.errors import UsageError
+
+    with pytest.raises(UsageError, match="metrics must have"):
+        XdsClient("127.0.0.1:1", node=_node(), metrics=object())  # type: ignore[arg-type]
+
+    class Broken(CountingMetrics):
+        def ack(self, type_url: str, server: str) -> None:
+            raise RuntimeError("boom")
+
+    with ScriptedServer(answer_first_listener_request) as server:
+        client = make_client(server.address, metrics=Broken())
+        with client.watch(Listener, "l") as lds:
+            assert lds.next(ResourceUpdated).version == "1"
+            wait_for_ack(server.streams[0], "1")
+    assert "metrics hook ack raised" in caplog.text

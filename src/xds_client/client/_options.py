@@ -160,6 +160,9 @@ def build_options(
         raise UsageError("does_not_exist_timeout must be positive or None")
     if queue_size < 1:
         raise UsageError("queue_size must be at least 1")
+    hooks = ("ack", "nack", "reconnect", "resources")
+    if metrics is not None and not all(callable(getattr(metrics, h, None)) for h in hooks):
+        raise UsageError(f"metrics must have the methods {', '.join(hooks)} (see Metrics)")
     if max_receive_message_size <= 0:
         raise UsageError("max_receive_message_size must be positive")
     pairs = list(metadata.items()) if isinstance(metadata, Mapping) else list(metadata)

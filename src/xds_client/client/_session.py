@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias, Union
 
 from envoy.service.status.v3.csds_pb2 import ClientConfig
+from typing_extensions import ParamSpec
 
 from xds_client.errors import ClientClosedError, UsageError
 from xds_client.protocol import (
@@ -60,6 +61,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("xds_client.client")
+_P = ParamSpec("_P")
 
 ADS_SLOT = "ads"
 
@@ -409,7 +411,8 @@ class Session:
             slot.open = False
             slot.protocol.disconnected(now)
             self._pending.append(CloseStream(key, attempt))
-            self._metric("reconnect", uri)
+            if (metrics := self.options.metrics) is not None:
+                _hook("reconnect", metrics.reconnect, uri)
             if slot.got_response:
                 slot.retry_at = now
             elif slot.server + 1 < len(self._targets):
@@ -529,11 +532,13 @@ class Session:
                             pending[1].append(event)
                 continue
             if isinstance(event, ResponseAccepted):
-                self._metric("ack", event.type_url, uri)
+                if (metrics := self.options.metrics) is not None:
+                    _hook("ack", metrics.ack, event.type_url, uri)
                 continue
             touched.add(event.type_url)
             if isinstance(event, ResponseRejected):
-                self._metric("nack", event.type_url, uri)
+                if (metrics := self.options.metrics) is not None:
+                    _hook("nack", metrics.nack, event.type_url, uri)
                 log.warning("rejected %s version %r from %s: %s", event.type_url,
                             event.version, uri, "; ".join(event.errors.values()))  # fmt: skip
                 for entry in self.registry.entries(event.type_url):
@@ -558,16 +563,17 @@ class Session:
                     deliver(entry, event)
         for entry, batch in batches.values():
             entry.buffer.put_many(batch)
-        if self.options.metrics is not None:
+        if (metrics := self.options.metrics) is not None:
             for type_url in touched:
-                counts = Counter(s.status for s in slot.protocol.resource_states(type_url))
-                self._metric("resources", type_url, dict(counts))
+                counts: Counter[str] = Counter(
+                    s.status for s in slot.protocol.resource_states(type_url)
+                )
+                _hook("resources", metrics.resources, type_url, dict(counts))
 
-    def _metric(self, name: str, *args: Any) -> None:
-        metrics = self.options.metrics
-        if metrics is None:
-            return
-        try:
-            getattr(metrics, name)(*args)
-        except Exception:
-            log.exception("metrics hook %s raised", name)
+
+def _hook(name: str, hook: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> None:
+    """Call one typed :class:`Metrics` method; a raising hook is logged, never fatal."""
+    try:
+        hook(*args, **kwargs)
+    except Exception:
+        log.exception("metrics hook %s raised", name)
