@@ -106,3 +106,13 @@ def test_a_transport_of_the_wrong_kind_is_a_usage_error() -> None:
         AsyncXdsClient("mock:1", node=Node(id="n"), transport=MockTransport())
     with pytest.raises(UsageError, match="open"):
         XdsClient("mock:1", node=Node(id="n"), transport=object())  # type: ignore[arg-type]
+
+
+def test_the_testing_doc_example_runs_as_written() -> None:
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    section = doc.split("## Without sockets: `MockTransport`", 1)[1]
+    example = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)[0]
+    exec(compile(example, "docs/testing.md", "exec"), {})

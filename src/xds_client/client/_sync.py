@@ -225,7 +225,7 @@ class XdsClient:
             if self._closed:
                 raise ClientClosedError("the client is closed; create a new one")
             if self._io is None:
-                self._dispatcher.start(type(self).__name__)  # needs a running loop
+                self._dispatcher.start(type(self).__name__)  # asyncio: in a running loop
                 self._io = spawn(self._run, name="xds-client-io")
 
     def __repr__(self) -> str:

@@ -28,7 +28,7 @@ __all__ = ["PollingStream"]
 
 
 class PollingStream:
-    """A stream made of polls: ``recv`` performs the due polls in the calling task.
+    """A stream made of polls: ``recv`` performs the due polls in its caller.
 
     ``send`` only records the request and wakes ``recv``, so it never waits on the
     network.
