@@ -11,7 +11,7 @@ ENVOY_STAMP := $(PEERS)/envoy/.installed-stamp
 SOVEREIGN_STAMP := $(PEERS)/sovereign/.installed-stamp
 GRPC_JS_STAMP := $(PEERS)/grpc-js-xds/.installed-stamp
 
-.PHONY: venv test lint typecheck pytest protos stubs docs check-generated dist demo bench bench-smoke soak peers clean
+.PHONY: venv test lint typecheck pytest protos stubs docs sync check-generated dist demo bench bench-smoke soak peers clean
 
 venv: $(STAMP)
 
@@ -52,7 +52,11 @@ typecheck: $(STAMP)
 pytest: $(STAMP) peers
 	$(BIN)/pytest -q
 
-test: lint typecheck pytest
+test: lint typecheck check-generated pytest
+
+# The thread twins are generated from the asyncio drivers (tools/gen_sync.py).
+check-generated: $(STAMP)
+	$(BIN)/python tools/gen_sync.py --check
 
 protos: $(STAMP)
 	$(BIN)/python tools/gen_protos.py
@@ -67,6 +71,9 @@ docs: $(STAMP)
 dist: $(STAMP)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
+
+sync: $(STAMP)
+	$(BIN)/python tools/gen_sync.py
 
 demo: $(STAMP)
 	$(BIN)/xds-client demo

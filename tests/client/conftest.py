@@ -159,7 +159,7 @@ class ClientProxy:
     def close(self) -> None:
         if isinstance(self.client, AsyncXdsClient):
             assert self.loop is not None
-            self.loop.run(self.client.close())
+            self.loop.run(self.client.aclose())
         else:
             self.client.close()
 

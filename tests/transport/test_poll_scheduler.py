@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import queue
 import random
-import threading
-import time
-from collections.abc import Callable
 
 import pytest
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -18,17 +13,10 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 from google.rpc.status_pb2 import Status
 from tenacity import wait_fixed
 
-from xds_client.errors import TransportError, UsageError
+from xds_client.errors import UsageError
 from xds_client.node import Node
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER
-from xds_client.transport._polling import (
-    AsyncPollingStream,
-    PollCall,
-    PollError,
-    PollingStream,
-    PollPolicy,
-    PollScheduler,
-)
+from xds_client.transport._polling import PollError, PollPolicy, PollScheduler
 
 NODE = Node("n1", cluster="c1").to_proto()
 
@@ -264,160 +252,6 @@ def test_delta_and_bad_policies_are_usage_errors() -> None:
 # -- the streams, with scripted posters ------------------------------------------------
 
 
-class Script:
-    """A poster that answers from a list (a response, None, or an exception)."""
-
-    def __init__(self, *answers: DiscoveryResponse | Exception | None) -> None:
-        self.answers = list(answers)
-        self.calls: list[PollCall] = []
-
-    def __call__(self, call: PollCall) -> DiscoveryResponse | None:
-        self.calls.append(call)
-        answer = self.answers.pop(0) if self.answers else None
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-
-FAST = PollPolicy(interval=0.05, jitter=0.0, backoff=wait_fixed(0.01), failures_before_error=2)
-
-
-def test_stream_returns_changes_and_none_on_timeout() -> None:
-    script = Script(resp("v1"), None, resp("v1"), resp("v2"))
-    stream = PollingStream(script, FAST)
-    stream.send(req(node=True))
-    first = stream.recv(2.0)
-    assert first is not None
-    assert first.version_info == "v1"
-    second = stream.recv(2.0)
-    assert second is not None
-    assert second.version_info == "v2"
-    assert len(script.calls) == 4
-    start = time.monotonic()
-    assert stream.recv(0.12) is None  # later polls answer "unchanged"
-    assert time.monotonic() - start < 1.0
-    assert len(script.calls) >= 5
-    stream.close()
-    with pytest.raises(TransportError, match="closed"):
-        stream.recv(0.1)
-    with pytest.raises(TransportError, match="closed"):
-        stream.send(req())
-
-
-def test_stream_with_nothing_subscribed_times_out() -> None:
-    stream = PollingStream(Script(), FAST)
-    start = time.monotonic()
-    assert stream.recv(0.05) is None
-    assert 0.04 <= time.monotonic() - start < 1.0
-    stream.close()
-
-
-def test_stream_retries_then_fails_and_stays_failed() -> None:
-    cause = ConnectionRefusedError("refused")
-    err = PollError("refused", retryable=True)
-    err.__cause__ = cause
-    script = Script(resp("v1"), err, resp("v2"), err, err)
-    stream = PollingStream(script, FAST)
-    stream.send(req())
-    got = stream.recv(2.0)
-    assert got is not None
-    assert got.version_info == "v1"
-    got = stream.recv(2.0)
-    assert got is not None  # one failure is retried
-    assert got.version_info == "v2"
-    with pytest.raises(TransportError, match="refused") as info:
-        stream.recv(2.0)
-    assert info.value.__cause__ is cause
-    with pytest.raises(TransportError, match="failed"):
-        stream.recv(0.1)
-    stream.close()
-
-
-def test_send_from_another_thread_wakes_recv_and_close_unblocks() -> None:
-    script = Script(resp("v1"))
-    stream = PollingStream(script, FAST.with_interval(60))
-    results: queue.Queue[object] = queue.Queue()
-
-    def receive() -> None:
-        try:
-            results.put(stream.recv(10.0))
-            results.put(stream.recv(10.0))
-        except TransportError as exc:
-            results.put(exc)
-
-    thread = threading.Thread(target=receive)
-    thread.start()
-    stream.send(req())  # recv blocks with nothing subscribed until this wakes it
-    assert isinstance(results.get(timeout=5), DiscoveryResponse)
-    stream.close()  # the second recv waits for a poll 60 s away: close must wake it
-    assert isinstance(results.get(timeout=5), TransportError)
-    thread.join(5)
-    assert not thread.is_alive()
-
-
-def test_on_close_runs_once() -> None:
-    calls: list[int] = []
-    stream = PollingStream(Script(), FAST, on_close=lambda: calls.append(1))
-    stream.close()
-    stream.close()
-    assert calls == [1]
-
-
-def run(coro_fn: Callable[[], object]) -> None:
-    asyncio.run(coro_fn())  # type: ignore[arg-type]
-
-
-def test_async_stream_mirrors_sync() -> None:
-    async def main() -> None:
-        script = Script(resp("v1"), resp("v1"), None, resp("v2"))
-
-        async def post(call: PollCall) -> DiscoveryResponse | None:
-            return script(call)
-
-        closed: list[int] = []
-
-        async def on_close() -> None:
-            closed.append(1)
-
-        stream = AsyncPollingStream(post, FAST, on_close=on_close)
-        assert await stream.recv(0.02) is None
-        await stream.send(req())
-        first = await stream.recv(2.0)
-        assert first is not None
-        assert first.version_info == "v1"
-        second = await stream.recv(2.0)
-        assert second is not None
-        assert second.version_info == "v2"
-        await stream.close()
-        await stream.close()
-        assert closed == [1]
-        with pytest.raises(TransportError, match="closed"):
-            await stream.recv(0.1)
-
-    run(main)
-
-
-def test_async_stream_fails_after_retries_and_wakes_on_send() -> None:
-    async def main() -> None:
-        err = PollError("503", retryable=True)
-        script = Script(err, err)
-
-        async def post(call: PollCall) -> DiscoveryResponse | None:
-            return script(call)
-
-        stream = AsyncPollingStream(post, FAST.with_interval(60))
-        task = asyncio.ensure_future(stream.recv(10.0))
-        await asyncio.sleep(0.02)
-        await stream.send(req())
-        with pytest.raises(TransportError, match="503"):
-            await asyncio.wait_for(task, 5)
-        with pytest.raises(TransportError, match="failed"):
-            await stream.recv(0.1)
-        await stream.close()
-
-    run(main)
-
-
 def test_new_stream_asks_in_full_then_with_the_accepted_version() -> None:
     # A new stream of a client that already holds v1 (after a reconnect): the
     # first poll gets a complete answer, so the driver sees the server work.
@@ -471,26 +305,3 @@ def test_resubscribed_names_are_delivered_again() -> None:
     assert call is not None
     assert call.full
     assert s.completed(call, resp("v1", ENDPOINT), 1.0) is not None
-
-
-def test_unexpected_poster_errors_fail_the_stream_typed() -> None:
-    bug = KeyError("oops")
-    stream = PollingStream(Script(bug), FAST)
-    stream.send(req())
-    with pytest.raises(TransportError, match="oops") as info:
-        stream.recv(2.0)
-    assert info.value.__cause__ is bug
-    stream.close()
-
-    async def main() -> None:
-        async def post(call: PollCall) -> DiscoveryResponse | None:
-            raise bug
-
-        astream = AsyncPollingStream(post, FAST)
-        await astream.send(req())
-        with pytest.raises(TransportError, match="oops") as ainfo:
-            await astream.recv(2.0)
-        assert ainfo.value.__cause__ is bug
-        await astream.close()
-
-    run(main)

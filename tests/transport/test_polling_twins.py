@@ -16,7 +16,8 @@ from xds_client.transport import (
     Stream,
     Transport,
 )
-from xds_client.transport._polling import AsyncPollingStream, PollingStream
+from xds_client.transport._async_polling_stream import AsyncPollingStream
+from xds_client.transport._polling_stream import PollingStream
 
 
 def public(cls: type) -> dict[str, bool]:

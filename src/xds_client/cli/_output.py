@@ -93,7 +93,7 @@ def xds_records(event: object, *, with_resource: bool = True) -> list[dict[str, 
 
 
 def store_record(event: Any) -> dict[str, Any]:
-    """The JSON record of a store :class:`~xds_client.store.WatchEvent`."""
+    """The JSON record of a store :class:`~xds_client.store.StoreWatchEvent`."""
     key = event.key
     resource = None
     if event.type not in ("bookmark", "resynced"):

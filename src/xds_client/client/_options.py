@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
-import tenacity
 from google.protobuf.message import Message
 
+from xds_client._backoff import Backoff, BackoffState
 from xds_client.errors import UnknownResourceTypeError, UsageError
 from xds_client.node import Node, as_node_proto
 from xds_client.resources import ApiVersion, ResourceType, resource_type
-from xds_client.transport import TRANSPORT_KINDS, ChannelCredentialsConfig, Keepalive, ServerTarget
+from xds_client.transport import (
+    TRANSPORT_KINDS,
+    AsyncTransport,
+    ChannelCredentialsConfig,
+    Keepalive,
+    ServerTarget,
+    Transport,
+)
 from xds_client.transport._base import DEFAULT_MAX_RECEIVE_MESSAGE_SIZE
 
 from ._federation import Authority
@@ -41,100 +47,6 @@ __all__ = [
 ProtocolName: TypeAlias = Literal["sotw", "delta"]
 ResourceSpec: TypeAlias = "type[Message] | ResourceType[Any] | str"
 ServerSpec: TypeAlias = "str | ServerTarget"
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Reconnect backoff, by default gRPC's connection backoff.
-
-    The n-th consecutive failed attempt waits ``min(initial * multiplier**n, maximum)``
-    seconds, scaled by a random factor in ``[1 - jitter, 1 + jitter]``. A stream that
-    received at least one response restarts at once and resets the count (gRFC A57).
-    The delays come from a tenacity wait strategy (:meth:`wait`); pass
-    ``Backoff(strategy=tenacity.wait_fixed(0.1))`` to use any other one.
-    """
-
-    initial: float = 1.0
-    """First delay in seconds."""
-    multiplier: float = 1.6
-    """Growth factor per failed attempt."""
-    jitter: float = 0.2
-    """Relative random spread of each delay."""
-    maximum: float = 120.0
-    """Upper bound of a delay before jitter."""
-    strategy: tenacity.wait.wait_base | None = None
-    """A tenacity wait strategy that replaces the exponential one."""
-
-    def __post_init__(self) -> None:
-        if self.initial < 0 or self.maximum < 0 or self.multiplier < 1:
-            raise UsageError("Backoff needs initial >= 0, maximum >= 0 and multiplier >= 1")
-        if not 0 <= self.jitter < 1:
-            raise UsageError("Backoff jitter must be in [0, 1)")
-
-    def with_initial(self, initial: float) -> Backoff:
-        """A copy with another first delay."""
-        return replace(self, initial=initial)
-
-    def with_maximum(self, maximum: float) -> Backoff:
-        """A copy with another upper bound."""
-        return replace(self, maximum=maximum)
-
-    def with_multiplier(self, multiplier: float) -> Backoff:
-        """A copy with another growth factor."""
-        return replace(self, multiplier=multiplier)
-
-    def with_jitter(self, jitter: float) -> Backoff:
-        """A copy with another jitter."""
-        return replace(self, jitter=jitter)
-
-    def wait(self) -> tenacity.wait.wait_base:
-        """The tenacity wait strategy that computes the delays."""
-        if self.strategy is not None:
-            return self.strategy
-        return _GrpcJitterWait(self)
-
-    def state(self, rng: random.Random | None = None) -> BackoffState:
-        """A fresh counter of consecutive failures."""
-        return BackoffState(self, rng)
-
-
-class _GrpcJitterWait(tenacity.wait.wait_base):
-    """Exponential backoff with multiplicative jitter, as gRPC's connection backoff."""
-
-    def __init__(self, policy: Backoff, rng: random.Random | None = None) -> None:
-        self._policy = policy
-        self._exp = tenacity.wait_exponential(
-            multiplier=policy.initial, exp_base=policy.multiplier, max=policy.maximum
-        )
-        self.rng = rng or random.Random()
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        base = float(self._exp(retry_state))
-        jitter = self._policy.jitter
-        return base * self.rng.uniform(1 - jitter, 1 + jitter)
-
-
-class BackoffState:
-    """Counts consecutive failures of one stream and hands out the next delay."""
-
-    def __init__(self, policy: Backoff, rng: random.Random | None = None) -> None:
-        self._wait = policy.wait()
-        if rng is not None and isinstance(self._wait, _GrpcJitterWait):
-            self._wait.rng = rng
-        self._retry_state = tenacity.RetryCallState(
-            retry_object=tenacity.Retrying(), fn=None, args=(), kwargs={}
-        )
-        self.failures = 0
-
-    def next_delay(self) -> float:
-        """Record a failure and return how long to wait before the next attempt."""
-        self.failures += 1
-        self._retry_state.attempt_number = self.failures
-        return max(0.0, float(self._wait(self._retry_state)))
-
-    def reset(self) -> None:
-        """A response arrived: the next failure starts from the first delay again."""
-        self.failures = 0
 
 
 Validator: TypeAlias = Callable[[Any], None]
@@ -174,6 +86,9 @@ class ClientOptions:
     """Directory of the last good config (None: nothing is persisted)."""
     persist_secrets: bool = False
     """Also write Secret (SDS) resources to ``cache_dir``, in clear."""
+    transport_object: Transport | AsyncTransport | None = None
+    """A transport given as an object (``transport=``); it then serves every server and
+    ``transport`` is ``"grpc"``: the object gets the gRPC stream specs."""
 
     @property
     def per_type(self) -> bool:
@@ -213,7 +128,7 @@ def build_options(
     protocol: str = "sotw",
     ads: bool = True,
     api_version: str = "v3",
-    transport: str = "grpc",
+    transport: str | Transport | AsyncTransport = "grpc",
     poll_interval: float = 5.0,
     credentials: ChannelCredentialsConfig | None = None,
     bearer_token: str | None = None,
@@ -245,6 +160,14 @@ def build_options(
         raise UsageError(f"protocol must be 'sotw' or 'delta', not {protocol!r}")
     if api_version not in ("v2", "v3"):
         raise UsageError(f"api_version must be 'v3' or 'v2', not {api_version!r}")
+    transport_object: Transport | AsyncTransport | None = None
+    if not isinstance(transport, str):
+        if not isinstance(transport, (Transport, AsyncTransport)):
+            raise UsageError(
+                f"transport must be one of {', '.join(TRANSPORT_KINDS)} or an object with "
+                f"open(spec), probe(timeout) and close(), not {transport!r}"
+            )
+        transport_object, transport = transport, "grpc"
     if transport not in TRANSPORT_KINDS:
         raise UsageError(
             f"transport must be one of {', '.join(TRANSPORT_KINDS)}, not {transport!r}"
@@ -257,6 +180,9 @@ def build_options(
         raise UsageError("does_not_exist_timeout must be positive or None")
     if queue_size < 1:
         raise UsageError("queue_size must be at least 1")
+    hooks = ("ack", "nack", "reconnect", "resources")
+    if metrics is not None and not all(callable(getattr(metrics, h, None)) for h in hooks):
+        raise UsageError(f"metrics must have the methods {', '.join(hooks)} (see Metrics)")
     if max_receive_message_size <= 0:
         raise UsageError("max_receive_message_size must be positive")
     pairs = list(metadata.items()) if isinstance(metadata, Mapping) else list(metadata)
@@ -329,6 +255,7 @@ def build_options(
         authorities=checked_authorities,
         cache_dir=None if cache_dir is None else os.fspath(cache_dir),
         persist_secrets=persist_secrets,
+        transport_object=transport_object,
     )
 
 
@@ -368,7 +295,7 @@ class ClientArgs(TypedDict, total=False):
     protocol: Literal["sotw", "delta"]
     ads: bool
     api_version: Literal["v3", "v2"]
-    transport: Literal["grpc", "grpc-fetch", "rest"]
+    transport: Literal["grpc", "grpc-fetch", "rest"] | Transport | AsyncTransport
     poll_interval: float
     credentials: ChannelCredentialsConfig | None
     bearer_token: str | None

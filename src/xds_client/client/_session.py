@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
+from typing_extensions import ParamSpec
+
 from xds_client.errors import ClientClosedError, ResourceNameError, UsageError
 from xds_client.federation import authority_label, is_xdstp, normalize_name, parse_xdstp
 from xds_client.protocol import (
@@ -66,6 +68,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("xds_client.client")
+_P = ParamSpec("_P")
 
 ADS_SLOT = "ads"
 
@@ -538,7 +541,8 @@ class Session:
             slot.open = False
             slot.protocol.disconnected(now)
             self._pending.append(CloseStream(key, attempt))
-            self._metric("reconnect", uri)
+            if (metrics := self.options.metrics) is not None:
+                _hook("reconnect", metrics.reconnect, uri)
             # A poller's "stream" spans many polls: a failed poll is a real outage.
             after_response = slot.got_response and self.options.transport == "grpc"
             if slot.got_response:
@@ -681,7 +685,8 @@ class Session:
                             pending[1].append(event)
                 continue
             if isinstance(event, ResponseAccepted):
-                self._metric("ack", event.type_url, uri)
+                if (metrics := self.options.metrics) is not None:
+                    _hook("ack", metrics.ack, event.type_url, uri)
                 cache = self._cache
                 if cache is not None:
                     if cache.wants(event.type_url):
@@ -696,7 +701,8 @@ class Session:
                 continue
             touched.add(event.type_url)
             if isinstance(event, ResponseRejected):
-                self._metric("nack", event.type_url, uri)
+                if (metrics := self.options.metrics) is not None:
+                    _hook("nack", metrics.nack, event.type_url, uri)
                 log.warning("rejected %s version %r from %s: %s", event.type_url,
                             event.version, uri,
                             "; ".join(f"{k}: {v}" for k, v in event.errors.items()))  # fmt: skip
@@ -722,27 +728,27 @@ class Session:
                     deliver(entry, event)
         for entry, batch in batches.values():
             entry.buffer.put_many(batch)
-        metrics = self.options.metrics
-        if metrics is not None:
+        if (metrics := self.options.metrics) is not None:
             per_authority = hasattr(metrics, "authority_resources")
             for type_url in touched:
                 # Every stream of the type counts (one per server group with federation).
                 states = [st for sl in self._slots_of(type_url)
                           for st in sl.protocol.resource_states(type_url)]  # fmt: skip
-                self._metric("resources", type_url, dict(Counter(st.status for st in states)))
+                _hook("resources", metrics.resources, type_url,
+                      dict(Counter(st.status for st in states)))  # fmt: skip
                 if per_authority:
                     by_authority: dict[str, Counter[str]] = {}
                     for st in states:
                         label = authority_label(st.name)
                         by_authority.setdefault(label, Counter())[st.status] += 1
+                    hook = metrics.authority_resources  # type: ignore[attr-defined]
                     for label, counts in sorted(by_authority.items()):
-                        self._metric("authority_resources", type_url, label, dict(counts))
+                        _hook("authority_resources", hook, type_url, label, dict(counts))
 
-    def _metric(self, name: str, *args: Any) -> None:
-        metrics = self.options.metrics
-        if metrics is None:
-            return
-        try:
-            getattr(metrics, name)(*args)
-        except Exception:
-            log.exception("metrics hook %s raised", name)
+
+def _hook(name: str, hook: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> None:
+    """Call one typed :class:`Metrics` method; a raising hook is logged, never fatal."""
+    try:
+        hook(*args, **kwargs)
+    except Exception:
+        log.exception("metrics hook %s raised", name)

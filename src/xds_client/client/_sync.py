@@ -1,32 +1,49 @@
+# Generated from xds_client/client/_async.py by tools/gen_sync.py: do not edit.
 """XdsClient: the thread driver of :class:`~xds_client.client._session.Session`.
 
-One I/O thread runs the session (timers, opening streams, sending), one reader
-thread per stream feeds responses to it, and one dispatcher thread runs
-``on_event`` callbacks. No asyncio is involved, so the client also works from
-code that runs inside an event loop (a notebook).
+Generated from ``_async.py`` with the thread backend: one I/O thread runs the
+session (timers, opening streams, sending), one reader thread per stream applies
+responses to it, and one dispatcher thread runs ``on_event`` callbacks. No asyncio
+is involved, so the client also works from code inside an event loop (a notebook).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from google.protobuf.message import Message
 from typing_extensions import Self, Unpack
 
+from xds_client._backends.threads import (
+    Dispatcher,
+    Empty,
+    Event,
+    Inbox,
+    Waiter,
+    Worker,
+    run_blocking,
+    spawn,
+)
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType
-from xds_client.transport import ServerTarget, Stream, Transport, make_transport
+from xds_client.transport import (
+    ServerTarget,
+    Stream,
+    Transport,
+    given_transport,
+    make_transport,
+)
 
 from ._bootstrap import load_bootstrap
+from ._inbox import InboxItem, ProbeResult, StreamFailed
 from ._options import (
     ClientArgs,
     ResourceSpec,
@@ -60,16 +77,20 @@ _JOIN_TIMEOUT = 1.0
 
 
 class Watch(Generic[M]):
-    """Events about watched resources, as a blocking iterator.
+    """Events about watched resources, as an iterator (``for`` over an Watch).
 
     Iteration ends when the watch or the client closes. Use it as a context
     manager, or call :meth:`close`, to unsubscribe. A watch created with
     ``on_event=`` delivers to the callback instead and cannot be iterated.
     """
 
-    def __init__(self, client: XdsClient, entry: WatchEntry[M], rtype: ResourceType[M]) -> None:
+    def __init__(
+        self, client: XdsClient, entry: WatchEntry[M], rtype: ResourceType[M],
+        waiter: Waiter,
+    ) -> None:  # fmt: skip
         self._client = client
         self._entry = entry
+        self._waiter = waiter
         self.resource_type = rtype
         """The watched type."""
 
@@ -93,20 +114,19 @@ class Watch(Generic[M]):
         """Events dropped for a newer state of the same resource (slow consumer)."""
         return self._entry.buffer.coalesced
 
+    def __repr__(self) -> str:
+        names = "*" if self.names is None else ",".join(sorted(self.names))
+        state = "closed" if self._entry.closed else f"pending={self.pending}"
+        return f"<{type(self).__name__} {self.type_url.rsplit('/', 1)[-1]} [{names}] {state}>"
+
     def __iter__(self) -> Iterator[WatchEvent[M]]:
         return self
 
     def __next__(self) -> WatchEvent[M]:
-        if self._entry.callback is not None:
-            raise UsageError("this watch delivers to its on_event callback; it is not iterable")
-        buffer = self._entry.buffer
-        while True:
-            event = buffer.pop()
-            if event is not None:
-                return event
-            if buffer.closed:
-                raise StopIteration
-            buffer.wait(None)
+        try:
+            return self.get()
+        except ClientClosedError:
+            raise StopIteration from None
 
     def get(self, timeout: float | None = None) -> WatchEvent[M]:
         """The next event; :class:`WaitTimeoutError` after ``timeout`` seconds.
@@ -114,13 +134,14 @@ class Watch(Generic[M]):
         Raises :class:`ClientClosedError` once the watch is closed and drained.
         """
         if self._entry.callback is not None:
-            raise UsageError("this watch delivers to its on_event callback")
+            raise UsageError("this watch delivers to its on_event callback; it is not iterable")
         buffer = self._entry.buffer
         event = buffer.pop()
         if event is not None:
             return event  # the common case of a busy watch: no clock read
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            self._waiter.clear()
             event = buffer.pop()
             if event is not None:
                 return event
@@ -129,7 +150,7 @@ class Watch(Generic[M]):
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise WaitTimeoutError(f"no event for {self.type_url} within {timeout}s")
-            buffer.wait(remaining)
+            self._waiter.wait(buffer, remaining)
 
     def close(self) -> None:
         """Stop watching; the last watcher of a name unsubscribes it."""
@@ -146,53 +167,25 @@ class Watch(Generic[M]):
         self.close()
 
 
-class _Dispatcher:
-    """Runs ``on_event`` callbacks on one thread; a raising callback is logged only."""
+@dataclass
+class _OpenStream:
+    """A stream the driver holds: its attempt number, its reader and the reader's stop flag."""
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._ready: deque[tuple[EventBuffer, Callable[[Any], object]]] = deque()
-        self._queued: set[int] = set()
-        self._stop = False
-        self.thread = threading.Thread(target=self._run, name="xds-client-dispatch", daemon=True)
-        self.thread.start()
-
-    def notify(self, buffer: EventBuffer, callback: Callable[[Any], object]) -> None:
-        with self._cond:
-            if id(buffer) not in self._queued:
-                self._queued.add(id(buffer))
-                self._ready.append((buffer, callback))
-                self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._ready) or self._stop)
-                if self._stop:
-                    return
-                buffer, callback = self._ready.popleft()
-                self._queued.discard(id(buffer))
-            while (event := buffer.pop()) is not None:
-                try:
-                    callback(event)
-                except Exception:
-                    log.exception("on_event callback raised; the watch goes on")
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
-        if threading.current_thread() is not self.thread:
-            self.thread.join(_JOIN_TIMEOUT)
+    attempt: int
+    stream: Stream
+    stop: Event
+    reader: Worker
 
 
 class XdsClient:
     """A thread-based xDS client: typed watches over gRPC streams.
 
     ``servers`` is one ``"host:port"`` (or :class:`~xds_client.transport.ServerTarget`)
-    or several, in priority order: later ones are fallbacks (gRFC A71).
+    or several, in priority order: later ones are fallbacks (gRFC A71). Use
+    ``with XdsClient(...) as client``, or call ``client.close()``;
+    the client starts on first use.
 
-    Keyword options (shared with :class:`AsyncXdsClient`): ``node``,
+    Keyword options (the same for the thread and the asyncio client): ``node``,
     ``protocol="sotw" | "delta"``, ``ads=True`` (False: one stream per type),
     ``api_version="v3" | "v2"``, ``transport="grpc" | "grpc-fetch" | "rest"``,
     ``poll_interval``, ``credentials`` (TLS/mTLS), ``bearer_token``, ``metadata``,
@@ -212,15 +205,18 @@ class XdsClient:
         server_list: Any = servers if one else list(servers)  # type: ignore[arg-type]
         self._options = build_options(server_list, **options)
         self._session = Session(self._options)
-        self._inbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        given = self._options.transport_object
+        self._given: Transport | None = None
+        if given is not None:
+            self._given = given_transport(given, owner=type(self).__name__, asynchronous=False)
+        self._inbox: Inbox[InboxItem] = Inbox()
+        self._dispatcher = Dispatcher()
+        self._io: Worker | None = None
+        self._start_lock = threading.Lock()
         self._transports: dict[int, Transport] = {}
-        self._streams: dict[str, tuple[int, Stream, threading.Event, threading.Thread]] = {}
-        self._helpers: list[threading.Thread] = []
-        self._closing = threading.Event()
+        self._streams: dict[str, _OpenStream] = {}
+        self._helpers: list[Worker] = []
         self._closed = False
-        self._dispatcher = _Dispatcher()
-        self._io = threading.Thread(target=self._run, name="xds-client-io", daemon=True)
-        self._io.start()
 
     @classmethod
     def from_bootstrap(
@@ -235,6 +231,21 @@ class XdsClient:
         options.setdefault("node", bootstrap.node)
         options.setdefault("authorities", bootstrap.authorities)
         return cls(bootstrap.servers, **options)
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._closed:
+                raise ClientClosedError("the client is closed; create a new one")
+            if self._io is None:
+                self._dispatcher.start(type(self).__name__)  # asyncio: in a running loop
+                self._io = spawn(self._run, name="xds-client-io")
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running" if self._io is not None else "new"
+        return (
+            f"<{type(self).__name__} {','.join(self.servers)} {self._options.protocol}"
+            f"{' ads' if not self._options.per_type else ''} {state}>"
+        )
 
     # ------------------------------------------------------------------ public API
 
@@ -270,16 +281,21 @@ class XdsClient:
 
         The type is a message class (events are typed with it), a type URL or
         an alias such as ``"cds"``. Cached state is delivered at once.
+        ``on_event`` runs on the client's dispatcher: a thread.
         """
+        self._start()
         rtype = resolve_type(resource, self._options.api_version)
         wanted = normalize_names(names)
         buffer = EventBuffer(self._options.queue_size)
+        waiter = Waiter()
         if on_event is not None:
             dispatcher, callback = self._dispatcher, on_event
             buffer.set_wake(lambda: dispatcher.notify(buffer, callback))
+        elif waiter.wants_wake:
+            buffer.set_wake(waiter.wake)
         entry = self._session.add_watch(rtype, wanted, buffer, on_event, time.monotonic())
         self._wake()
-        return Watch(self, entry, rtype)
+        return Watch(self, entry, rtype, waiter)
 
     @overload
     def resources(self, resource: type[M]) -> dict[str, CachedResource[M]]: ...
@@ -326,7 +342,7 @@ class XdsClient:
         self, resource: ResourceSpec, name: str, *, version: str | None = None,
         predicate: Callable[[Any], bool] | None = None, timeout: float = 10.0,
     ) -> Any:  # fmt: skip
-        """Block until ``name`` is present (at ``version``, meeting ``predicate``).
+        """Wait until ``name`` is present (at ``version``, meeting ``predicate``).
 
         Returns the message; raises :class:`WaitTimeoutError` after ``timeout`` seconds.
         """
@@ -378,19 +394,25 @@ class XdsClient:
         return self._session.current_server(type_url)
 
     def close(self) -> None:
-        """End every stream and thread (within about a second); idempotent."""
-        if self._closed:
+        """End every stream and worker (within about a second); idempotent."""
+        with self._start_lock:
+            if self._closed:
+                return
+            self._closed = True
+        io = self._io
+        if io is None:
+            self._session.close()
             return
-        self._closed = True
-        self._closing.set()
         self._wake()
-        if threading.current_thread() is not self._io:
-            self._io.join(_JOIN_TIMEOUT)
-        self._dispatcher.stop()
+        io.join(_JOIN_TIMEOUT)
+        self._dispatcher.stop(_JOIN_TIMEOUT)
+        for helper in self._helpers:
+            helper.cancel()
         for helper in self._helpers:
             helper.join(_JOIN_TIMEOUT)
 
     def __enter__(self) -> Self:
+        self._start()
         return self
 
     def __exit__(
@@ -399,128 +421,123 @@ class XdsClient:
     ) -> None:  # fmt: skip
         self.close()
 
-    # ------------------------------------------------------------------ the I/O thread
+    # ------------------------------------------------------------------ the I/O worker
 
     def _wake(self) -> None:
         self._inbox.put(None)
 
     def _run(self) -> None:
+        inbox = self._inbox
         try:
-            while not self._closing.is_set():
+            while not self._closed:
                 self._perform(self._session.step(time.monotonic()))
                 wake_at = self._session.next_wakeup()
                 timeout = None if wake_at is None else max(0.0, wake_at - time.monotonic())
-                try:
-                    item = self._inbox.get(timeout=timeout)
-                except queue.Empty:
-                    continue
-                while item is not None or not self._inbox.empty():
+                item = inbox.get(timeout)
+                while not isinstance(item, Empty):  # drain: one step for a burst of wake-ups
                     if item is not None:
                         self._handle(item)
-                    try:
-                        item = self._inbox.get_nowait()
-                    except queue.Empty:
-                        break
+                    item = inbox.get_nowait()
         except Exception:
-            log.exception("xds client I/O thread crashed")
+            log.exception("xds client I/O worker crashed")
         finally:
             self._perform(self._session.close())
-            # Stop every reader first, then join them: closing takes one poll, not one per stream.
+            # Stop every reader first, then join them: closing takes one wait, not one per stream.
             streams = list(self._streams.values())
             self._streams.clear()
-            for _, stream, stop, _ in streams:
-                stop.set()
-                try:
-                    stream.close()
-                except Exception:
-                    log.exception("closing a stream failed")
-            for _, _, _, reader in streams:
-                reader.join(_JOIN_TIMEOUT)
-            for transport in self._transports.values():
+            for held in streams:
+                self._stop_reader(held)
+            for held in streams:
+                held.reader.join(_JOIN_TIMEOUT)
+            for transport in {id(t): t for t in self._transports.values()}.values():
                 try:
                     transport.close()
                 except Exception:
                     log.exception("closing a transport failed")
 
-    def _handle(self, item: tuple[Any, ...]) -> None:
-        kind, key, number, payload = item
+    def _handle(self, item: StreamFailed | ProbeResult) -> None:
         now = time.monotonic()
-        if kind == "response":
-            self._session.on_response(key, number, payload, now)
-        elif kind == "failure":
-            self._session.on_failure(key, number, payload, now)
+        if isinstance(item, StreamFailed):
+            self._session.on_failure(item.slot, item.attempt, item.error, now)
         else:
-            self._session.on_probe(key, number, payload, now)
+            self._session.on_probe(item.slot, item.server, item.ok, now)
 
     def _transport(self, server: int) -> Transport:
         transport = self._transports.get(server)
         if transport is None:
-            transport = make_transport(
-                self._options.transport, self._session.target(server),
-                poll_interval=self._options.poll_interval, asynchronous=False,
-            )  # fmt: skip
+            if self._given is not None:
+                transport = self._given  # one object serves every server
+            else:
+                transport = make_transport(
+                    self._options.transport, self._session.target(server),
+                    poll_interval=self._options.poll_interval, asynchronous=False,
+                )  # fmt: skip
             self._transports[server] = transport
         return transport
 
     def _perform(self, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, SendRequest):
-                current = self._streams.get(action.slot)
-                if current is None or current[0] != action.attempt:
+                held = self._streams.get(action.slot)
+                if held is None or held.attempt != action.attempt:
                     continue
                 try:
-                    current[1].send(action.request)
+                    # Transports queue requests: a write that cannot complete yet (a channel
+                    # still connecting) must not hold up the other streams and the timers.
+                    held.stream.send(action.request)
                 except TransportError as exc:
-                    self._inbox.put(("failure", action.slot, action.attempt, exc))
+                    self._inbox.put(StreamFailed(action.slot, action.attempt, exc))
             elif isinstance(action, OpenStream):
                 self._open(action)
             elif isinstance(action, CloseStream):
-                current = self._streams.get(action.slot)
-                if current is not None and current[0] == action.attempt:
+                held = self._streams.get(action.slot)
+                if held is not None and held.attempt == action.attempt:
                     self._drop_stream(action.slot)
             elif isinstance(action, ProbeServer):
                 self._probe(action)
             elif isinstance(action, SaveConfig):
-                action.write()  # atomic; errors are logged; ~0.3 s for 10,000 resources
+                # Off the loop on asyncio (10,000 resources: ~0.3 s); in order either way.
+                run_blocking(action.write)
 
     def _open(self, action: OpenStream) -> None:
         self._drop_stream(action.slot)
         try:
             stream = self._transport(action.server).open(action.spec)
         except Exception as exc:
-            self._inbox.put(("failure", action.slot, action.attempt, exc))
+            self._inbox.put(StreamFailed(action.slot, action.attempt, exc))
             return
-        stop = threading.Event()
-        reader = threading.Thread(
-            target=self._read, args=(action.slot, action.attempt, stream, stop),
-            name=f"xds-client-read {action.slot}", daemon=True,
+        stop = Event()
+        reader = spawn(
+            self._read, action.slot, action.attempt, stream, stop,
+            name=f"xds-client-read {action.slot}",
         )  # fmt: skip
-        self._streams[action.slot] = (action.attempt, stream, stop, reader)
-        reader.start()
+        self._streams[action.slot] = _OpenStream(action.attempt, stream, stop, reader)
 
-    def _drop_stream(self, key: str) -> None:
-        current = self._streams.pop(key, None)
-        if current is None:
-            return
-        _, stream, stop, reader = current
-        stop.set()
+    def _stop_reader(self, held: _OpenStream) -> None:
+        held.stop.set()
+        held.reader.cancel()  # a task ends at once; a thread when the closed stream wakes it
         try:
-            stream.close()
+            held.stream.close()
         except Exception:
             log.exception("closing a stream failed")
-        reader.join(_JOIN_TIMEOUT)
 
-    def _read(self, key: str, attempt: int, stream: Stream, stop: threading.Event) -> None:
+    def _drop_stream(self, key: str) -> None:
+        held = self._streams.pop(key, None)
+        if held is not None:
+            self._stop_reader(held)
+            held.reader.join(_JOIN_TIMEOUT)
+
+    def _read(self, key: str, attempt: int, stream: Stream, stop: Event) -> None:
         while not stop.is_set():
             try:
                 response = stream.recv(None)  # closing the stream wakes it
             except Exception as exc:
                 if not stop.is_set():
-                    self._inbox.put(("failure", key, attempt, exc))
+                    self._inbox.put(StreamFailed(key, attempt, exc))
                 return
             if response is not None:
                 # Applied here (the session is thread-safe): watchers get the update one
-                # thread hop sooner, and the I/O thread only has to send the ACK.
+                # hand-off sooner, and the I/O worker only has to send the ACK.
                 try:
                     self._session.on_response(key, attempt, response, time.monotonic())
                 except Exception:
@@ -529,25 +546,19 @@ class XdsClient:
 
     def _probe(self, action: ProbeServer) -> None:
         transport = self._transport(action.server)
-        probe = getattr(transport, "probe", None)
-        if probe is None:
-            return  # no way to tell: stay on the fallback until it fails
         timeout = min(1.0, self._options.fallback_probe_interval)
-        closing = self._closing
-
-        def run() -> None:
-            ok = False
-            if not closing.is_set():
-                try:
-                    ok = bool(probe(timeout))
-                except Exception:
-                    ok = False
-            self._inbox.put(("probe", action.slot, action.server, ok))
-
-        self._helpers = [h for h in self._helpers if h.is_alive()]
-        helper = threading.Thread(target=run, name="xds-client-probe", daemon=True)
+        self._helpers = [h for h in self._helpers if not h.done()]
+        helper = spawn(self._run_probe, action, transport, timeout, name="xds-client-probe")
         self._helpers.append(helper)
-        helper.start()
+
+    def _run_probe(self, action: ProbeServer, transport: Transport, timeout: float) -> None:
+        ok = False
+        if not self._closed:  # a probe started while closing would only delay it
+            try:
+                ok = bool(transport.probe(timeout))
+            except Exception:
+                ok = False
+        self._inbox.put(ProbeResult(action.slot, action.server, ok))
 
 
 def _to_wall(monotonic: float) -> float:

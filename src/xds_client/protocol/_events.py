@@ -44,6 +44,16 @@ class ResourceUpdated(Generic[M]):
     aliases: tuple[str, ...] = ()
     """Alternative names the server gave (VHDS); a subscription to any of them is satisfied."""
 
+    def __repr__(self) -> str:
+        # The message's type and size, not the whole protobuf (clusters run to kilobytes).
+        resource = self.resource
+        body = f"<{resource.DESCRIPTOR.full_name}, {resource.ByteSize()} bytes>"
+        aliases = f", aliases={self.aliases!r}" if self.aliases else ""
+        return (
+            f"ResourceUpdated(type_url={self.type_url!r}, name={self.name!r}, "
+            f"version={self.version!r}, resource={body}{aliases})"
+        )
+
 
 _new = object.__new__
 _set_type_url, _set_name, _set_version, _set_resource, _set_aliases = (

@@ -3,6 +3,8 @@
 - :class:`ControlPlane`: an xDS management server (gRPC ADS, per-type, delta,
   v2 and v3, REST-JSON) with snapshots, TTL heartbeats and fault injection.
 - :class:`ResourceStoreServer`: Grafana's ResourceStore over SQLite.
+- :class:`MockTransport` / :class:`AsyncMockTransport`: in-memory xDS streams
+  scripted by a handler, passed as ``transport=`` to a client (no sockets).
 
 Both bind 127.0.0.1 on a free port and stop every thread on exit. The pytest
 plugin (``xds_client.testing.pytest_plugin``) offers them as fixtures.
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._control_plane import ControlPlane
+    from ._mock_transport import AsyncMockTransport, MockStream, MockTransport
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
     from ._store_server import ResourceStoreServer
     from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo, Subscription
@@ -23,6 +26,9 @@ if TYPE_CHECKING:
 # public name -> module that defines it (loaded on first use)
 _EXPORTS: dict[str, str] = {
     "ControlPlane": "xds_client.testing._control_plane",
+    "MockTransport": "xds_client.testing._mock_transport",
+    "AsyncMockTransport": "xds_client.testing._mock_transport",
+    "MockStream": "xds_client.testing._mock_transport",
     "RecordedRequest": "xds_client.testing._xds._log",
     "RecordedResponse": "xds_client.testing._xds._log",
     "StreamInfo": "xds_client.testing._xds._log",
@@ -37,6 +43,9 @@ _EXPORTS: dict[str, str] = {
 
 __all__: list[str] = [
     "ControlPlane",
+    "MockTransport",
+    "AsyncMockTransport",
+    "MockStream",
     "RecordedRequest",
     "RecordedResponse",
     "StreamInfo",

@@ -60,6 +60,7 @@ __all__ = [
     "Transport",
     "TransportKind",
     "TRANSPORT_KINDS",
+    "given_transport",
     "make_transport",
     "PollPolicy",
     "PollError",
@@ -83,6 +84,36 @@ def __getattr__(name: str) -> Any:
 
 TransportKind: TypeAlias = Literal["grpc", "grpc-fetch", "rest"]
 TRANSPORT_KINDS: tuple[str, ...] = ("grpc", "grpc-fetch", "rest")
+
+
+@overload
+def given_transport(
+    transport: object, *, owner: str, asynchronous: Literal[False]
+) -> Transport: ...
+@overload
+def given_transport(
+    transport: object, *, owner: str, asynchronous: Literal[True]
+) -> AsyncTransport: ...
+def given_transport(
+    transport: object, *, owner: str, asynchronous: bool
+) -> Transport | AsyncTransport:
+    """A transport object passed as ``transport=``, checked to fit a sync or async client.
+
+    Raises :class:`~xds_client.errors.UsageError` naming ``owner`` when it does not.
+    """
+    import inspect
+
+    wanted: type[Any] = AsyncTransport if asynchronous else Transport
+    methods = ("open", "probe", "close")
+    fits = isinstance(transport, wanted) and all(
+        inspect.iscoroutinefunction(getattr(transport, name)) == asynchronous for name in methods
+    )
+    if not fits:
+        kind = "an AsyncTransport (async" if asynchronous else "a Transport (plain"
+        raise UsageError(
+            f"{owner} needs {kind} open, probe and close), not {type(transport).__name__}"
+        )
+    return transport  # type: ignore[return-value]
 
 
 @overload

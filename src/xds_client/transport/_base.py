@@ -183,7 +183,7 @@ class AsyncStream(Protocol):
     """The asyncio twin of :class:`Stream`."""
 
     async def send(self, request: Request) -> None:
-        """Queue a request."""
+        """Queue a request; never waits on the network (the driver's I/O task calls it)."""
 
     async def recv(self, timeout: float | None) -> Response | None:
         """The next response, or None after ``timeout`` seconds; TransportError on failure."""
@@ -199,6 +199,9 @@ class Transport(Protocol):
     def open(self, spec: StreamSpec) -> Stream:
         """Start a stream; connection errors surface from the stream's ``recv``."""
 
+    def probe(self, timeout: float) -> bool:
+        """Whether the server answers within ``timeout`` seconds (stream up; A71 primary back)."""
+
     def close(self) -> None:
         """Close every stream and the channel."""
 
@@ -209,6 +212,9 @@ class AsyncTransport(Protocol):
 
     async def open(self, spec: StreamSpec) -> AsyncStream:
         """Start a stream."""
+
+    async def probe(self, timeout: float) -> bool:
+        """Whether the server answers within ``timeout`` seconds."""
 
     async def close(self) -> None:
         """Close every stream and the channel."""

@@ -18,23 +18,18 @@ import grpc
 import grpc.aio
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 
+from xds_client._backends.threads import open_channel as threads_channel
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import resource_type
+from xds_client.transport._async_polling_stream import AsyncPollingStream
 from xds_client.transport._base import ServerTarget, StreamSpec
 from xds_client.transport._grpc import (
     _HEALTH_CHECK,
     _answered,
     _raw,
-    channel_credentials,
-    channel_options,
 )
-from xds_client.transport._polling import (
-    AsyncPollingStream,
-    PollCall,
-    PollError,
-    PollingStream,
-    PollPolicy,
-)
+from xds_client.transport._polling import PollCall, PollError, PollPolicy
+from xds_client.transport._polling_stream import PollingStream
 
 __all__ = ["FetchTransport", "AsyncFetchTransport", "fetch_method_for"]
 
@@ -164,12 +159,7 @@ class FetchTransport:
             target = ServerTarget(target)
         self.target = target
         self.policy = policy or PollPolicy()
-        creds = channel_credentials(target)
-        options = channel_options(target)
-        if creds is None:
-            self._channel = grpc.insecure_channel(target.uri, options=options)
-        else:
-            self._channel = grpc.secure_channel(target.uri, creds, options=options)
+        self._channel = threads_channel(target)
         self._lock = threading.Lock()
         self._streams: set[PollingStream] = set()
         self._closed = False
@@ -234,12 +224,9 @@ class AsyncFetchTransport:
     def _get_channel(self) -> grpc.aio.Channel:
         # Created on first use so that it binds to the running event loop.
         if self._channel is None:
-            creds = channel_credentials(self.target)
-            options = channel_options(self.target)
-            if creds is None:
-                self._channel = grpc.aio.insecure_channel(self.target.uri, options=options)
-            else:
-                self._channel = grpc.aio.secure_channel(self.target.uri, creds, options=options)
+            from xds_client._backends.asyncio import open_channel
+
+            self._channel = open_channel(self.target)
         return self._channel
 
     async def open(self, spec: StreamSpec) -> AsyncPollingStream:

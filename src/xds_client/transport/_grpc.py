@@ -13,7 +13,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
 
 import grpc
@@ -281,14 +281,11 @@ class GrpcTransport:
         self._channel = self._build_channel()
 
     def _build_channel(self) -> grpc.Channel:
-        target = self.target
-        self._files = credential_files(target)
-        creds = channel_credentials(target)
-        options = channel_options(target)
-        log.debug("channel to %s", target.describe())
-        if creds is None:
-            return grpc.insecure_channel(target.uri, options=options)
-        return grpc.secure_channel(target.uri, creds, options=options)
+        from xds_client._backends.threads import open_channel
+
+        self._files = credential_files(self.target)
+        log.debug("channel to %s", self.target.describe())
+        return open_channel(self.target)
 
     def open(self, spec: StreamSpec) -> GrpcStream:
         if self._files and credential_files(self.target) != self._files:
@@ -338,15 +335,34 @@ class GrpcTransport:
 
 
 class AsyncGrpcStream:
-    """An asyncio bidi stream on ``grpc.aio``; a reader task fills a queue."""
+    """An asyncio bidi stream on ``grpc.aio``; a reader task fills a queue.
 
-    def __init__(self, call: Any, spec: StreamSpec, target: ServerTarget) -> None:
-        self._call = call
+    Requests go through a queue that gRPC's own task drains (as the sync stream
+    does with its request iterator), so :meth:`send` never waits: a write cannot
+    complete while the channel is still connecting or the server has not yet
+    admitted the stream, and the client's I/O task must not wait for it.
+    """
+
+    def __init__(
+        self,
+        factory: grpc.aio.StreamStreamMultiCallable[Request, Response],
+        spec: StreamSpec,
+        target: ServerTarget,
+    ) -> None:
         self._spec = spec
         self._target = target
         self._closed = False
+        self._requests: asyncio.Queue[Request | None] = asyncio.Queue()
+        self._call: Any = factory(self._request_iter(), metadata=target.call_metadata or None)
         self._responses: asyncio.Queue[Response | TransportError | _End] = asyncio.Queue()
         self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _request_iter(self) -> AsyncIterator[Request]:
+        while True:
+            item = await self._requests.get()
+            if item is None:
+                return
+            yield item
 
     async def _read(self) -> None:
         try:
@@ -355,6 +371,13 @@ class AsyncGrpcStream:
                 if response is grpc.aio.EOF:
                     self._responses.put_nowait(_END)
                     return
+                if response is None:
+                    # grpc.aio logs a failed deserialization and hands back None; the
+                    # stream's state is unknown from here on, so end it like the sync one.
+                    raise TransportError(
+                        f"{self._spec.method} on {self._target.uri}: "
+                        "the server sent a response that does not decode"
+                    )
                 self._responses.put_nowait(response)
         except asyncio.CancelledError:
             return
@@ -363,6 +386,8 @@ class AsyncGrpcStream:
                 error = _rpc_error(self._spec, self._target, exc)
                 error.__cause__ = exc
                 self._responses.put_nowait(error)
+        except TransportError as exc:
+            self._responses.put_nowait(exc)
         except Exception as exc:
             error = TransportError(f"{self._spec.method} on {self._target.uri}: {exc}")
             error.__cause__ = exc
@@ -371,12 +396,7 @@ class AsyncGrpcStream:
     async def send(self, request: Request) -> None:
         if self._closed:
             raise TransportError(f"{self._spec.method}: stream is closed")
-        try:
-            await self._call.write(request)
-        except grpc.RpcError as exc:
-            raise _rpc_error(self._spec, self._target, exc) from exc
-        except asyncio.InvalidStateError as exc:
-            raise TransportError(f"{self._spec.method} on {self._target.uri}: {exc}") from exc
+        self._requests.put_nowait(request)
 
     async def recv(self, timeout: float | None) -> Response | None:
         try:
@@ -395,6 +415,7 @@ class AsyncGrpcStream:
         if self._closed:
             return
         self._closed = True
+        self._requests.put_nowait(None)
         self._call.cancel()
         self._reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -423,13 +444,10 @@ class AsyncGrpcTransport:
             self._retired.append(self._channel)
             self._channel = None
         if self._channel is None:
+            from xds_client._backends.asyncio import open_channel
+
             self._files = credential_files(self.target)
-            creds = channel_credentials(self.target)
-            options = channel_options(self.target)
-            if creds is None:
-                self._channel = grpc.aio.insecure_channel(self.target.uri, options=options)
-            else:
-                self._channel = grpc.aio.secure_channel(self.target.uri, creds, options=options)
+            self._channel = open_channel(self.target)
             log.debug("channel to %s", self.target.describe())
         return self._channel
 
@@ -439,8 +457,7 @@ class AsyncGrpcTransport:
         factory = self._get_channel().stream_stream(
             spec.method, request_serializer=_serialize, response_deserializer=_deserializer(spec)
         )
-        call = factory(metadata=self.target.call_metadata or None)
-        stream = AsyncGrpcStream(call, spec, self.target)
+        stream = AsyncGrpcStream(factory, spec, self.target)
         self._streams = [s for s in self._streams if not s._closed]
         self._streams.append(stream)
         return stream

@@ -26,19 +26,15 @@ from pathlib import Path
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
 
 from xds_client.errors import TransportError, UsageError
+from xds_client.transport._async_polling_stream import AsyncPollingStream
 from xds_client.transport._base import (
     ChannelCredentialsConfig,
     ServerTarget,
     StreamSpec,
     read_pem,
 )
-from xds_client.transport._polling import (
-    AsyncPollingStream,
-    PollCall,
-    PollError,
-    PollingStream,
-    PollPolicy,
-)
+from xds_client.transport._polling import PollCall, PollError, PollPolicy
+from xds_client.transport._polling_stream import PollingStream
 from xds_client.transport._rest_codec import (
     RestEndpoint,
     build_request,

@@ -1,0 +1,341 @@
+"""The asyncio backend: events, conditions, an inbox, workers and callbacks on one loop.
+
+Every object here belongs to the running loop that created it (or first used it);
+the thread twins in :mod:`xds_client._backends.threads` offer the same names without
+the ``Async`` prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import grpc
+import grpc.aio
+
+__all__ = [
+    "EMPTY",
+    "Empty",
+    "AsyncCondition",
+    "AsyncDispatcher",
+    "AsyncEvent",
+    "AsyncInbox",
+    "AsyncWaiter",
+    "AsyncWorker",
+    "sleep",
+    "CALL_FAILURES",
+    "CallCancelledError",
+    "finish_call",
+    "open_channel",
+    "read_message",
+    "start_call",
+    "task_cancelling",
+    "unary_call",
+    "running_loop",
+    "spawn",
+]
+
+if TYPE_CHECKING:
+    from xds_client.transport._base import ServerTarget
+
+T = TypeVar("T")
+log = logging.getLogger("xds_client.client")
+
+
+def running_loop(what: str) -> asyncio.AbstractEventLoop:
+    """The running loop; :class:`~xds_client.errors.UsageError` naming ``what`` without one."""
+    from xds_client.errors import UsageError
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise UsageError(f"{what} needs a running event loop") from None
+
+
+class AsyncEvent:
+    """A flag to wait on: ``set()``, ``clear()``, ``await wait(timeout) -> bool``."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False when ``timeout`` seconds pass first."""
+        if self._event.is_set():
+            return True
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
+        return self._event.is_set()
+
+
+class AsyncCondition:
+    """A lock with ``wait(timeout)`` and ``notify_all()``; used with ``async with``."""
+
+    __slots__ = ("_cond",)
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+
+    async def __aenter__(self) -> None:
+        await self._cond.acquire()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self._cond.release()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Release the lock until notified or ``timeout`` passes; True when notified."""
+        try:
+            await asyncio.wait_for(self._cond.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def notify_all(self) -> None:
+        self._cond.notify_all()
+
+
+class Empty:
+    """Returned by :meth:`AsyncInbox.get` when nothing arrived in time."""
+
+
+EMPTY = Empty()
+
+
+class AsyncInbox(Generic[T]):
+    """The driver's inbox: ``put`` never waits; ``await get(timeout)`` returns EMPTY on timeout.
+
+    ``put`` must be called on the loop (readers and helpers are tasks on it).
+    """
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[T] = asyncio.Queue()
+
+    def put(self, item: T) -> None:
+        self._queue.put_nowait(item)
+
+    async def get(self, timeout: float | None) -> T | Empty:
+        if not self._queue.empty():
+            return self._queue.get_nowait()
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except asyncio.TimeoutError:
+            return EMPTY
+
+    def get_nowait(self) -> T | Empty:
+        if self._queue.empty():
+            return EMPTY
+        return self._queue.get_nowait()
+
+
+class AsyncWorker:
+    """A task running one coroutine function; :meth:`join` waits, then cancels."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self.task = task
+
+    def cancel(self) -> None:
+        """Ask the worker to end (a task is cancelled; a thread only ends by itself)."""
+        self.task.cancel()
+
+    def done(self) -> bool:
+        return self.task.done()
+
+    async def join(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` seconds for the worker to end; cancel it after that."""
+        if asyncio.current_task() is self.task:
+            return
+        if not self.task.done():
+            await asyncio.wait({self.task}, timeout=timeout)
+        if not self.task.done():
+            self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task
+
+
+class AsyncWaiter:
+    """Wakes whoever waits for events of one watch buffer (an event set on every put)."""
+
+    __slots__ = ("_event",)
+    wants_wake = True
+    """The buffer must call :meth:`wake` on every put (threads wait on its condition)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    async def wait(self, buffer: Any, timeout: float | None) -> None:
+        """Wait until woken (an event is pending or the buffer closed) or ``timeout`` passes."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
+
+
+def spawn(target: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: str) -> AsyncWorker:
+    """Run ``target(*args)`` as a task on the running loop."""
+    return AsyncWorker(asyncio.get_running_loop().create_task(target(*args), name=name))
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def run_blocking(work: Callable[[], object]) -> None:
+    """Run blocking ``work`` (file I/O) off the loop; awaited, so calls stay in order."""
+    await asyncio.to_thread(work)
+
+
+def task_cancelling() -> bool:
+    """Whether the current task is being cancelled (so a CancelledError must propagate).
+
+    Python 3.10 cannot tell (``Task.cancelling`` is new in 3.11): assume it is, since
+    swallowing a real cancellation would hang whoever cancelled the task.
+    """
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or bool(cancelling())
+
+
+class CallCancelledError(grpc.RpcError):
+    """A call of ours was cancelled locally (grpc.aio raises CancelledError for it)."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.CANCELLED
+
+    def details(self) -> str:
+        return "cancelled locally"
+
+    def trailing_metadata(self) -> tuple[Any, ...]:
+        return ()
+
+
+def open_channel(
+    target: ServerTarget, credentials: grpc.ChannelCredentials | None = None
+) -> grpc.aio.Channel:
+    """The one way every client builds a channel from a :class:`ServerTarget`.
+
+    TLS and call credentials, keepalive, message size and extra options come from the
+    target; ``credentials`` (ready-made gRPC credentials) override the target's.
+    """
+    from xds_client.transport._grpc import channel_credentials, channel_options
+
+    creds = credentials if credentials is not None else channel_credentials(target)
+    options = channel_options(target)
+    if creds is None:
+        return grpc.aio.insecure_channel(target.uri, options=options)
+    return grpc.aio.secure_channel(target.uri, creds, options=options)
+
+
+CALL_FAILURES: tuple[type[BaseException], ...] = (grpc.RpcError,)
+"""What a failed call raises (the thread twin adds the future's cancellation)."""
+
+
+async def unary_call(
+    method: Any, request: Any, *, timeout: float | None, metadata: Any
+) -> tuple[Any, Any]:
+    """One unary call: (response, trailing metadata); raises :class:`grpc.RpcError`."""
+    call = method(request, timeout=timeout, metadata=metadata)
+    response = await call
+    return response, await call.trailing_metadata()
+
+
+def start_call(method: Any, request: Any, *, timeout: float | None, metadata: Any) -> Any:
+    """Start a unary call now and finish it later with :func:`finish_call` (read-ahead)."""
+    return method(request, timeout=timeout, metadata=metadata)
+
+
+async def finish_call(call: Any) -> tuple[Any, Any]:
+    """(response, trailing metadata) of a call from :func:`start_call`."""
+    response = await call
+    return response, await call.trailing_metadata()
+
+
+async def read_message(stream: Any) -> Any:
+    """The next message of a server stream, None at its end.
+
+    A local ``cancel()`` surfaces as :class:`CallCancelledError` (a ``grpc.RpcError``,
+    as in the thread twin) unless the current task itself is being cancelled.
+    """
+    try:
+        message = await stream.read()
+    except asyncio.CancelledError:
+        if stream.cancelled() and not task_cancelling():
+            raise CallCancelledError from None
+        raise
+    return None if message is grpc.aio.EOF else message
+
+
+class AsyncDispatcher:
+    """Runs ``on_event`` callbacks on the loop; a coroutine result is awaited in a task.
+
+    A raising callback is logged only. ``notify`` may come from any thread.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopped = False
+
+    def start(self, owner: str) -> None:
+        """Bind to the running loop; :class:`UsageError` naming ``owner`` without one."""
+        self._loop = running_loop(owner)
+
+    def notify(self, buffer: Any, callback: Callable[[Any], object]) -> None:
+        loop = self._loop
+        if loop is None or self._stopped:
+            return
+        loop.call_soon_threadsafe(self._run, buffer, callback)
+
+    def _run(self, buffer: Any, callback: Callable[[Any], object]) -> None:
+        while (event := buffer.pop()) is not None:
+            try:
+                result = callback(event)
+            except Exception:
+                log.exception("on_event callback raised; the watch goes on")
+                continue
+            if inspect.isawaitable(result):
+                assert self._loop is not None
+                task = self._loop.create_task(_await_callback(result))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def stop(self, timeout: float) -> None:
+        """Stop taking callbacks; cancel the awaited ones still running."""
+        self._stopped = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+
+async def _await_callback(result: Any) -> None:
+    try:
+        await result
+    except Exception:
+        log.exception("on_event callback raised; the watch goes on")

@@ -1,0 +1,268 @@
+"""The thread backend: the twins of :mod:`xds_client._backends.asyncio` without asyncio.
+
+Nothing here imports asyncio, so the generated sync drivers work inside a running
+event loop (a notebook cell) and do not pay for loading it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import grpc
+
+__all__ = [
+    "EMPTY",
+    "Empty",
+    "Condition",
+    "Dispatcher",
+    "Event",
+    "Inbox",
+    "Waiter",
+    "Worker",
+    "CALL_FAILURES",
+    "finish_call",
+    "open_channel",
+    "read_message",
+    "start_call",
+    "unary_call",
+    "sleep",
+    "spawn",
+]
+
+if TYPE_CHECKING:
+    from xds_client.transport._base import ServerTarget
+
+T = TypeVar("T")
+log = logging.getLogger("xds_client.client")
+
+
+class Event:
+    """A flag to wait on: ``set()``, ``clear()``, ``wait(timeout) -> bool``."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False when ``timeout`` seconds pass first."""
+        return self._event.wait(timeout)
+
+
+class Condition:
+    """A lock with ``wait(timeout)`` and ``notify_all()``; used with ``with``."""
+
+    __slots__ = ("_cond",)
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+
+    def __enter__(self) -> None:
+        self._cond.acquire()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self._cond.release()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Release the lock until notified or ``timeout`` passes; True when notified."""
+        return self._cond.wait(timeout)
+
+    def notify_all(self) -> None:
+        self._cond.notify_all()
+
+
+class Empty:
+    """Returned by :meth:`Inbox.get` when nothing arrived in time."""
+
+
+EMPTY = Empty()
+
+
+class Inbox(Generic[T]):
+    """The driver's inbox: ``put`` never waits (any thread); ``get(timeout)`` returns EMPTY."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[T] = queue.SimpleQueue()
+
+    def put(self, item: T) -> None:
+        self._queue.put(item)
+
+    def get(self, timeout: float | None) -> T | Empty:
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return EMPTY
+
+    def get_nowait(self) -> T | Empty:
+        try:
+            return self._queue.get_nowait()
+        except queue.Empty:
+            return EMPTY
+
+
+class Worker:
+    """A daemon thread running one function; :meth:`join` waits up to a timeout."""
+
+    __slots__ = ("thread",)
+
+    def __init__(self, thread: threading.Thread) -> None:
+        self.thread = thread
+
+    def cancel(self) -> None:
+        """Threads cannot be cancelled: the function ends when what it waits on closes."""
+
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def join(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` seconds for the thread to end."""
+        if threading.current_thread() is not self.thread:
+            self.thread.join(timeout)
+
+
+class Waiter:
+    """Waits for events of one watch buffer on the buffer's own condition (no extra lock)."""
+
+    __slots__ = ()
+    wants_wake = False
+    """The buffer's condition already wakes a waiting thread; no callback per put."""
+
+    def wake(self) -> None:
+        """Nothing to do: see :attr:`wants_wake`."""
+
+    def clear(self) -> None:
+        """Nothing to do: the condition's predicate sees pending events."""
+
+    def wait(self, buffer: Any, timeout: float | None) -> None:
+        """Block until an event is pending, the buffer closed, or ``timeout`` passes."""
+        buffer.wait(timeout)
+
+
+def spawn(target: Callable[..., None], *args: Any, name: str) -> Worker:
+    """Run ``target(*args)`` on a new daemon thread."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    thread.start()
+    return Worker(thread)
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def run_blocking(work: Callable[[], object]) -> None:
+    """Run blocking ``work`` (file I/O) here: the calling thread is already not a loop."""
+    work()
+
+
+def open_channel(
+    target: ServerTarget, credentials: grpc.ChannelCredentials | None = None
+) -> grpc.Channel:
+    """The one way every client builds a channel from a :class:`ServerTarget`.
+
+    TLS and call credentials, keepalive, message size and extra options come from the
+    target; ``credentials`` (ready-made gRPC credentials) override the target's.
+    """
+    from xds_client.transport._grpc import channel_credentials, channel_options
+
+    creds = credentials if credentials is not None else channel_credentials(target)
+    options = channel_options(target)
+    if creds is None:
+        return grpc.insecure_channel(target.uri, options=options)
+    return grpc.secure_channel(target.uri, creds, options=options)
+
+
+CALL_FAILURES: tuple[type[BaseException], ...] = (grpc.RpcError, grpc.FutureCancelledError)
+"""What a failed call or a cancelled read-ahead raises."""
+
+
+def unary_call(
+    method: Any, request: Any, *, timeout: float | None, metadata: Any
+) -> tuple[Any, Any]:
+    """One unary call: (response, trailing metadata); raises :class:`grpc.RpcError`."""
+    response, call = method.with_call(request, timeout=timeout, metadata=metadata)
+    return response, call.trailing_metadata()
+
+
+def start_call(method: Any, request: Any, *, timeout: float | None, metadata: Any) -> Any:
+    """Start a unary call now and finish it later with :func:`finish_call` (read-ahead)."""
+    return method.future(request, timeout=timeout, metadata=metadata)
+
+
+def finish_call(call: Any) -> tuple[Any, Any]:
+    """(response, trailing metadata) of a call from :func:`start_call`."""
+    return call.result(), call.trailing_metadata()
+
+
+def read_message(stream: Any) -> Any:
+    """The next message of a server stream, None at its end (a local cancel raises RpcError)."""
+    return next(stream, None)
+
+
+class Dispatcher:
+    """Runs ``on_event`` callbacks on one thread; a raising callback is logged only."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._ready: deque[tuple[Any, Callable[[Any], object]]] = deque()
+        self._queued: set[int] = set()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def start(self, owner: str) -> None:
+        """Start the dispatch thread (the asyncio twin binds to the running loop)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="xds-client-dispatch", daemon=True
+            )
+            self._thread.start()
+
+    def notify(self, buffer: Any, callback: Callable[[Any], object]) -> None:
+        with self._cond:
+            if id(buffer) not in self._queued:
+                self._queued.add(id(buffer))
+                self._ready.append((buffer, callback))
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._ready) or self._stopped)
+                if self._stopped:
+                    return
+                buffer, callback = self._ready.popleft()
+                self._queued.discard(id(buffer))
+            while (event := buffer.pop()) is not None:
+                try:
+                    callback(event)
+                except Exception:
+                    log.exception("on_event callback raised; the watch goes on")
+
+    def stop(self, timeout: float) -> None:
+        """Stop the dispatch thread, waiting up to ``timeout`` for a running callback."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and threading.current_thread() is not thread:
+            thread.join(timeout)

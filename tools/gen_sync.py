@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Generate the thread twins of the asyncio drivers (httpcore's ``unasync`` idea).
+
+The asyncio modules are the only hand-written twins. Each file in ``FILES`` is
+rewritten with the substitution table (``async def`` -> ``def``, ``await`` -> nothing,
+``AsyncX`` -> ``X``, the asyncio backend -> the thread backend, ...), gets its own
+module docstring and a header saying it is generated, and is passed through
+``ruff check --select I --fix`` and ``ruff format`` so the output is lint-clean.
+
+Lines ending in ``# async-only`` and blocks between ``# begin async-only`` and
+``# end async-only`` are dropped; a comment line ``# sync-only: CODE`` becomes ``CODE``.
+
+    python tools/gen_sync.py           # rewrite the generated files
+    python tools/gen_sync.py --check   # fail when one is stale or a substitution went unused
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+Rule = tuple[str, str]
+
+# Order matters: specific names before the generic ``AsyncX`` -> ``X``.
+COMMON: tuple[Rule, ...] = (
+    (r"xds_client\._backends\.asyncio\b", "xds_client._backends.threads"),
+    (r"\basync def\b", "def"),
+    (r"\basync with\b", "with"),
+    (r"\basync for\b", "for"),
+    (r"\bawait ", ""),
+    (r"__aenter__", "__enter__"),
+    (r"__aexit__", "__exit__"),
+    (r"__aiter__", "__iter__"),
+    (r"__anext__", "__next__"),
+    (r"\bStopAsyncIteration\b", "StopIteration"),
+    (r"\baclose\b", "close"),
+    (r"\bAsync([A-Z]\w*)", r"\1"),
+)
+
+
+@dataclass(frozen=True)
+class Twin:
+    source: str
+    target: str
+    doc: str
+    """The generated module's docstring (the source's is about asyncio)."""
+    rules: tuple[Rule, ...] = field(default=())
+    """Substitutions for this file only, applied before the common ones."""
+
+
+FILES: tuple[Twin, ...] = (
+    Twin(
+        "src/xds_client/client/_async.py",
+        "src/xds_client/client/_sync.py",
+        "XdsClient: the thread driver of :class:`~xds_client.client._session.Session`.\n\n"
+        "Generated from ``_async.py`` with the thread backend: one I/O thread runs the\n"
+        "session (timers, opening streams, sending), one reader thread per stream applies\n"
+        "responses to it, and one dispatcher thread runs ``on_event`` callbacks. No asyncio\n"
+        "is involved, so the client also works from code inside an event loop (a notebook).",
+        rules=(
+            (r"An asyncio xDS client", "A thread-based xDS client"),
+            (r"asynchronous=True", "asynchronous=False"),
+            (
+                r"; with AsyncXdsClient it runs\s+on the loop \(call ``watch`` inside it\) "
+                r"and may be a coroutine function\.",
+                ": a thread.",
+            ),
+        ),
+    ),
+    Twin(
+        "src/xds_client/transport/_async_polling_stream.py",
+        "src/xds_client/transport/_polling_stream.py",
+        "PollingStream: a :class:`~xds_client.transport.Stream` made of polls, for threads.\n\n"
+        "Generated from ``_async_polling_stream.py``; the scheduling rules are in\n"
+        ":class:`~xds_client.transport._polling.PollScheduler`.",
+        rules=((r"Awaitable\[([^\[\]]*)\]", r"\1"),),
+    ),
+)
+
+TESTS: tuple[Twin, ...] = (
+    Twin(
+        "tests/transport/test_async_polling_stream.py",
+        "tests/transport/test_polling_stream.py",
+        "PollingStream on a scripted poster (generated from test_async_polling_stream.py).",
+        rules=((r"transport\._async_polling_stream\b", "transport._polling_stream"),),
+    ),
+)
+
+HEADER = "# Generated from {source} by tools/gen_sync.py: do not edit.\n"
+_ASYNC_ONLY_LINE = re.compile(r".*#\s*async-only\s*$")
+_SYNC_ONLY = re.compile(r"^(\s*)#\s*sync-only:\s?(.*)$")
+
+
+def _drop_markers(text: str) -> str:
+    out: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped == "# begin async-only":
+            skipping = True
+            continue
+        if stripped == "# end async-only":
+            skipping = False
+            continue
+        if skipping or _ASYNC_ONLY_LINE.match(line):
+            continue
+        sync_only = _SYNC_ONLY.match(line)
+        out.append(f"{sync_only.group(1)}{sync_only.group(2)}\n" if sync_only else line)
+    return "".join(out)
+
+
+def _replace_docstring(text: str, doc: str) -> str:
+    tree = ast.parse(text)
+    first = tree.body[0] if tree.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
+        raise SystemExit("a twin source must start with a module docstring")
+    lines = text.splitlines(keepends=True)
+    assert first.end_lineno is not None
+    return f'"""{doc}\n"""\n' + "".join(lines[first.end_lineno :])
+
+
+def _ruff() -> str:
+    local = Path(sys.executable).with_name("ruff")
+    found = str(local) if local.exists() else shutil.which("ruff")
+    if found is None:
+        raise SystemExit("ruff is needed to format the generated files (pip install ruff)")
+    return found
+
+
+def _tidy(text: str, target: str) -> str:
+    ruff = _ruff()
+    for args in (["check", "--select", "I,F401", "--fix-only", "--exit-zero"], ["format"]):
+        result = subprocess.run(
+            [ruff, *args, "--stdin-filename", target, "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=ROOT,
+        )
+        if result.returncode != 0:
+            raise SystemExit(f"ruff {args[0]} failed on {target}:\n{result.stderr}")
+        text = result.stdout
+    return text
+
+
+def generate(twin: Twin, used: dict[Rule, int]) -> str:
+    """The thread twin of ``twin.source``; counts each rule's matches in ``used``."""
+    text = (ROOT / twin.source).read_text()
+    text = _replace_docstring(_drop_markers(text), twin.doc)
+    for rule in (*twin.rules, *COMMON):
+        text, count = re.subn(rule[0], rule[1], text)
+        used[rule] = used.get(rule, 0) + count
+    return HEADER.format(source=twin.source.removeprefix("src/")) + _tidy(text, twin.target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail instead of writing")
+    args = parser.parse_args(argv)
+    used: dict[Rule, int] = {}
+    problems: list[str] = []
+    for twin in (*FILES, *TESTS):
+        text = generate(twin, used)
+        path = ROOT / twin.target
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                problems.append(f"{twin.target} is stale: run python tools/gen_sync.py")
+        elif not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {twin.target}")
+    for rule, count in used.items():
+        if count == 0:
+            problems.append(f"substitution {rule[0]!r} -> {rule[1]!r} went unused")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
