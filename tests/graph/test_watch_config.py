@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TypeVar
 
 import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
@@ -202,7 +203,10 @@ def test_iteration_ends_when_the_client_closes() -> None:
             watch.get(timeout=5)
 
 
-def as_v2(message: Message, v2_class: type[Message]) -> Message:
+M = TypeVar("M", bound=Message)
+
+
+def as_v2(message: Message, v2_class: type[M]) -> M:
     """The v2 message with the same bytes (these fields kept their numbers in v3)."""
     converted = v2_class()
     converted.ParseFromString(message.SerializeToString())
