@@ -50,7 +50,7 @@ from typing import Any, Concatenate, ParamSpec
 
 import grpc
 
-from xds_client.errors import UsageError, WaitTimeoutError
+from xds_client.errors import TransportError, UsageError, WaitTimeoutError
 from xds_client.store import _bulk, _dialect
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import pack_status_details
@@ -230,6 +230,10 @@ class ResourceStoreServer:
 
     ``with ResourceStoreServer() as srv:`` starts it; ``srv.address`` is
     ``"127.0.0.1:PORT"``. ``db`` is a SQLite file path, or None for memory.
+    ``port`` is the port to listen on (0 for a free one; a busy port raises
+    :class:`~xds_client.errors.TransportError`). ``server_credentials``
+    (``grpc.ssl_server_credentials``) serve TLS instead of plaintext;
+    ``interceptors`` are gRPC server interceptors, e.g. one that checks a token.
     """
 
     def __init__(
@@ -243,7 +247,14 @@ class ResourceStoreServer:
         dialect: Dialect | str = Dialect.GRAFANA,
         max_page_bytes: int = _MAX_PAGE_BYTES,
         search: bool = True,
+        port: int = 0,
+        server_credentials: grpc.ServerCredentials | None = None,
+        interceptors: Sequence[grpc.ServerInterceptor] = (),
     ) -> None:
+        self.server_credentials = server_credentials
+        """TLS credentials, or None for plaintext (read at each ``start()``)."""
+        self._requested_port = port
+        self._interceptors = tuple(interceptors)
         self.history_size = history_size
         """How many events the history keeps; a watch from before that is 410 Expired."""
         self.errors_as_details = errors_as_details
@@ -301,17 +312,46 @@ class ResourceStoreServer:
         self._executor = futures.ThreadPoolExecutor(
             max_workers=self._max_workers, thread_name_prefix="resource-store"
         )
-        server = grpc.server(self._executor)
+        server = grpc.server(
+            self._executor,
+            interceptors=list(self._interceptors),
+            # Off: with SO_REUSEPORT a second server on a busy port starts too and
+            # silently takes half of the clients. A busy port must be an error.
+            options=[("grpc.so_reuseport", 0)],
+        )
         pb_grpc.add_ResourceStoreServicer_to_server(_StoreServicer(self), server)
         pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
         if self.dialect is Dialect.GRAFANA:  # the seed proto has no BulkStore
             pb_grpc.add_BulkStoreServicer_to_server(_BulkServicer(self), server)
         if self.search:
             search_grpc.add_ResourceIndexServicer_to_server(ResourceIndexServicer(self), server)
-        self._port = server.add_insecure_port("127.0.0.1:0")
+        hostport = f"127.0.0.1:{self._requested_port}"
+        try:
+            if self.server_credentials is None:
+                bound = server.add_insecure_port(hostport)
+            else:
+                bound = server.add_secure_port(hostport, self.server_credentials)
+        except RuntimeError as exc:
+            bound, reason = 0, f": {exc}"
+        else:
+            reason = ""
+        if bound == 0:
+            self._abandon_start()
+            raise TransportError(f"cannot bind {hostport}{reason}")
+        self._port = bound
         server.start()
         self._server = server
         return self
+
+    def _abandon_start(self) -> None:
+        """Undo what a failed ``start()`` opened (the pool and the database)."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def _open_db(self) -> None:
         conn = sqlite3.connect(
