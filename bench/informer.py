@@ -1,7 +1,8 @@
-"""ResourceStore informer sync of N objects: peak RSS and time, against keeping a plain list.
+"""ResourceStore informer sync of N objects: time, against keeping a plain list.
 
-Each side runs in a fresh subprocess (``python -m bench.informer MODE ADDRESS N``)
-so its peak RSS (``VmHWM``) is its own. ``informer``: ``client.informer(prefix)``
+Peak memory of the same sync is ``bench/store_memory.py``'s row (it resets the peak
+before the sync, so the figure is the sync's own). Each side runs in a fresh
+subprocess (``python -m bench.informer MODE ADDRESS N``). ``informer``: ``client.informer(prefix)``
 started and waited on until synced (every object cached as a ``StoredObject``).
 ``list``: ``list(client.list(prefix))`` kept in memory, the least a cache can
 hold. The objects are the bench's ~450 B dashboards in the SQLite server.
@@ -14,18 +15,10 @@ import sys
 import time
 
 from bench._data import store_prefix
-from bench._harness import Config, Row, median, ratio_at_most
+from bench._harness import Config, Row, median
 from bench._server import ServerProcess
 
 _NS = "bench-informer"
-
-
-def _peak_rss() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def _child(mode: str, address: str, n: int) -> None:
@@ -45,10 +38,10 @@ def _child(mode: str, address: str, n: int) -> None:
             count = len(kept)
             elapsed = time.perf_counter() - start
     assert count == n, count
-    print(_peak_rss(), elapsed, flush=True)
+    print(elapsed, flush=True)
 
 
-def _run_child(address: str, mode: str, n: int) -> tuple[float, float]:
+def _run_child(address: str, mode: str, n: int) -> float:
     out = subprocess.run(
         [sys.executable, "-m", "bench.informer", mode, address, str(n)],
         capture_output=True,
@@ -56,28 +49,18 @@ def _run_child(address: str, mode: str, n: int) -> tuple[float, float]:
         timeout=900,
         check=True,
     )
-    rss, elapsed = out.stdout.split()
-    return float(rss) / 1e6, float(elapsed)
+    return float(out.stdout.split()[-1])
 
 
 def run(server: ServerProcess, cfg: Config) -> list[Row]:
     address = server.call("store_start")
     n = cfg.store_items
     server.call("store_load", _NS, n)
-    rss: tuple[list[float], list[float]] = ([], [])
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(min(cfg.reps, 3)):
         for side, mode in ((0, "informer"), (1, "list")):
-            peak, elapsed = _run_child(address, mode, n)
-            rss[side].append(peak)
-            times[side].append(elapsed)
+            times[side].append(_run_child(address, mode, n))
     return [
-        Row(
-            f"ResourceStore informer sync of {n:,} (peak RSS)", "MB", "MB",
-            median(rss[0]), median(rss[1]), target="<= 2x a kept list()",
-            check=ratio_at_most(2.0), note="raw column: list() kept in memory",
-            samples_sdk=rss[0], samples_raw=rss[1],
-        ),
         Row(
             f"ResourceStore informer sync of {n:,} (time)", "s", "s",
             median(times[0]), median(times[1]), target="reported",
