@@ -376,6 +376,18 @@ _WRAPPERS = frozenset(
 )
 
 
+def _count_tests(r: Any, suffix: str, word: str) -> list[Callable[[Any], str | None]]:
+    """``min_<suffix>``/``max_<suffix>`` of repeated (items) and map (pairs) rules."""
+    tests: list[Callable[[Any], str | None]] = []
+    if r.HasField(f"min_{suffix}"):
+        lo = getattr(r, f"min_{suffix}")
+        tests.append(lambda v: None if len(v) >= lo else f"must contain at least {lo} {word}(s)")
+    if r.HasField(f"max_{suffix}"):
+        hi = getattr(r, f"max_{suffix}")
+        tests.append(lambda v: None if len(v) <= hi else f"must contain at most {hi} {word}(s)")
+    return tests
+
+
 def _scalar_check(kind: str | None, fd: FieldDescriptor | None, rules: Any) -> Check | None:
     """The check of one scalar value under FieldRules ``rules`` of kind ``kind``."""
     if kind is None:
@@ -675,16 +687,7 @@ class _Compiler:
         ignore_empty = False
         if r is not None:
             ignore_empty = r.ignore_empty
-            if r.HasField("min_items"):
-                lo = r.min_items
-                tests.append(
-                    lambda v: None if len(v) >= lo else f"must contain at least {lo} item(s)"
-                )
-            if r.HasField("max_items"):
-                hi = r.max_items
-                tests.append(
-                    lambda v: None if len(v) <= hi else f"must contain at most {hi} item(s)"
-                )
+            tests.extend(_count_tests(r, "items", "item"))
             if r.unique and fd.message_type is None:
                 tests.append(
                     lambda v: None if len(set(v)) == len(v) else "must contain unique items"
@@ -727,16 +730,7 @@ class _Compiler:
         ignore_empty = False
         if r is not None:
             ignore_empty = r.ignore_empty
-            if r.HasField("min_pairs"):
-                lo = r.min_pairs
-                tests.append(
-                    lambda v: None if len(v) >= lo else f"must contain at least {lo} pair(s)"
-                )
-            if r.HasField("max_pairs"):
-                hi = r.max_pairs
-                tests.append(
-                    lambda v: None if len(v) <= hi else f"must contain at most {hi} pair(s)"
-                )
+            tests.extend(_count_tests(r, "pairs", "pair"))
         if key is None and val is None and not tests:
             return None
 
