@@ -10,11 +10,11 @@ from xds_client.store import (
     AsyncInformer,
     AsyncListIterator,
     AsyncResourceStoreClient,
-    AsyncWatch,
+    AsyncStoreWatch,
     Informer,
     ListIterator,
     ResourceStoreClient,
-    Watch,
+    StoreWatch,
 )
 
 # sync name -> async twin name, where they differ
@@ -37,7 +37,7 @@ def test_sync_and_async_twins_have_the_same_methods() -> None:
     pairs = [
         (ResourceStoreClient, AsyncResourceStoreClient),
         (ListIterator, AsyncListIterator),
-        (Watch, AsyncWatch),
+        (StoreWatch, AsyncStoreWatch),
         (Informer, AsyncInformer),
     ]
     for sync_cls, async_cls in pairs:

@@ -21,7 +21,7 @@ from xds_client.store import (
     NotFoundError,
     TooManyRequestsError,
     UnavailableError,
-    WatchEvent,
+    StoreWatchEvent,
 )
 from xds_client.testing import ResourceStoreServer
 
@@ -190,8 +190,8 @@ def test_watch_survives_20_interruptions_without_loss_or_repeat(
     def resumed(calls: int) -> None:
         wait_until(lambda: server.calls["Watch"] > calls, what="the watch to resume")
 
-    async def body(client: AsyncResourceStoreClient) -> list[WatchEvent]:
-        seen: list[WatchEvent] = []
+    async def body(client: AsyncResourceStoreClient) -> list[StoreWatchEvent]:
+        seen: list[StoreWatchEvent] = []
         thread = threading.Thread(target=writer)
         async with client.watch(PREFIX, since=start) as watch:
             thread.start()
@@ -217,7 +217,7 @@ def test_watch_relists_after_410_and_converges(server: ResourceStoreServer) -> N
     async def body(client: AsyncResourceStoreClient) -> None:
         view: dict[str, bytes] = {}
         async with client.watch(PREFIX, send_initial_events=True) as watch:
-            tail: list[WatchEvent] = []
+            tail: list[StoreWatchEvent] = []
             initial_done = False
             async for event in watch:
                 if event.type == "bookmark" and event.initial_events_end:

@@ -28,7 +28,7 @@ from xds_client.store import (
     TooManyRequestsError,
     UnauthorizedError,
     UnavailableError,
-    WatchEvent,
+    StoreWatchEvent,
 )
 from xds_client.testing import ResourceStoreServer
 
@@ -388,7 +388,7 @@ def test_watch_survives_20_interruptions_without_loss_or_repeat(
     thread = threading.Thread(target=writer)
     timer = _closer(watch, 40)
     thread.start()
-    seen: list[WatchEvent] = []
+    seen: list[StoreWatchEvent] = []
     try:
         for event in watch:
             if event.type != "bookmark":
@@ -413,7 +413,7 @@ def test_watch_relists_after_410_and_converges(
     timer = _closer(watch, 30)
     view: dict[str, StoredObject | None] = {}
 
-    def apply(event: WatchEvent) -> None:
+    def apply(event: StoreWatchEvent) -> None:
         assert event.key is not None
         if event.type == "deleted":
             del view[event.key.name]
@@ -436,7 +436,7 @@ def test_watch_relists_after_410_and_converges(
         server.remove(key("a2"))
         server.put(key("a10"), doc("new"))
         server.compact()
-        tail: list[WatchEvent] = []
+        tail: list[StoreWatchEvent] = []
         for event in events:
             tail.append(event)
             if event.type == "resynced":
@@ -499,7 +499,7 @@ def test_watch_from_now_with_selector_bookmarks_and_deletes(
         wait_until(lambda: server.watch_count >= 1 or watch.state.step.value == "anchor")
         it = iter(watch)
 
-        def step() -> WatchEvent:
+        def step() -> StoreWatchEvent:
             return next(it)
 
         results: list[tuple[str, str]] = []

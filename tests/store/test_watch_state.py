@@ -28,7 +28,7 @@ from xds_client.store import (
     TooManyRequestsError,
     UnauthorizedError,
     UnavailableError,
-    WatchEvent,
+    StoreWatchEvent,
 )
 from xds_client.store import _list as core
 from xds_client.store._errors import (
@@ -78,7 +78,7 @@ A, M, D, B = (
 )
 
 
-def kinds(events: list[WatchEvent | None]) -> list[tuple[str, str, int]]:
+def kinds(events: list[StoreWatchEvent | None]) -> list[tuple[str, str, int]]:
     return [
         (e.type, e.key.name if e.key else "", e.resource_version) for e in events if e is not None
     ]
@@ -270,7 +270,7 @@ def test_interrupted_watch_converges_without_repeats(
     view: dict[str, bytes] = {}
     live: list[int] = []
 
-    def apply(event: WatchEvent | None, *, synthetic: bool = False) -> None:
+    def apply(event: StoreWatchEvent | None, *, synthetic: bool = False) -> None:
         if event is None or event.type in ("bookmark", "resynced"):
             return
         assert event.key is not None
