@@ -126,6 +126,15 @@ TESTS: tuple[Twin, ...] = (
         "PollingStream on a scripted poster (generated from test_async_polling_stream.py).",
         rules=((r"transport\._async_polling_stream\b", "transport._polling_stream"),),
     ),
+    Twin(
+        "tests/store/test_async_informer.py",
+        "tests/store/test_informer.py",
+        "Informer against the in-process store (generated from test_async_informer.py).\n\n"
+        "The informer never gives up (client-go's reflector): it relists after any error and\n"
+        "reports the differences. Handlers may read the informer they belong to: the sync\n"
+        "informer used to call them under its non-reentrant lock, so ``informer.get()`` in a\n"
+        "handler deadlocked.",
+    ),
 )
 
 HEADER = "# Generated from {source} by tools/gen_sync.py: do not edit.\n"

@@ -19,9 +19,9 @@ from xds_client.store import (
     ExpiredError,
     InvalidError,
     NotFoundError,
+    StoreWatchEvent,
     TooManyRequestsError,
     UnavailableError,
-    StoreWatchEvent,
 )
 from xds_client.testing import ResourceStoreServer
 

@@ -25,10 +25,10 @@ from xds_client.store import (
     ResourceStoreClient,
     StoredObject,
     StoreNotImplementedError,
+    StoreWatchEvent,
     TooManyRequestsError,
     UnauthorizedError,
     UnavailableError,
-    StoreWatchEvent,
 )
 from xds_client.testing import ResourceStoreServer
 

@@ -25,10 +25,10 @@ from xds_client.store import (
     RetryPolicy,
     ServerTimeoutError,
     StoreNotImplementedError,
+    StoreWatchEvent,
     TooManyRequestsError,
     UnauthorizedError,
     UnavailableError,
-    StoreWatchEvent,
 )
 from xds_client.store import _list as core
 from xds_client.store._errors import (
