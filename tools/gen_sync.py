@@ -127,6 +127,12 @@ TESTS: tuple[Twin, ...] = (
         rules=((r"transport\._async_polling_stream\b", "transport._polling_stream"),),
     ),
     Twin(
+        "tests/store/test_async_client.py",
+        "tests/store/test_client_sync.py",
+        "ResourceStoreClient against the in-process SQLite ResourceStoreServer (generated\n"
+        "from test_async_client.py; the sync-only tests are in test_client_sync_only.py).",
+    ),
+    Twin(
         "tests/store/test_async_informer.py",
         "tests/store/test_informer.py",
         "Informer against the in-process store (generated from test_async_informer.py).\n\n"

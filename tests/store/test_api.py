@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from xds_client import store
 from xds_client.errors import XdsClientError
 from xds_client.store import (
@@ -15,6 +17,7 @@ from xds_client.store import (
     ListIterator,
     ResourceStoreClient,
     StoreWatch,
+    StoreWatchEvent,
 )
 
 # sync name -> async twin name, where they differ
@@ -60,3 +63,17 @@ def test_exports_are_documented_and_errors_share_the_base() -> None:
             assert value.__doc__, name
         if inspect.isclass(value) and name.endswith("Error"):
             assert issubclass(value, XdsClientError), name
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("Watch", StoreWatch), ("AsyncWatch", AsyncStoreWatch), ("WatchEvent", StoreWatchEvent)],
+)
+def test_the_old_watch_names_are_deprecated_aliases(old: str, new: type) -> None:
+    # The xDS clients have a Watch and a WatchEvent of their own.
+    with pytest.warns(DeprecationWarning, match=f"use xds_client.store.{new.__name__}"):
+        assert getattr(store, old) is new
+    assert old not in store.__all__
+    with pytest.raises(AttributeError):
+        store.NoSuchName  # noqa: B018
+
