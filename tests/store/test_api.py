@@ -76,4 +76,3 @@ def test_the_old_watch_names_are_deprecated_aliases(old: str, new: type) -> None
     assert old not in store.__all__
     with pytest.raises(AttributeError):
         store.NoSuchName  # noqa: B018
-
