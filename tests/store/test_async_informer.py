@@ -8,8 +8,6 @@ handler deadlocked.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import grpc
 import pytest
 
@@ -28,12 +26,6 @@ from ._store_support import FAST, PREFIX, doc, key, until
 pytestmark = pytest.mark.timeout(60)
 
 QUICK = ReflectorBackoff(initial=0.01, maximum=0.05)
-
-
-@pytest.fixture
-def server() -> Iterator[ResourceStoreServer]:
-    with ResourceStoreServer() as srv:
-        yield srv
 
 
 def connect(server: ResourceStoreServer) -> AsyncResourceStoreClient:

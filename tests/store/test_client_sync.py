@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -38,12 +37,6 @@ from xds_client.transport import ServerTarget
 from ._store_support import FAST, PREFIX, doc, key, until, wait_until
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def server() -> Iterator[ResourceStoreServer]:
-    with ResourceStoreServer() as srv:
-        yield srv
 
 
 def connect(server: ResourceStoreServer) -> ResourceStoreClient:
