@@ -333,6 +333,7 @@ async def test_list_reads_the_next_page_ahead_and_retries_it(server: ResourceSto
         it = client.list(PREFIX, limit=10)
         first = await it.__anext__()
         assert first.key.name == "o000"
+        await run_blocking(until(lambda: server.calls["List"] == 2, "the page read ahead"))
         # The second page was requested while the first is handed out; a failure of a
         # page requested ahead goes through the ordinary call and its retries.
         server.fail_next(2, grpc.StatusCode.UNAVAILABLE, methods=["List"])

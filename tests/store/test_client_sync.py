@@ -318,6 +318,7 @@ def test_list_reads_the_next_page_ahead_and_retries_it(server: ResourceStoreServ
         it = client.list(PREFIX, limit=10)
         first = it.__next__()
         assert first.key.name == "o000"
+        run_blocking(until(lambda: server.calls["List"] == 2, "the page read ahead"))
         # The second page was requested while the first is handed out; a failure of a
         # page requested ahead goes through the ordinary call and its retries.
         server.fail_next(2, grpc.StatusCode.UNAVAILABLE, methods=["List"])
