@@ -274,6 +274,11 @@ def store_target(
             receive = int(value)
         else:
             rest.append((name, value))
+    if not any(name == "grpc.enable_retries" for name, _ in rest):
+        # open_channel turns gRPC's own retries off (the xDS streams reconnect by
+        # themselves); a store call keeps gRPC's transparent retry of a request that
+        # never left, as before. The last of two equal channel arguments wins.
+        rest.append(("grpc.enable_retries", 1))
     config = target.credentials
     if isinstance(credentials, ChannelCredentialsConfig):
         config = credentials
