@@ -28,6 +28,8 @@ __all__ = [
     "AsyncWaiter",
     "AsyncWorker",
     "sleep",
+    "TimerHandle",
+    "call_later",
     "CALL_FAILURES",
     "CallCancelledError",
     "finish_call",
@@ -203,6 +205,15 @@ def spawn(target: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: st
 
 async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
+
+
+TimerHandle = asyncio.TimerHandle
+"""What :func:`call_later` returns: ``cancel()`` stops it."""
+
+
+def call_later(seconds: float, callback: Callable[[], object]) -> TimerHandle:
+    """Call ``callback`` on the running loop after ``seconds`` (the thread twin: a timer thread)."""
+    return asyncio.get_running_loop().call_later(seconds, callback)
 
 
 async def run_blocking(work: Callable[[], object]) -> None:

@@ -34,6 +34,8 @@ __all__ = [
     "unary_call",
     "sleep",
     "spawn",
+    "TimerHandle",
+    "call_later",
 ]
 
 if TYPE_CHECKING:
@@ -168,6 +170,18 @@ def spawn(target: Callable[..., None], *args: Any, name: str) -> Worker:
 
 def sleep(seconds: float) -> None:
     time.sleep(seconds)
+
+
+TimerHandle = threading.Timer
+"""What :func:`call_later` returns: ``cancel()`` stops it."""
+
+
+def call_later(seconds: float, callback: Callable[[], object]) -> TimerHandle:
+    """Call ``callback`` on a daemon timer thread after ``seconds``."""
+    timer = threading.Timer(seconds, callback)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def run_blocking(work: Callable[[], object]) -> None:
