@@ -44,7 +44,7 @@ from xds_client.transport import (
 )
 
 from ._bootstrap import load_bootstrap
-from ._inbox import InboxItem, ProbeResult, StreamFailed
+from ._inbox import InboxItem, ProbeResult, StreamFailed, StreamWritten
 from ._options import (
     ClientArgs,
     ResourceSpec,
@@ -191,6 +191,9 @@ class _OpenStream:
     stream: AsyncStream
     stop: AsyncEvent
     reader: AsyncWorker
+    confirms_writes: bool
+    """The stream reports each write that reached the wire (gRFC A57); else a request
+    counts as written once ``send`` returns."""
 
 
 class AsyncXdsClient:
@@ -481,10 +484,12 @@ class AsyncXdsClient:
                 except Exception:
                     log.exception("closing a transport failed")
 
-    def _handle(self, item: StreamFailed | ProbeResult) -> None:
+    def _handle(self, item: StreamFailed | StreamWritten | ProbeResult) -> None:
         now = time.monotonic()
         if isinstance(item, StreamFailed):
             self._session.on_failure(item.slot, item.attempt, item.error, now)
+        elif isinstance(item, StreamWritten):
+            self._session.on_written(item.slot, item.attempt, now)
         else:
             self._session.on_probe(item.slot, item.server, item.ok, now)
 
@@ -513,6 +518,9 @@ class AsyncXdsClient:
                     await held.stream.send(action.request)
                 except TransportError as exc:
                     self._inbox.put(StreamFailed(action.slot, action.attempt, exc))
+                    continue
+                if not held.confirms_writes:
+                    self._session.on_written(action.slot, action.attempt, time.monotonic())
             elif isinstance(action, OpenStream):
                 await self._open(action)
             elif isinstance(action, CloseStream):
@@ -533,11 +541,18 @@ class AsyncXdsClient:
             self._inbox.put(StreamFailed(action.slot, action.attempt, exc))
             return
         stop = AsyncEvent()
+        notify = getattr(stream, "notify_written", None)
+        if notify is not None:
+            # gRPC streams tell when a write completed: only then is a request on the wire.
+            inbox, written = self._inbox, StreamWritten(action.slot, action.attempt)
+            notify(lambda: inbox.put(written))
         reader = spawn(
             self._read, action.slot, action.attempt, stream, stop,
             name=f"xds-client-read {action.slot}",
         )  # fmt: skip
-        self._streams[action.slot] = _OpenStream(action.attempt, stream, stop, reader)
+        self._streams[action.slot] = _OpenStream(
+            action.attempt, stream, stop, reader, confirms_writes=notify is not None
+        )
 
     async def _stop_reader(self, held: _OpenStream) -> None:
         held.stop.set()

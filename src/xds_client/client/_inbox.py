@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-__all__ = ["InboxItem", "ProbeResult", "StreamFailed"]
+__all__ = ["InboxItem", "ProbeResult", "StreamFailed", "StreamWritten"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,14 @@ class StreamFailed:
 
 
 @dataclass(frozen=True)
+class StreamWritten:
+    """The oldest request sent on stream (``slot``, ``attempt``) is on the wire (gRFC A57)."""
+
+    slot: str
+    attempt: int
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     """Whether server ``server`` answered a probe made for ``slot``."""
 
@@ -31,5 +39,5 @@ class ProbeResult:
     ok: bool
 
 
-InboxItem = Union[StreamFailed, ProbeResult, None]  # noqa: UP007 - a runtime alias on 3.10
+InboxItem = Union[StreamFailed, StreamWritten, ProbeResult, None]  # noqa: UP007 - a runtime alias on 3.10
 """``None`` only wakes the I/O worker (a new watch, a closed watch, a response applied)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import grpc
@@ -74,6 +74,7 @@ class GrpcStream:
         self._closed = False
         self._requests: Inbox[Request | None] = Inbox()
         self._responses: Inbox[Response | TransportError | _End] = Inbox()
+        self._on_written: Callable[[], object] | None = None
         self._call: Any = factory(self._request_iter(), metadata=target.call_metadata or None)
         self._lock = threading.Lock()
         self._reader: Worker | None = None
@@ -86,6 +87,18 @@ class GrpcStream:
             if item is None or isinstance(item, Empty):
                 return
             yield item
+            # gRPC asks for the next request only once this one's write completed.
+            if (on_written := self._on_written) is not None:
+                on_written()
+
+    def notify_written(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` (from gRPC's side of the stream) each time a request is written.
+
+        A write completes only on a connected channel, on a stream the server's
+        HTTP/2 admitted (not past its ``max_concurrent_streams``): gRFC A57's sign
+        that a request is on the wire, before its does-not-exist timers may start.
+        """
+        self._on_written = callback
 
     def _read(self) -> None:
         try:
