@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-__all__ = ["InboxItem", "ProbeResult", "StreamFailed", "StreamWritten"]
+__all__ = ["InboxItem", "ProbeResult", "StreamFailed", "StreamServed", "StreamWritten"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,14 @@ class StreamWritten:
 
 
 @dataclass(frozen=True)
+class StreamServed:
+    """The server's response headers arrived on stream (``slot``, ``attempt``)."""
+
+    slot: str
+    attempt: int
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     """Whether server ``server`` answered a probe made for ``slot``."""
 
@@ -39,5 +47,5 @@ class ProbeResult:
     ok: bool
 
 
-InboxItem = Union[StreamFailed, StreamWritten, ProbeResult, None]  # noqa: UP007 - a runtime alias on 3.10
+InboxItem = Union[StreamFailed, StreamServed, StreamWritten, ProbeResult, None]  # noqa: UP007 - a runtime alias on 3.10
 """``None`` only wakes the I/O worker (a new watch, a closed watch, a response applied)."""

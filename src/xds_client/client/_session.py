@@ -149,7 +149,7 @@ class _Slot:
     open: bool = False
     got_response: bool = False
     up: bool = False
-    """The server serves this stream: a response came, or it answered a readiness probe."""
+    """The server serves this stream: its response headers or a response came."""
     in_flight: list[Request] = field(default_factory=list)
     """Requests handed to the driver whose write is not confirmed yet, oldest first."""
     held: list[Request] = field(default_factory=list)
@@ -516,7 +516,7 @@ class Session:
                 ):  # fmt: skip
                     # A silent stream (a resumed delta stream with nothing new, a server
                     # with nothing to say yet): the server answering a probe on the
-                    # same channel is the sign that it is up.
+                    # same channel is the sign, for watchers, that it is up.
                     slot.probing = True
                     slot.probe_attempt = slot.attempt
                     actions.append(ProbeServer(slot.key, slot.group[slot.server]))
@@ -524,9 +524,9 @@ class Session:
 
     @staticmethod
     def _wants_ready_check(slot: _Slot) -> bool:
-        """Whether the stream's state waits on the server showing that it is up: for
-        watchers (connectivity not reported up), or for the timers of written requests."""
-        return slot.reported is not True or (not slot.up and bool(slot.held))
+        """Whether watchers wait to hear that the stream is up (a probe answer tells them;
+        it does not start timers: only the stream itself shows that it is served)."""
+        return slot.reported is not True
 
     def _step_candidate(self, slot: _Slot, cand: _Candidate, now: float) -> list[Action]:
         """Open the stream to the primary when its backoff allows, and feed it requests."""
@@ -630,11 +630,23 @@ class Session:
         for request in held:
             slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
 
+    def on_served(self, key: str, attempt: int, now: float) -> None:
+        """The server shows that it serves a stream (its response headers arrived).
+
+        Drivers of transports that cannot tell call it when the stream opens.
+        """
+        with self.lock:
+            slot = self._current(key, attempt)
+            if slot is not None and not slot.up:
+                self._stream_up(slot, now)
+
     def on_written(self, key: str, attempt: int, now: float) -> None:
         """The oldest request sent on a stream has been written on the wire.
 
         gRFC A57: a request's does-not-exist timers start only once it went out on a
-        connected stream the server serves; until the stream is known up, they wait.
+        connected stream the server serves; until the stream is known up (see
+        :meth:`on_served`), they wait. Drivers of transports that cannot tell call it
+        once ``send`` returned.
         """
         with self.lock:
             slot = self._current(key, attempt)
@@ -761,9 +773,9 @@ class Session:
     def on_probe(self, key: str, server: int, ok: bool, now: float) -> None:
         """Result of a :class:`ProbeServer`: whether the current server answers.
 
-        An answer shows a silent stream up (connectivity, and the timers of what was
-        written on it). It never moves the client between servers: gRFC A71 counts a
-        server as up only when its xDS stream delivers a response.
+        An answer tells watchers that a silent stream is up. It starts no timer and
+        never moves the client between servers: gRFC A71 counts a server as up only
+        when its xDS stream delivers a response.
         """
         with self.lock:
             slot = self._slots.get(key)
@@ -775,10 +787,7 @@ class Session:
             if not ok:
                 slot.ready_check_at = now + self.options.fallback_probe_interval
                 return
-            if not slot.open:
-                return
-            self._stream_up(slot, now)
-            if slot.reported is not True:
+            if slot.open and slot.reported is not True:
                 slot.reported = True
                 self._broadcast(slot, ConnectivityChanged(
                     True, self._server_uri(slot), tuple(sorted(slot.type_urls))

@@ -43,7 +43,7 @@ from xds_client.transport import (
 )
 
 from ._bootstrap import load_bootstrap
-from ._inbox import InboxItem, ProbeResult, StreamFailed, StreamWritten
+from ._inbox import InboxItem, ProbeResult, StreamFailed, StreamServed, StreamWritten
 from ._options import (
     ClientArgs,
     ResourceSpec,
@@ -458,12 +458,14 @@ class XdsClient:
                 except Exception:
                     log.exception("closing a transport failed")
 
-    def _handle(self, item: StreamFailed | StreamWritten | ProbeResult) -> None:
+    def _handle(self, item: StreamFailed | StreamServed | StreamWritten | ProbeResult) -> None:
         now = time.monotonic()
         if isinstance(item, StreamFailed):
             self._session.on_failure(item.slot, item.attempt, item.error, now)
         elif isinstance(item, StreamWritten):
             self._session.on_written(item.slot, item.attempt, now)
+        elif isinstance(item, StreamServed):
+            self._session.on_served(item.slot, item.attempt, now)
         else:
             self._session.on_probe(item.slot, item.server, item.ok, now)
 
@@ -515,11 +517,19 @@ class XdsClient:
             self._inbox.put(StreamFailed(action.slot, action.attempt, exc))
             return
         stop = Event()
+        # gRFC A57: gRPC streams tell when the server serves them (its response headers)
+        # and when each write completed; timers start only then. Other transports: at once.
+        inbox, slot, attempt = self._inbox, action.slot, action.attempt
         notify = getattr(stream, "notify_written", None)
         if notify is not None:
-            # gRPC streams tell when a write completed: only then is a request on the wire.
-            inbox, written = self._inbox, StreamWritten(action.slot, action.attempt)
+            written = StreamWritten(slot, attempt)
             notify(lambda: inbox.put(written))
+        served = getattr(stream, "notify_served", None)
+        if served is not None:
+            up = StreamServed(slot, attempt)
+            served(lambda: inbox.put(up))
+        else:
+            self._session.on_served(slot, attempt, time.monotonic())
         reader = spawn(
             self._read, action.slot, action.attempt, stream, stop,
             name=f"xds-client-read {action.slot}",
