@@ -196,8 +196,9 @@ class GrpcStream:
 def health_probe(channel: grpc.Channel, target: ServerTarget, timeout: float) -> bool:
     """True when the server answers a health check within ``timeout`` seconds.
 
-    Used to see that a stream is up when the server has nothing to send, and
-    whether a primary is back (gRFC A71). Any answer counts, UNIMPLEMENTED
+    Used to tell watchers that a stream is up when the server has nothing to
+    send; never to pick a server (gRFC A71 counts only a working xDS stream),
+    nor to start timers (A57). Any answer counts, UNIMPLEMENTED
     included; a plain RPC is used rather than a connectivity subscription, whose
     polling thread outlives the channel.
     """
