@@ -44,7 +44,7 @@ from xds_client.transport import (
 )
 
 from ._bootstrap import load_bootstrap
-from ._inbox import InboxItem, ProbeResult, StreamFailed, StreamServed, StreamWritten
+from ._inbox import InboxItem, ProbeResult, StreamFailed
 from ._options import (
     ClientArgs,
     ResourceSpec,
@@ -484,14 +484,10 @@ class AsyncXdsClient:
                 except Exception:
                     log.exception("closing a transport failed")
 
-    def _handle(self, item: StreamFailed | StreamServed | StreamWritten | ProbeResult) -> None:
+    def _handle(self, item: StreamFailed | ProbeResult) -> None:
         now = time.monotonic()
         if isinstance(item, StreamFailed):
             self._session.on_failure(item.slot, item.attempt, item.error, now)
-        elif isinstance(item, StreamWritten):
-            self._session.on_written(item.slot, item.attempt, now)
-        elif isinstance(item, StreamServed):
-            self._session.on_served(item.slot, item.attempt, now)
         else:
             self._session.on_probe(item.slot, item.server, item.ok, now)
 
@@ -545,23 +541,30 @@ class AsyncXdsClient:
         stop = AsyncEvent()
         # gRFC A57: gRPC streams tell when the server serves them (its response headers)
         # and when each write completed; timers start only then. Other transports: at once.
-        inbox, slot, attempt = self._inbox, action.slot, action.attempt
-        notify = getattr(stream, "notify_written", None)
-        if notify is not None:
-            written = StreamWritten(slot, attempt)
-            notify(lambda: inbox.put(written))
-        served = getattr(stream, "notify_served", None)
-        if served is not None:
-            up = StreamServed(slot, attempt)
-            served(lambda: inbox.put(up))
+        session, slot, attempt = self._session, action.slot, action.attempt
+
+        def written() -> None:  # from gRPC's side of the stream; the session is thread-safe
+            if session.on_written(slot, attempt, time.monotonic()):
+                self._wake()  # a timer started: the I/O worker must wake for it
+
+        def served() -> None:
+            if session.on_served(slot, attempt, time.monotonic()):
+                self._wake()
+
+        notify_written = getattr(stream, "notify_written", None)
+        if notify_written is not None:
+            notify_written(written)
+        notify_served = getattr(stream, "notify_served", None)
+        if notify_served is not None:
+            notify_served(served)
         else:
-            self._session.on_served(slot, attempt, time.monotonic())
+            session.on_served(slot, attempt, time.monotonic())
         reader = spawn(
             self._read, action.slot, action.attempt, stream, stop,
             name=f"xds-client-read {action.slot}",
         )  # fmt: skip
         self._streams[action.slot] = _OpenStream(
-            action.attempt, stream, stop, reader, confirms_writes=notify is not None
+            action.attempt, stream, stop, reader, confirms_writes=notify_written is not None
         )
 
     async def _stop_reader(self, held: _OpenStream) -> None:

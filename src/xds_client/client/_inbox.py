@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-__all__ = ["InboxItem", "ProbeResult", "StreamFailed", "StreamServed", "StreamWritten"]
+__all__ = ["InboxItem", "ProbeResult", "StreamFailed"]
 
 
 @dataclass(frozen=True)
@@ -23,22 +23,6 @@ class StreamFailed:
 
 
 @dataclass(frozen=True)
-class StreamWritten:
-    """The oldest request sent on stream (``slot``, ``attempt``) is on the wire (gRFC A57)."""
-
-    slot: str
-    attempt: int
-
-
-@dataclass(frozen=True)
-class StreamServed:
-    """The server's response headers arrived on stream (``slot``, ``attempt``)."""
-
-    slot: str
-    attempt: int
-
-
-@dataclass(frozen=True)
 class ProbeResult:
     """Whether server ``server`` answered a probe made for ``slot``."""
 
@@ -47,5 +31,5 @@ class ProbeResult:
     ok: bool
 
 
-InboxItem = Union[StreamFailed, StreamServed, StreamWritten, ProbeResult, None]  # noqa: UP007 - a runtime alias on 3.10
+InboxItem = Union[StreamFailed, ProbeResult, None]  # noqa: UP007 - a runtime alias on 3.10
 """``None`` only wakes the I/O worker (a new watch, a closed watch, a response applied)."""

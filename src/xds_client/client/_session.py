@@ -630,33 +630,39 @@ class Session:
         for request in held:
             slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
 
-    def on_served(self, key: str, attempt: int, now: float) -> None:
+    def on_served(self, key: str, attempt: int, now: float) -> bool:
         """The server shows that it serves a stream (its response headers arrived).
 
-        Drivers of transports that cannot tell call it when the stream opens.
+        Drivers of transports that cannot tell call it when the stream opens. Returns
+        whether :meth:`next_wakeup` may have moved (a timer started).
         """
         with self.lock:
             slot = self._current(key, attempt)
-            if slot is not None and not slot.up:
-                self._stream_up(slot, now)
+            if slot is None or slot.up:
+                return False
+            before = slot.protocol.next_deadline()
+            self._stream_up(slot, now)
+            return slot.protocol.next_deadline() != before
 
-    def on_written(self, key: str, attempt: int, now: float) -> None:
+    def on_written(self, key: str, attempt: int, now: float) -> bool:
         """The oldest request sent on a stream has been written on the wire.
 
         gRFC A57: a request's does-not-exist timers start only once it went out on a
         connected stream the server serves; until the stream is known up (see
         :meth:`on_served`), they wait. Drivers of transports that cannot tell call it
-        once ``send`` returned.
+        once ``send`` returned. Returns whether :meth:`next_wakeup` may have moved.
         """
         with self.lock:
             slot = self._current(key, attempt)
             if slot is None or not slot.in_flight:
-                return
+                return False
             request = slot.in_flight.pop(0)
-            if slot.up:
-                slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
-            else:
+            if not slot.up:
                 slot.held.append(request)
+                return False
+            before = slot.protocol.next_deadline()
+            slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
+            return slot.protocol.next_deadline() != before
 
     def _promote(self, slot: _Slot, cand: _Candidate, now: float) -> None:
         """gRFC A71: the primary's stream delivered a response: it becomes the slot's
