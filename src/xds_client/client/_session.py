@@ -552,7 +552,7 @@ class Session:
         """A fresh core for the primary, subscribed to what the slot's watchers want."""
         protocol = self._new_protocol()
         protocol.config = self._config_for(slot.group[0])
-        for type_url in [*slot.protocol.subscribed_types(), *sorted(slot.type_urls)]:
+        for type_url in dict.fromkeys([*slot.protocol.subscribed_types(), *sorted(slot.type_urls)]):
             names = sorted(
                 n for n in self.registry.watched_names(type_url)
                 if self._router.group_of(n) == slot.group
