@@ -180,6 +180,13 @@ class _Slot:
     def __post_init__(self) -> None:
         self.stream_key = self.stream_key or self.key
 
+    def protocols(self) -> list[SotwProtocol | DeltaProtocol]:
+        """The slot's protocol core, and its candidate's while one is open: both subscribe."""
+        candidate = self.candidate
+        if candidate is None or candidate.protocol is None:
+            return [self.protocol]
+        return [self.protocol, candidate.protocol]
+
 
 class Session:
     """Shared state and decision logic of :class:`XdsClient` and :class:`AsyncXdsClient`."""
@@ -357,13 +364,13 @@ class Session:
             new_names, new_wildcard = self.registry.add(entry)
             try:
                 if new_wildcard:
-                    for protocol in _protocols(self._slot_for(type_url, now)):
+                    for protocol in self._slot_for(type_url, now).protocols():
                         protocol.subscribe(type_url, None)
                 by_slot: dict[str, list[str]] = {}
                 for name in new_names:
                     by_slot.setdefault(self._slot_key(type_url, groups[name]), []).append(name)
                 for key, added in by_slot.items():
-                    for protocol in _protocols(slots[key]):
+                    for protocol in slots[key].protocols():
                         protocol.subscribe(type_url, added)
             except Exception:
                 self.registry.remove(entry)
@@ -437,7 +444,7 @@ class Session:
                 slot = self._slots.get(key)
                 if slot is None:
                     continue
-                for protocol in _protocols(slot):
+                for protocol in slot.protocols():
                     if names:
                         protocol.unsubscribe(entry.type_url, names)
                     if wildcard_gone and key == self._slot_key(entry.type_url):
@@ -931,14 +938,6 @@ class Session:
                     hook = metrics.authority_resources  # type: ignore[attr-defined]
                     for label, counts in sorted(by_authority.items()):
                         _hook("authority_resources", hook, type_url, label, dict(counts))
-
-
-def _protocols(slot: _Slot) -> list[SotwProtocol | DeltaProtocol]:
-    """The slot's protocol core, and its candidate's while one is open: both subscribe."""
-    candidate = slot.candidate
-    if candidate is None or candidate.protocol is None:
-        return [slot.protocol]
-    return [slot.protocol, candidate.protocol]
 
 
 def _hook(name: str, hook: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> None:
