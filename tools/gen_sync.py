@@ -117,6 +117,20 @@ FILES: tuple[Twin, ...] = (
         ":class:`~xds_client.transport._polling.PollScheduler`.",
         rules=((r"Awaitable\[([^\[\]]*)\]", r"\1"),),
     ),
+    Twin(
+        "src/xds_client/transport/_async_grpc.py",
+        "src/xds_client/transport/_grpc.py",
+        "Bidirectional gRPC streams for xDS on ``grpc`` (threads).\n\n"
+        "Generated from ``_async_grpc.py`` with the thread backend: gRPC's own thread\n"
+        "drains the request queue; a blocking ``recv(None)`` reads the call in the\n"
+        "caller's thread, and a reader thread starts only for a ``recv`` with a timeout.\n"
+        "What both share is in :mod:`._grpc_common`.",
+        rules=(
+            (r"\bgrpc\.aio\.", "grpc."),
+            (r"a reader task fills", "a reader thread fills"),
+            (r"for asyncio: one ``grpc\.aio`` channel", "for threads: one ``grpc`` channel"),
+        ),
+    ),
 )
 
 TESTS: tuple[Twin, ...] = (
