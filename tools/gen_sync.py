@@ -97,6 +97,31 @@ FILES: tuple[Twin, ...] = (
             (r"for asyncio: one ``grpc\.aio`` channel", "for threads: one ``grpc`` channel"),
         ),
     ),
+    Twin(
+        "src/xds_client/transport/_async_fetch.py",
+        "src/xds_client/transport/_fetch.py",
+        "Unary gRPC ``Fetch*`` polling on ``grpc`` (threads).\n\n"
+        "Generated from ``_async_fetch.py`` with the thread backend; what both share is in\n"
+        ":mod:`._fetch_common`, the polling rules in :mod:`._polling`.",
+        rules=(
+            (r"\bgrpc\.aio\.", "grpc."),
+            (r"transport\._async_(grpc|polling_stream)\b", r"transport._\1"),
+            (r"methods from asyncio;", "methods from threads;"),
+        ),
+    ),
+    Twin(
+        "src/xds_client/transport/_async_rest.py",
+        "src/xds_client/transport/_rest.py",
+        "REST-JSON polling for threads, over the standard library's ``http.client``.\n\n"
+        "Generated from ``_async_rest.py`` with the thread backend: each poll runs in the\n"
+        "polling stream's caller. The HTTP poster is :mod:`._rest_http`, the wire format\n"
+        ":mod:`._rest_codec`, the polling rules :mod:`._polling`.",
+        rules=(
+            (r"transport\._async_polling_stream\b", "transport._polling_stream"),
+            (r"server from asyncio;", "server from threads;"),
+            (r" Polls run in a worker thread\.", ""),
+        ),
+    ),
 )
 
 TESTS: tuple[Twin, ...] = (

@@ -19,7 +19,8 @@ from xds_client.resources import (
     resource_type,
 )
 from xds_client.transport import ServerTarget, Stream, StreamSpec
-from xds_client.transport._fetch import AsyncFetchTransport, FetchTransport, fetch_method_for
+from xds_client.transport._async_fetch import AsyncFetchTransport
+from xds_client.transport._fetch import FetchTransport, fetch_method_for
 from xds_client.transport._polling import PollError
 
 from ._poll_stubs import FAST, NODE, SPEC, StubFetchServer, cluster, pack

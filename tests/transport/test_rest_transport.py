@@ -26,8 +26,9 @@ from xds_client.resources import (
     resource_type,
 )
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget, Stream, StreamSpec
+from xds_client.transport._async_rest import AsyncRestTransport
 from xds_client.transport._polling import PollError
-from xds_client.transport._rest import AsyncRestTransport, RestTransport, make_ssl_context
+from xds_client.transport._rest import RestTransport, make_ssl_context
 
 from ._poll_stubs import FAST, NODE, SPEC, StubRestServer, cluster, pack, tls_server_context
 
