@@ -122,6 +122,17 @@ FILES: tuple[Twin, ...] = (
             (r" Polls run in a worker thread\.", ""),
         ),
     ),
+    Twin(
+        "src/xds_client/graph/_async_watch.py",
+        "src/xds_client/graph/_watch.py",
+        "ConfigWatch: complete snapshots of one listener's configuration, for threads.\n\n"
+        "Generated from ``_async_watch.py`` with the thread backend. The watches the graph\n"
+        "needs are opened and closed by :class:`~xds_client.graph._follower._Follower`.",
+        rules=(
+            (r"as an async iterator", "as a blocking iterator"),
+            (r" Create it inside the\s+running loop\.", ""),
+        ),
+    ),
 )
 
 TESTS: tuple[Twin, ...] = (
