@@ -119,6 +119,7 @@ FILES: tuple[Twin, ...] = (
         rules=(
             (r"transport\._async_polling_stream\b", "transport._polling_stream"),
             (r"server from asyncio;", "server from threads;"),
+            (r"``AsyncRestTransport\(", "``RestTransport("),
             (r" Polls run in a worker thread\.", ""),
         ),
     ),

@@ -104,6 +104,10 @@ class AsyncConfigWatch:
         self._ready.set()
 
     # begin async-only
+    async def aclose(self) -> None:
+        """The same as :meth:`close` (one spelling of closing for every async object)."""
+        self.close()
+
     def __enter__(self) -> Self:
         return self
 

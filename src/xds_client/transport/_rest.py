@@ -8,39 +8,26 @@ polling stream's caller. The HTTP poster is :mod:`._rest_http`, the wire format
 
 from __future__ import annotations
 
-import ssl
-import threading
-
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
 
 from xds_client._backends.threads import call_blocking
-from xds_client.transport._base import ServerTarget, StreamSpec
-from xds_client.transport._polling import PollCall, PollPolicy
+from xds_client.transport._base import StreamSpec
+from xds_client.transport._polling import PollCall
 from xds_client.transport._polling_stream import PollingStream
 from xds_client.transport._rest_http import _RestBase, make_ssl_context
 
 __all__ = ["RestTransport", "make_ssl_context"]
 
 
-class RestTransport(_RestBase):
+class RestTransport(_RestBase[PollingStream]):
     """Polls a REST-JSON xDS server from threads; one keep-alive connection per stream.
 
-    ``target.uri`` is the base URL (``http://host:port`` or ``https://...``),
-    ``target.call_metadata`` become HTTP headers (never logged) and
-    ``target.credentials`` configure TLS. The stream's ``spec.method`` is not
-    used: each type is posted to its own ``rest_path``.
+    ``RestTransport(target, *, policy=None, ssl_context=None)``: ``target.uri`` is
+    the base URL (``http://host:port`` or ``https://...``), ``target.call_metadata``
+    become HTTP headers (never logged) and ``target.credentials`` configure TLS (or
+    ``ssl_context`` does). The stream's ``spec.method`` is not used: each type is posted
+    to its own ``rest_path``.
     """
-
-    def __init__(
-        self,
-        target: ServerTarget | str,
-        *,
-        policy: PollPolicy | None = None,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
-        super().__init__(target, policy=policy, ssl_context=ssl_context)
-        self._streams: set[PollingStream] = set()
-        self._lock = threading.Lock()
 
     def open(self, spec: StreamSpec) -> PollingStream:
         """A polling stream for the types in ``spec`` (more may be sent later)."""

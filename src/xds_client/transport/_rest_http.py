@@ -19,6 +19,7 @@ import ssl
 import tempfile
 import threading
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
 
@@ -256,8 +257,11 @@ class _HttpPoster:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-class _RestBase:
-    """Configuration shared by the thread and asyncio REST transports."""
+S = TypeVar("S")
+
+
+class _RestBase(Generic[S]):
+    """Configuration shared by the thread and asyncio REST transports (``S``: their stream)."""
 
     def __init__(
         self,
@@ -279,6 +283,8 @@ class _RestBase:
         if self._endpoint.tls and ssl_context is None:
             self._ssl_context = make_ssl_context(target.credentials)
         self._closed = False
+        self._streams: set[S] = set()
+        self._lock = threading.Lock()
 
     def _check_spec(self, spec: StreamSpec) -> None:
         if self._closed:
