@@ -143,6 +143,26 @@ TESTS: tuple[Twin, ...] = (
         "PollingStream on a scripted poster (generated from test_async_polling_stream.py).",
         rules=((r"transport\._async_polling_stream\b", "transport._polling_stream"),),
     ),
+    Twin(
+        "tests/transport/test_async_fetch_transport.py",
+        "tests/transport/test_fetch_transport.py",
+        "FetchTransport against a local gRPC server (generated from "
+        "test_async_fetch_transport.py).",
+        rules=((r"transport\._async_fetch\b", "transport._fetch"),),
+    ),
+    Twin(
+        "tests/transport/test_async_rest_transport.py",
+        "tests/transport/test_rest_transport.py",
+        "RestTransport against a local stub server (generated from test_async_rest_transport.py).",
+        rules=((r"transport\._async_rest\b", "transport._rest"),),
+    ),
+    Twin(
+        "tests/transport/test_async_grpc_transport.py",
+        "tests/transport/test_grpc_transport.py",
+        "GrpcTransport against a scripted gRPC server (generated from "
+        "test_async_grpc_transport.py).",
+        rules=((r"transport\._async_grpc\b", "transport._grpc"),),
+    ),
 )
 
 HEADER = "# Generated from {source} by tools/gen_sync.py: do not edit.\n"

@@ -1,15 +1,17 @@
-"""Unary ``Fetch*`` polling against a local gRPC server: v3 and v2, errors, asyncio."""
+# Generated from tests/transport/test_async_fetch_transport.py by tools/gen_sync.py: do not edit.
+"""FetchTransport against a local gRPC server (generated from test_async_fetch_transport.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
+import time
 from collections.abc import Iterator
 
 import grpc
 import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
+from xds_client._backends.threads import Inbox, call_blocking, spawn
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import (
     CLUSTER,
@@ -19,8 +21,7 @@ from xds_client.resources import (
     resource_type,
 )
 from xds_client.transport import ServerTarget, Stream, StreamSpec
-from xds_client.transport._async_fetch import AsyncFetchTransport
-from xds_client.transport._fetch import FetchTransport, fetch_method_for
+from xds_client.transport._fetch import FetchTransport
 from xds_client.transport._polling import PollError
 
 from ._poll_stubs import FAST, NODE, SPEC, StubFetchServer, cluster, pack
@@ -41,15 +42,6 @@ def first(type_url: str = CLUSTER) -> DiscoveryRequest:
     return DiscoveryRequest(type_url=type_url, node=NODE)
 
 
-def test_fetch_methods_come_from_the_registry() -> None:
-    assert fetch_method_for(CLUSTER) == (
-        "/envoy.service.cluster.v3.ClusterDiscoveryService/FetchClusters"
-    )
-    assert fetch_method_for(V2_LISTENER) == "/envoy.api.v2.ListenerDiscoveryService/FetchListeners"
-    with pytest.raises(UsageError, match="no unary Fetch"):
-        fetch_method_for(VIRTUAL_HOST)
-
-
 def test_fetch_v3_same_version_gives_nothing_then_update(server: StubFetchServer) -> None:
     server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
     target = ServerTarget(server.address, call_metadata=(("authorization", "Bearer t"),))
@@ -63,7 +55,7 @@ def test_fetch_v3_same_version_gives_nothing_then_update(server: StubFetchServer
         assert response.version_info == "1"
         stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
         assert stream.recv(0.3) is None  # the server answers version 1 again: nothing new
-        seen = server.wait_requests(3)
+        seen = call_blocking(server.wait_requests, 3)
         assert seen[0].path.endswith("/FetchClusters")
         assert seen[0].headers["authorization"] == "Bearer t"
         assert seen[-1].request.node.cluster == "c1"
@@ -191,70 +183,65 @@ def test_usage_errors(server: StubFetchServer) -> None:
         transport.open(SPEC)
 
 
-def test_async_fetch(server: StubFetchServer) -> None:
-    async def main() -> None:
-        server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
-        transport = AsyncFetchTransport(server.address, policy=FAST)
-        try:
-            stream = await transport.open(SPEC)
-            await stream.send(first())
-            response = await stream.recv(5)
-            assert response is not None
-            assert response.version_info == "1"
-            await stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
-            assert await stream.recv(0.2) is None
-            server.set(CLUSTER, "2", {})
-            response = await stream.recv(5)
-            assert response is not None
-            assert response.version_info == "2"
-            server.fail(grpc.StatusCode.UNIMPLEMENTED, count=1, body="not here")
-            server.set(CLUSTER, "3", {})
-            with pytest.raises(TransportError, match="UNIMPLEMENTED"):
-                await stream.recv(5)
-            with pytest.raises(UsageError):
-                await transport.open(StreamSpec("", True, (CLUSTER,)))
-        finally:
-            await transport.close()
-
-    asyncio.run(main())
+def test_errors_after_updates_and_usage_errors(server: StubFetchServer) -> None:
+    server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
+    transport = FetchTransport(server.address, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "1"
+        stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
+        assert stream.recv(0.2) is None
+        server.set(CLUSTER, "2", {})
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "2"
+        server.fail(grpc.StatusCode.UNIMPLEMENTED, count=1, body="not here")
+        server.set(CLUSTER, "3", {})
+        with pytest.raises(TransportError, match="UNIMPLEMENTED"):
+            stream.recv(5)
+        with pytest.raises(UsageError):
+            transport.open(StreamSpec("", True, (CLUSTER,)))
+    finally:
+        transport.close()
 
 
 def test_probe(server: StubFetchServer) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
-    live, gone = FetchTransport(server.address), FetchTransport(f"127.0.0.1:{dead}")
+    live = FetchTransport(server.address)
+    gone = FetchTransport(f"127.0.0.1:{dead}")
     try:
         assert live.probe(5) is True
         assert gone.probe(0.3) is False
     finally:
         live.close()
         gone.close()
-
-    async def main() -> tuple[bool, bool]:
-        alive, down = AsyncFetchTransport(server.address), AsyncFetchTransport(f"127.0.0.1:{dead}")
-        try:
-            return await alive.probe(5), await down.probe(0.3)
-        finally:
-            await alive.close()
-            await down.close()
-
-    assert asyncio.run(main()) == (True, False)
+    assert live.probe(0.3) is False  # closed
 
 
-def test_async_close_cancels_a_fetch_in_flight(server: StubFetchServer) -> None:
+def test_close_cancels_a_fetch_in_flight(server: StubFetchServer) -> None:
     server.delay = 5.0
+    transport = FetchTransport(server.address, policy=FAST.with_request_timeout(10))
+    stream = transport.open(SPEC)
+    stream.send(first())
+    results: Inbox[object] = Inbox()
 
-    async def main() -> float:
-        transport = AsyncFetchTransport(server.address, policy=FAST.with_request_timeout(10))
-        stream = await transport.open(SPEC)
-        await stream.send(first())
-        task = asyncio.ensure_future(stream.recv(10))
-        await asyncio.to_thread(server.wait_requests, 1)
-        start = asyncio.get_running_loop().time()
-        await transport.close()
-        with pytest.raises(TransportError, match="closed"):
-            await asyncio.wait_for(task, 5)
-        return asyncio.get_running_loop().time() - start
+    def receive() -> None:
+        try:
+            results.put(stream.recv(10))
+        except TransportError as exc:
+            results.put(exc)
 
-    assert asyncio.run(main()) < 2.0
+    worker = spawn(receive, name="receive")
+    call_blocking(server.wait_requests, 1)
+    start = time.monotonic()
+    transport.close()
+    outcome = results.get(5)
+    worker.join(5)
+    assert isinstance(outcome, TransportError)
+    assert "closed" in str(outcome)
+    assert time.monotonic() - start < 2.0
