@@ -163,6 +163,12 @@ TESTS: tuple[Twin, ...] = (
         "test_async_grpc_transport.py).",
         rules=((r"transport\._async_grpc\b", "transport._grpc"),),
     ),
+    Twin(
+        "tests/graph/test_async_config_watch.py",
+        "tests/graph/test_config_watch.py",
+        "ConfigWatch on XdsClient (generated from test_async_config_watch.py).",
+        rules=((r"\b(wait_for_\w+)_async\b", r"\1"),),
+    ),
 )
 
 HEADER = "# Generated from {source} by tools/gen_sync.py: do not edit.\n"
