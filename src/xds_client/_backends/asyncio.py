@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
+from typing_extensions import Self
 
 __all__ = [
     "EMPTY",
@@ -388,3 +389,33 @@ R = TypeVar("R")
 async def call_blocking(work: Callable[..., R], *args: Any) -> R:
     """Run blocking ``work(*args)`` in a worker thread, off the loop."""
     return await asyncio.to_thread(work, *args)
+
+
+class AsyncClosing:
+    """A base for async objects closed by a plain ``close()``: ``with`` and ``async with``.
+
+    The thread twin (:class:`~xds_client._backends.threads.Closing`) offers ``with``.
+    """
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.close()

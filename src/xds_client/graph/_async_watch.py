@@ -10,11 +10,8 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from types import TracebackType
 
-from typing_extensions import Self
-
-from xds_client._backends.asyncio import AsyncEvent
+from xds_client._backends.asyncio import AsyncClosing, AsyncEvent
 from xds_client.errors import ClientClosedError, WaitTimeoutError
 
 from ._follower import _Follower, _WatchingClient
@@ -26,7 +23,7 @@ __all__ = ["AsyncConfigWatch"]
 _CLOSED_POLL = 0.25  # seconds between checks that the client is still open
 
 
-class AsyncConfigWatch:
+class AsyncConfigWatch(AsyncClosing):
     """Complete snapshots of one listener's configuration, as an async iterator.
 
     Each item is a :class:`ConfigSnapshot` in which every dependency has arrived or
@@ -108,24 +105,7 @@ class AsyncConfigWatch:
         """The same as :meth:`close` (one spelling of closing for every async object)."""
         self.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
-
     # end async-only
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
 
     def __repr__(self) -> str:
         return f"AsyncConfigWatch(listener={self.listener_name!r}, watching={len(self.subscribed)})"

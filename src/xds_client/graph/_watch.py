@@ -10,11 +10,8 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterator
-from types import TracebackType
 
-from typing_extensions import Self
-
-from xds_client._backends.threads import Event
+from xds_client._backends.threads import Closing, Event
 from xds_client.errors import ClientClosedError, WaitTimeoutError
 
 from ._follower import _Follower, _WatchingClient
@@ -26,7 +23,7 @@ __all__ = ["ConfigWatch"]
 _CLOSED_POLL = 0.25  # seconds between checks that the client is still open
 
 
-class ConfigWatch:
+class ConfigWatch(Closing):
     """Complete snapshots of one listener's configuration, as a blocking iterator.
 
     Each item is a :class:`ConfigSnapshot` in which every dependency has arrived or
@@ -99,15 +96,6 @@ class ConfigWatch:
         self._follower.close()
         self._closed = True
         self._ready.set()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
 
     def __repr__(self) -> str:
         return f"ConfigWatch(listener={self.listener_name!r}, watching={len(self.subscribed)})"
