@@ -144,24 +144,39 @@ TESTS: tuple[Twin, ...] = (
         rules=((r"transport\._async_polling_stream\b", "transport._polling_stream"),),
     ),
     Twin(
+        "tests/transport/_async_stream_checks.py",
+        "tests/transport/_stream_checks.py",
+        "Checks shared by the thread transport tests (generated from _async_stream_checks.py).",
+        rules=((r"Awaitable\[([^\[\]]*)\]", r"\1"),),
+    ),
+    Twin(
         "tests/transport/test_async_fetch_transport.py",
         "tests/transport/test_fetch_transport.py",
         "FetchTransport against a local gRPC server (generated from "
         "test_async_fetch_transport.py).",
-        rules=((r"transport\._async_fetch\b", "transport._fetch"),),
+        rules=(
+            (r"transport\._async_fetch\b", "transport._fetch"),
+            (r"\._async_stream_checks\b", "._stream_checks"),
+        ),
     ),
     Twin(
         "tests/transport/test_async_rest_transport.py",
         "tests/transport/test_rest_transport.py",
         "RestTransport against a local stub server (generated from test_async_rest_transport.py).",
-        rules=((r"transport\._async_rest\b", "transport._rest"),),
+        rules=(
+            (r"transport\._async_rest\b", "transport._rest"),
+            (r"\._async_stream_checks\b", "._stream_checks"),
+        ),
     ),
     Twin(
         "tests/transport/test_async_grpc_transport.py",
         "tests/transport/test_grpc_transport.py",
         "GrpcTransport against a scripted gRPC server (generated from "
         "test_async_grpc_transport.py).",
-        rules=((r"transport\._async_grpc\b", "transport._grpc"),),
+        rules=(
+            (r"transport\._async_grpc\b", "transport._grpc"),
+            (r"\._async_stream_checks\b", "._stream_checks"),
+        ),
     ),
     Twin(
         "tests/graph/test_async_config_watch.py",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 
 import grpc
@@ -11,7 +10,7 @@ import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
 from tests._twin_support import run_async  # async-only
-from xds_client._backends.asyncio import AsyncInbox, call_blocking, spawn
+from xds_client._backends.asyncio import call_blocking
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import (
     CLUSTER,
@@ -25,6 +24,7 @@ from xds_client.transport._async_fetch import AsyncFetchTransport
 from xds_client.transport._fetch_common import fetch_method_for
 from xds_client.transport._polling import PollError
 
+from ._async_stream_checks import close_while_receiving
 from ._poll_stubs import FAST, NODE, SPEC, StubFetchServer, cluster, pack
 
 pytestmark = pytest.mark.timeout(30)
@@ -132,30 +132,22 @@ async def test_transient_status_is_retried_once_the_stream_worked(server: StubFe
         await transport.close()
 
 
+@pytest.mark.parametrize(
+    ("code", "body"),
+    [(grpc.StatusCode.UNAVAILABLE, "starting"), (grpc.StatusCode.PERMISSION_DENIED, "who are you")],
+)
 @run_async  # async-only
-async def test_failure_before_any_success_fails_at_once(server: StubFetchServer) -> None:
-    server.fail(grpc.StatusCode.UNAVAILABLE, count=5, body="starting")
+async def test_failure_before_any_success_fails_at_once(
+    server: StubFetchServer, code: grpc.StatusCode, body: str
+) -> None:
+    server.fail(code, count=5, body=body)
     transport = AsyncFetchTransport(server.address, policy=FAST)
     try:
         stream = await transport.open(SPEC)
         await stream.send(first())
-        with pytest.raises(TransportError, match="UNAVAILABLE: starting"):
+        with pytest.raises(TransportError, match=f"{code.name}: {body}"):
             await stream.recv(5)
         assert len(server.requests) == 1  # the driver backs off and may fall back
-    finally:
-        await transport.close()
-
-
-@run_async  # async-only
-async def test_permission_denied_fails_at_once(server: StubFetchServer) -> None:
-    server.fail(grpc.StatusCode.PERMISSION_DENIED, count=5, body="who are you")
-    transport = AsyncFetchTransport(server.address, policy=FAST)
-    try:
-        stream = await transport.open(SPEC)
-        await stream.send(first())
-        with pytest.raises(TransportError, match="PERMISSION_DENIED: who are you"):
-            await stream.recv(5)
-        assert len(server.requests) == 1
     finally:
         await transport.close()
 
@@ -254,20 +246,4 @@ async def test_close_cancels_a_fetch_in_flight(server: StubFetchServer) -> None:
     transport = AsyncFetchTransport(server.address, policy=FAST.with_request_timeout(10))
     stream = await transport.open(SPEC)
     await stream.send(first())
-    results: AsyncInbox[object] = AsyncInbox()
-
-    async def receive() -> None:
-        try:
-            results.put(await stream.recv(10))
-        except TransportError as exc:
-            results.put(exc)
-
-    worker = spawn(receive, name="receive")
-    await call_blocking(server.wait_requests, 1)
-    start = time.monotonic()
-    await transport.close()
-    outcome = await results.get(5)
-    await worker.join(5)
-    assert isinstance(outcome, TransportError)
-    assert "closed" in str(outcome)
-    assert time.monotonic() - start < 2.0
+    assert await close_while_receiving(stream, transport.close, lambda: server.wait_requests(1)) < 2

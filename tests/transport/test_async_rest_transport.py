@@ -18,7 +18,7 @@ from google.rpc.status_pb2 import Status
 from tenacity import wait_fixed
 
 from tests._twin_support import run_async  # async-only
-from xds_client._backends.asyncio import AsyncInbox, call_blocking, spawn
+from xds_client._backends.asyncio import call_blocking
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import (
     CLUSTER,
@@ -34,6 +34,7 @@ from xds_client.transport._async_rest import AsyncRestTransport
 from xds_client.transport._polling import PollError
 from xds_client.transport._rest_http import make_ssl_context
 
+from ._async_stream_checks import close_while_receiving
 from ._poll_stubs import FAST, NODE, SPEC, StubRestServer, cluster, pack, tls_server_context
 
 pytestmark = pytest.mark.timeout(30)
@@ -297,23 +298,7 @@ async def test_close_aborts_a_poll_in_flight(server: StubRestServer) -> None:
     transport = AsyncRestTransport(server.url, policy=FAST.with_request_timeout(10))
     stream = await transport.open(SPEC)
     await stream.send(first())
-    results: AsyncInbox[object] = AsyncInbox()
-
-    async def receive() -> None:
-        try:
-            results.put(await stream.recv(10))
-        except TransportError as exc:
-            results.put(exc)
-
-    worker = spawn(receive, name="receive")
-    await call_blocking(server.wait_requests, 1)
-    start = time.monotonic()
-    await transport.close()
-    outcome = await results.get(5)
-    await worker.join(5)
-    assert isinstance(outcome, TransportError)
-    assert "closed" in str(outcome)
-    assert time.monotonic() - start < 2.0
+    assert await close_while_receiving(stream, transport.close, lambda: server.wait_requests(1)) < 2
 
 
 @run_async  # async-only

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 
 import grpc
 import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
-from xds_client._backends.threads import Inbox, call_blocking, spawn
+from xds_client._backends.threads import call_blocking
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import (
     CLUSTER,
@@ -25,6 +24,7 @@ from xds_client.transport._fetch import FetchTransport
 from xds_client.transport._polling import PollError
 
 from ._poll_stubs import FAST, NODE, SPEC, StubFetchServer, cluster, pack
+from ._stream_checks import close_while_receiving
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -114,28 +114,21 @@ def test_transient_status_is_retried_once_the_stream_worked(server: StubFetchSer
         transport.close()
 
 
-def test_failure_before_any_success_fails_at_once(server: StubFetchServer) -> None:
-    server.fail(grpc.StatusCode.UNAVAILABLE, count=5, body="starting")
+@pytest.mark.parametrize(
+    ("code", "body"),
+    [(grpc.StatusCode.UNAVAILABLE, "starting"), (grpc.StatusCode.PERMISSION_DENIED, "who are you")],
+)
+def test_failure_before_any_success_fails_at_once(
+    server: StubFetchServer, code: grpc.StatusCode, body: str
+) -> None:
+    server.fail(code, count=5, body=body)
     transport = FetchTransport(server.address, policy=FAST)
     try:
         stream = transport.open(SPEC)
         stream.send(first())
-        with pytest.raises(TransportError, match="UNAVAILABLE: starting"):
+        with pytest.raises(TransportError, match=f"{code.name}: {body}"):
             stream.recv(5)
         assert len(server.requests) == 1  # the driver backs off and may fall back
-    finally:
-        transport.close()
-
-
-def test_permission_denied_fails_at_once(server: StubFetchServer) -> None:
-    server.fail(grpc.StatusCode.PERMISSION_DENIED, count=5, body="who are you")
-    transport = FetchTransport(server.address, policy=FAST)
-    try:
-        stream = transport.open(SPEC)
-        stream.send(first())
-        with pytest.raises(TransportError, match="PERMISSION_DENIED: who are you"):
-            stream.recv(5)
-        assert len(server.requests) == 1
     finally:
         transport.close()
 
@@ -228,20 +221,4 @@ def test_close_cancels_a_fetch_in_flight(server: StubFetchServer) -> None:
     transport = FetchTransport(server.address, policy=FAST.with_request_timeout(10))
     stream = transport.open(SPEC)
     stream.send(first())
-    results: Inbox[object] = Inbox()
-
-    def receive() -> None:
-        try:
-            results.put(stream.recv(10))
-        except TransportError as exc:
-            results.put(exc)
-
-    worker = spawn(receive, name="receive")
-    call_blocking(server.wait_requests, 1)
-    start = time.monotonic()
-    transport.close()
-    outcome = results.get(5)
-    worker.join(5)
-    assert isinstance(outcome, TransportError)
-    assert "closed" in str(outcome)
-    assert time.monotonic() - start < 2.0
+    assert close_while_receiving(stream, transport.close, lambda: server.wait_requests(1)) < 2

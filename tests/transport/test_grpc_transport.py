@@ -11,11 +11,12 @@ import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 
 from tests.client._scripted_server import ScriptedServer, ScriptedStream, response
-from xds_client._backends.threads import Inbox, spawn
 from xds_client.errors import TransportError
 from xds_client.resources import CLUSTER
 from xds_client.transport import ADS_METHOD, ServerTarget, Stream, StreamSpec, Transport
 from xds_client.transport._grpc import GrpcStream, GrpcTransport
+
+from ._stream_checks import close_while_receiving
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -101,26 +102,9 @@ def test_a_response_that_does_not_decode_fails_the_stream() -> None:
 def test_close_wakes_a_waiting_recv_at_once(server: ScriptedServer) -> None:
     transport = GrpcTransport(ServerTarget(server.address))
     stream = transport.open(SPEC)
-    results: Inbox[object] = Inbox()
-
-    def receive() -> None:
-        try:
-            results.put(stream.recv(10))
-        except TransportError as exc:
-            results.put(exc)
-
-    worker = spawn(receive, name="receive")
     stream.send(DiscoveryRequest(type_url=CLUSTER))
-    got = results.get(5)
-    assert isinstance(got, DiscoveryResponse)  # the reader runs; now it waits again
-    worker = spawn(receive, name="receive")
-    start = time.monotonic()
-    stream.close()
-    outcome = results.get(5)
-    worker.join(5)
-    assert isinstance(outcome, TransportError)
-    assert "closed locally" in str(outcome)
-    assert time.monotonic() - start < 2.0
+    assert isinstance(stream.recv(5), DiscoveryResponse)  # threads: the reader runs now
+    assert close_while_receiving(stream, stream.close, lambda: None) < 2
     with pytest.raises(TransportError, match="closed"):
         stream.send(DiscoveryRequest(type_url=CLUSTER))
     stream.close()  # idempotent

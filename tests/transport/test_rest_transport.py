@@ -15,7 +15,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, Discovery
 from google.rpc.status_pb2 import Status
 from tenacity import wait_fixed
 
-from xds_client._backends.threads import Inbox, call_blocking, spawn
+from xds_client._backends.threads import call_blocking
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import (
     CLUSTER,
@@ -31,6 +31,7 @@ from xds_client.transport._polling import PollError
 from xds_client.transport._rest import RestTransport
 
 from ._poll_stubs import FAST, NODE, SPEC, StubRestServer, cluster, pack, tls_server_context
+from ._stream_checks import close_while_receiving
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -276,23 +277,7 @@ def test_close_aborts_a_poll_in_flight(server: StubRestServer) -> None:
     transport = RestTransport(server.url, policy=FAST.with_request_timeout(10))
     stream = transport.open(SPEC)
     stream.send(first())
-    results: Inbox[object] = Inbox()
-
-    def receive() -> None:
-        try:
-            results.put(stream.recv(10))
-        except TransportError as exc:
-            results.put(exc)
-
-    worker = spawn(receive, name="receive")
-    call_blocking(server.wait_requests, 1)
-    start = time.monotonic()
-    transport.close()
-    outcome = results.get(5)
-    worker.join(5)
-    assert isinstance(outcome, TransportError)
-    assert "closed" in str(outcome)
-    assert time.monotonic() - start < 2.0
+    assert close_while_receiving(stream, transport.close, lambda: server.wait_requests(1)) < 2
 
 
 def test_usage_errors(server: StubRestServer) -> None:

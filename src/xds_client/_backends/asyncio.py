@@ -19,6 +19,8 @@ import grpc
 import grpc.aio
 from typing_extensions import Self
 
+from xds_client._backends.threads import Closing
+
 __all__ = [
     "EMPTY",
     "Empty",
@@ -391,25 +393,13 @@ async def call_blocking(work: Callable[..., R], *args: Any) -> R:
     return await asyncio.to_thread(work, *args)
 
 
-class AsyncClosing:
+class AsyncClosing(Closing):
     """A base for async objects closed by a plain ``close()``: ``with`` and ``async with``.
 
-    The thread twin (:class:`~xds_client._backends.threads.Closing`) offers ``with``.
+    The thread twin is :class:`~xds_client._backends.threads.Closing` (``with`` only).
     """
 
     __slots__ = ()
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
 
     async def __aenter__(self) -> Self:
         return self
