@@ -131,6 +131,43 @@ FILES: tuple[Twin, ...] = (
             (r"for asyncio: one ``grpc\.aio`` channel", "for threads: one ``grpc`` channel"),
         ),
     ),
+    Twin(
+        "src/xds_client/transport/_async_fetch.py",
+        "src/xds_client/transport/_fetch.py",
+        "Unary gRPC ``Fetch*`` polling on ``grpc`` (threads).\n\n"
+        "Generated from ``_async_fetch.py`` with the thread backend; what both share is in\n"
+        ":mod:`._fetch_common`, the polling rules in :mod:`._polling`.",
+        rules=(
+            (r"\bgrpc\.aio\.", "grpc."),
+            (r"transport\._async_(grpc|polling_stream)\b", r"transport._\1"),
+            (r"methods from asyncio;", "methods from threads;"),
+        ),
+    ),
+    Twin(
+        "src/xds_client/transport/_async_rest.py",
+        "src/xds_client/transport/_rest.py",
+        "REST-JSON polling for threads, over the standard library's ``http.client``.\n\n"
+        "Generated from ``_async_rest.py`` with the thread backend: each poll runs in the\n"
+        "polling stream's caller. The HTTP poster is :mod:`._rest_http`, the wire format\n"
+        ":mod:`._rest_codec`, the polling rules :mod:`._polling`.",
+        rules=(
+            (r"transport\._async_polling_stream\b", "transport._polling_stream"),
+            (r"server from asyncio;", "server from threads;"),
+            (r"``AsyncRestTransport\(", "``RestTransport("),
+            (r" Polls run in a worker thread\.", ""),
+        ),
+    ),
+    Twin(
+        "src/xds_client/graph/_async_watch.py",
+        "src/xds_client/graph/_watch.py",
+        "ConfigWatch: complete snapshots of one listener's configuration, for threads.\n\n"
+        "Generated from ``_async_watch.py`` with the thread backend. The watches the graph\n"
+        "needs are opened and closed by :class:`~xds_client.graph._follower._Follower`.",
+        rules=(
+            (r"as an async iterator", "as a blocking iterator"),
+            (r" Create it inside the\s+running loop\.", ""),
+        ),
+    ),
 )
 
 TESTS: tuple[Twin, ...] = (
@@ -154,6 +191,47 @@ TESTS: tuple[Twin, ...] = (
         "reports the differences. Handlers may read the informer they belong to: the sync\n"
         "informer used to call them under its non-reentrant lock, so ``informer.get()`` in a\n"
         "handler deadlocked.",
+    ),
+    Twin(
+        "tests/transport/_async_stream_checks.py",
+        "tests/transport/_stream_checks.py",
+        "Checks shared by the thread transport tests (generated from _async_stream_checks.py).",
+        rules=((r"Awaitable\[([^\[\]]*)\]", r"\1"),),
+    ),
+    Twin(
+        "tests/transport/test_async_fetch_transport.py",
+        "tests/transport/test_fetch_transport.py",
+        "FetchTransport against a local gRPC server (generated from "
+        "test_async_fetch_transport.py).",
+        rules=(
+            (r"transport\._async_fetch\b", "transport._fetch"),
+            (r"\._async_stream_checks\b", "._stream_checks"),
+        ),
+    ),
+    Twin(
+        "tests/transport/test_async_rest_transport.py",
+        "tests/transport/test_rest_transport.py",
+        "RestTransport against a local stub server (generated from test_async_rest_transport.py).",
+        rules=(
+            (r"transport\._async_rest\b", "transport._rest"),
+            (r"\._async_stream_checks\b", "._stream_checks"),
+        ),
+    ),
+    Twin(
+        "tests/transport/test_async_grpc_transport.py",
+        "tests/transport/test_grpc_transport.py",
+        "GrpcTransport against a scripted gRPC server (generated from "
+        "test_async_grpc_transport.py).",
+        rules=(
+            (r"transport\._async_grpc\b", "transport._grpc"),
+            (r"\._async_stream_checks\b", "._stream_checks"),
+        ),
+    ),
+    Twin(
+        "tests/graph/test_async_config_watch.py",
+        "tests/graph/test_config_watch.py",
+        "ConfigWatch on XdsClient (generated from test_async_config_watch.py).",
+        rules=((r"\b(wait_for_\w+)_async\b", r"\1"),),
     ),
 )
 

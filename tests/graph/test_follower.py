@@ -8,7 +8,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from xds_client.graph import ConfigSnapshot
-from xds_client.graph._watch import _Follower
+from xds_client.graph._follower import _Follower
 from xds_client.protocol._events import ResourceUpdated
 
 from ._graph_resources import api_listener, eds_cluster, endpoints, routes

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TypeVar
 
 import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 from google.protobuf.message import Message
 
-from xds_client import AsyncXdsClient, Node, XdsClient
-from xds_client.errors import ClientClosedError, UsageError, WaitTimeoutError
-from xds_client.graph import ConfigSnapshot, Connection, ResourceKey
+from xds_client import Node, XdsClient
+from xds_client.errors import UsageError, WaitTimeoutError
+from xds_client.graph import ConfigSnapshot, Connection
 from xds_client.resources import (
     CLUSTER,
     ENDPOINT,
@@ -81,56 +80,6 @@ def dropped_every_endpoint(request: RecordedRequest) -> bool:
     return request.classification != "initial" and not message.resource_names
 
 
-@pytest.mark.parametrize(("protocol", "ads"), MATRIX)
-def test_sync_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
-    with ControlPlane() as cp:
-        first_config(cp)
-        with (
-            XdsClient(cp.address, node=NODE, protocol=protocol, ads=ads) as client,  # type: ignore[arg-type]
-            client.watch_config("L1") as watch,
-        ):
-            snapshot = watch.get(timeout=10)
-            check_first(snapshot)
-            with client.watch_config("L1", authority="example.com") as narrow:
-                assert narrow.get(timeout=10).ok
-            # Routes drop every cluster but c2: the rest is unsubscribed.
-            cp.set_resources(ROUTE, [routes("R1", "c2")], version="2")
-            second = watch.get(timeout=10)
-            assert set(second.clusters) == {"c2"}
-            route_key = ResourceKey("rds", "R1")
-            assert second.versions[route_key] != snapshot.versions[route_key]
-            assert watch.subscribed == {
-                ResourceKey("lds", "L1"),
-                ResourceKey("rds", "R1"),
-                ResourceKey("cds", "c2"),
-            }
-            cp.wait_for_request(CLUSTER, dropped_all_but_c2, timeout=10)
-            cp.wait_for_request(ENDPOINT, dropped_every_endpoint, timeout=10)
-
-
-@pytest.mark.parametrize(("protocol", "ads"), MATRIX)
-def test_async_watch_config_follows_the_graph(protocol: str, ads: bool) -> None:
-    async def body(cp: ControlPlane) -> None:
-        client = AsyncXdsClient(
-            cp.address,
-            node=NODE,
-            protocol=protocol,  # type: ignore[arg-type]
-            ads=ads,
-            does_not_exist_timeout=0.5,
-        )
-        async with client, client.watch_config("L1") as watch:
-            check_first(await watch.get(timeout=10))
-            cp.set_resources(ROUTE, [routes("R1", "missing")], version="2")
-            # Does-not-exist completes the graph with an error rather than hanging.
-            second = await watch.get(timeout=10)
-            assert dict(second.errors) == {"cds:missing": "does not exist"}
-            assert watch.latest is None or watch.latest.generation >= second.generation
-
-    with ControlPlane() as cp:
-        first_config(cp)
-        asyncio.run(asyncio.wait_for(body(cp), 30))
-
-
 def reject_bad_routes(config: Message) -> None:
     if any(vhost.name == "bad" for vhost in config.virtual_hosts):  # type: ignore[attr-defined]
         raise ValueError("virtual_hosts[0].name: 'bad' is not allowed here")
@@ -189,18 +138,6 @@ def test_server_listener_one_route_configuration_per_filter_chain(protocol: str)
         assert choice.cluster == cluster
     with pytest.raises(UsageError, match="pass connection="):
         snapshot.route("svc", "/ca")
-
-
-def test_iteration_ends_when_the_client_closes() -> None:
-    with ControlPlane() as cp:
-        first_config(cp)
-        client = XdsClient(cp.address, node=NODE)
-        watch = client.watch_config("L1")
-        check_first(watch.get(timeout=10))
-        client.close()
-        assert list(watch) == []  # ends instead of blocking
-        with pytest.raises(ClientClosedError, match="closed"):
-            watch.get(timeout=5)
 
 
 M = TypeVar("M", bound=Message)

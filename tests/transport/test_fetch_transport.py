@@ -1,8 +1,8 @@
-"""Unary ``Fetch*`` polling against a local gRPC server: v3 and v2, errors, asyncio."""
+# Generated from tests/transport/test_async_fetch_transport.py by tools/gen_sync.py: do not edit.
+"""FetchTransport against a local gRPC server (generated from test_async_fetch_transport.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import Iterator
 
@@ -10,6 +10,7 @@ import grpc
 import pytest
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
+from xds_client._backends.threads import call_blocking
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import (
     CLUSTER,
@@ -19,10 +20,11 @@ from xds_client.resources import (
     resource_type,
 )
 from xds_client.transport import ServerTarget, Stream, StreamSpec
-from xds_client.transport._fetch import AsyncFetchTransport, FetchTransport, fetch_method_for
+from xds_client.transport._fetch import FetchTransport
 from xds_client.transport._polling import PollError
 
 from ._poll_stubs import FAST, NODE, SPEC, StubFetchServer, cluster, pack
+from ._stream_checks import close_while_receiving
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -40,15 +42,6 @@ def first(type_url: str = CLUSTER) -> DiscoveryRequest:
     return DiscoveryRequest(type_url=type_url, node=NODE)
 
 
-def test_fetch_methods_come_from_the_registry() -> None:
-    assert fetch_method_for(CLUSTER) == (
-        "/envoy.service.cluster.v3.ClusterDiscoveryService/FetchClusters"
-    )
-    assert fetch_method_for(V2_LISTENER) == "/envoy.api.v2.ListenerDiscoveryService/FetchListeners"
-    with pytest.raises(UsageError, match="no unary Fetch"):
-        fetch_method_for(VIRTUAL_HOST)
-
-
 def test_fetch_v3_same_version_gives_nothing_then_update(server: StubFetchServer) -> None:
     server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
     target = ServerTarget(server.address, call_metadata=(("authorization", "Bearer t"),))
@@ -62,7 +55,7 @@ def test_fetch_v3_same_version_gives_nothing_then_update(server: StubFetchServer
         assert response.version_info == "1"
         stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
         assert stream.recv(0.3) is None  # the server answers version 1 again: nothing new
-        seen = server.wait_requests(3)
+        seen = call_blocking(server.wait_requests, 3)
         assert seen[0].path.endswith("/FetchClusters")
         assert seen[0].headers["authorization"] == "Bearer t"
         assert seen[-1].request.node.cluster == "c1"
@@ -121,28 +114,21 @@ def test_transient_status_is_retried_once_the_stream_worked(server: StubFetchSer
         transport.close()
 
 
-def test_failure_before_any_success_fails_at_once(server: StubFetchServer) -> None:
-    server.fail(grpc.StatusCode.UNAVAILABLE, count=5, body="starting")
+@pytest.mark.parametrize(
+    ("code", "body"),
+    [(grpc.StatusCode.UNAVAILABLE, "starting"), (grpc.StatusCode.PERMISSION_DENIED, "who are you")],
+)
+def test_failure_before_any_success_fails_at_once(
+    server: StubFetchServer, code: grpc.StatusCode, body: str
+) -> None:
+    server.fail(code, count=5, body=body)
     transport = FetchTransport(server.address, policy=FAST)
     try:
         stream = transport.open(SPEC)
         stream.send(first())
-        with pytest.raises(TransportError, match="UNAVAILABLE: starting"):
+        with pytest.raises(TransportError, match=f"{code.name}: {body}"):
             stream.recv(5)
         assert len(server.requests) == 1  # the driver backs off and may fall back
-    finally:
-        transport.close()
-
-
-def test_permission_denied_fails_at_once(server: StubFetchServer) -> None:
-    server.fail(grpc.StatusCode.PERMISSION_DENIED, count=5, body="who are you")
-    transport = FetchTransport(server.address, policy=FAST)
-    try:
-        stream = transport.open(SPEC)
-        stream.send(first())
-        with pytest.raises(TransportError, match="PERMISSION_DENIED: who are you"):
-            stream.recv(5)
-        assert len(server.requests) == 1
     finally:
         transport.close()
 
@@ -190,70 +176,49 @@ def test_usage_errors(server: StubFetchServer) -> None:
         transport.open(SPEC)
 
 
-def test_async_fetch(server: StubFetchServer) -> None:
-    async def main() -> None:
-        server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
-        transport = AsyncFetchTransport(server.address, policy=FAST)
-        try:
-            stream = await transport.open(SPEC)
-            await stream.send(first())
-            response = await stream.recv(5)
-            assert response is not None
-            assert response.version_info == "1"
-            await stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
-            assert await stream.recv(0.2) is None
-            server.set(CLUSTER, "2", {})
-            response = await stream.recv(5)
-            assert response is not None
-            assert response.version_info == "2"
-            server.fail(grpc.StatusCode.UNIMPLEMENTED, count=1, body="not here")
-            server.set(CLUSTER, "3", {})
-            with pytest.raises(TransportError, match="UNIMPLEMENTED"):
-                await stream.recv(5)
-            with pytest.raises(UsageError):
-                await transport.open(StreamSpec("", True, (CLUSTER,)))
-        finally:
-            await transport.close()
-
-    asyncio.run(main())
+def test_errors_after_updates_and_usage_errors(server: StubFetchServer) -> None:
+    server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
+    transport = FetchTransport(server.address, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "1"
+        stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
+        assert stream.recv(0.2) is None
+        server.set(CLUSTER, "2", {})
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "2"
+        server.fail(grpc.StatusCode.UNIMPLEMENTED, count=1, body="not here")
+        server.set(CLUSTER, "3", {})
+        with pytest.raises(TransportError, match="UNIMPLEMENTED"):
+            stream.recv(5)
+        with pytest.raises(UsageError):
+            transport.open(StreamSpec("", True, (CLUSTER,)))
+    finally:
+        transport.close()
 
 
 def test_probe(server: StubFetchServer) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
-    live, gone = FetchTransport(server.address), FetchTransport(f"127.0.0.1:{dead}")
+    live = FetchTransport(server.address)
+    gone = FetchTransport(f"127.0.0.1:{dead}")
     try:
         assert live.probe(5) is True
         assert gone.probe(0.3) is False
     finally:
         live.close()
         gone.close()
-
-    async def main() -> tuple[bool, bool]:
-        alive, down = AsyncFetchTransport(server.address), AsyncFetchTransport(f"127.0.0.1:{dead}")
-        try:
-            return await alive.probe(5), await down.probe(0.3)
-        finally:
-            await alive.close()
-            await down.close()
-
-    assert asyncio.run(main()) == (True, False)
+    assert live.probe(0.3) is False  # closed
 
 
-def test_async_close_cancels_a_fetch_in_flight(server: StubFetchServer) -> None:
+def test_close_cancels_a_fetch_in_flight(server: StubFetchServer) -> None:
     server.delay = 5.0
-
-    async def main() -> float:
-        transport = AsyncFetchTransport(server.address, policy=FAST.with_request_timeout(10))
-        stream = await transport.open(SPEC)
-        await stream.send(first())
-        task = asyncio.ensure_future(stream.recv(10))
-        await asyncio.to_thread(server.wait_requests, 1)
-        start = asyncio.get_running_loop().time()
-        await transport.close()
-        with pytest.raises(TransportError, match="closed"):
-            await asyncio.wait_for(task, 5)
-        return asyncio.get_running_loop().time() - start
-
-    assert asyncio.run(main()) < 2.0
+    transport = FetchTransport(server.address, policy=FAST.with_request_timeout(10))
+    stream = transport.open(SPEC)
+    stream.send(first())
+    assert close_while_receiving(stream, transport.close, lambda: server.wait_requests(1)) < 2

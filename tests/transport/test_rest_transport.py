@@ -1,8 +1,8 @@
-"""REST-JSON polling against a local stub server: 200/304, updates, errors, TLS, async."""
+# Generated from tests/transport/test_async_rest_transport.py by tools/gen_sync.py: do not edit.
+"""RestTransport against a local stub server (generated from test_async_rest_transport.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import ssl
@@ -15,6 +15,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, Discovery
 from google.rpc.status_pb2 import Status
 from tenacity import wait_fixed
 
+from xds_client._backends.threads import call_blocking
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import (
     CLUSTER,
@@ -27,9 +28,10 @@ from xds_client.resources import (
 )
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget, Stream, StreamSpec
 from xds_client.transport._polling import PollError
-from xds_client.transport._rest import AsyncRestTransport, RestTransport, make_ssl_context
+from xds_client.transport._rest import RestTransport
 
 from ._poll_stubs import FAST, NODE, SPEC, StubRestServer, cluster, pack, tls_server_context
+from ._stream_checks import close_while_receiving
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -70,7 +72,7 @@ def test_polls_200_then_304_then_update(server: StubRestServer) -> None:
         assert names_of(response) == ["a"]
         stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))  # the ACK
         assert stream.recv(0.3) is None  # several polls, all 304
-        seen = server.wait_requests(3)
+        seen = call_blocking(server.wait_requests, 3)
         assert seen[0].path == "/v3/discovery:clusters"
         assert seen[0].request.node.cluster == "c1"
         assert seen[-1].request.version_info == "1"
@@ -103,7 +105,9 @@ def test_nack_is_carried_with_details_list(server: StubRestServer) -> None:
         with_transport.close()
 
 
-def test_new_names_are_fetched_at_once_despite_current_version(server: StubRestServer) -> None:
+def test_new_names_are_fetched_at_once_despite_current_version(
+    server: StubRestServer,
+) -> None:
     server.set(ENDPOINT, "1", {"a": pack(cluster("a")), "b": pack(cluster("b"))})
     transport = RestTransport(server.url, policy=FAST.with_interval(60))
     stream = transport.open(StreamSpec("", False, (ENDPOINT,)))
@@ -273,17 +277,7 @@ def test_close_aborts_a_poll_in_flight(server: StubRestServer) -> None:
     transport = RestTransport(server.url, policy=FAST.with_request_timeout(10))
     stream = transport.open(SPEC)
     stream.send(first())
-
-    async def recv_then_close() -> float:
-        task = asyncio.get_running_loop().run_in_executor(None, stream.recv, 10.0)
-        await asyncio.to_thread(server.wait_requests, 1)
-        start = time.monotonic()
-        transport.close()
-        with pytest.raises(TransportError, match="closed"):
-            await asyncio.wait_for(task, 5)
-        return time.monotonic() - start
-
-    assert asyncio.run(recv_then_close()) < 2.0
+    assert close_while_receiving(stream, transport.close, lambda: server.wait_requests(1)) < 2
 
 
 def test_usage_errors(server: StubRestServer) -> None:
@@ -377,45 +371,29 @@ def test_mutual_tls(ca: trustme.CA, tmp_path: object) -> None:
         server.close()
 
 
-def test_bad_client_key_is_a_usage_error(ca: trustme.CA) -> None:
-    client_cert = ca.issue_cert("client@example")
-    creds = ChannelCredentialsConfig(
-        certificate_chain=client_cert.cert_chain_pems[0].bytes(),
-        private_key=b"-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n",
-    )
-    with pytest.raises(UsageError, match="client certificate and key"):
-        make_ssl_context(creds)
-
-
-# -- asyncio ---------------------------------------------------------------------------
-
-
-def test_async_rest_polls_updates_and_fails(server: StubRestServer) -> None:
-    async def main() -> None:
-        server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
-        transport = AsyncRestTransport(server.url, policy=FAST)
-        try:
-            stream = await transport.open(SPEC)
-            await stream.send(first())
-            response = await stream.recv(5)
-            assert response is not None
-            assert response.version_info == "1"
-            await stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
-            assert await stream.recv(0.2) is None
-            server.set(CLUSTER, "2", {})
-            response = await stream.recv(5)
-            assert response is not None
-            assert response.version_info == "2"
-            server.fail(502, count=5)
-            await stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="2"))
-            with pytest.raises(TransportError, match="502"):
-                await stream.recv(5)
-            with pytest.raises(UsageError):
-                await transport.open(StreamSpec("", True, (CLUSTER,)))
-        finally:
-            await transport.close()
-
-    asyncio.run(main())
+def test_polls_updates_then_fails(server: StubRestServer) -> None:
+    server.set(CLUSTER, "1", {"a": pack(cluster("a"))})
+    transport = RestTransport(server.url, policy=FAST)
+    try:
+        stream = transport.open(SPEC)
+        stream.send(first())
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "1"
+        stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="1"))
+        assert stream.recv(0.2) is None
+        server.set(CLUSTER, "2", {})
+        response = stream.recv(5)
+        assert response is not None
+        assert response.version_info == "2"
+        server.fail(502, count=5)
+        stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="2"))
+        with pytest.raises(TransportError, match="502"):
+            stream.recv(5)
+        with pytest.raises(UsageError):
+            transport.open(StreamSpec("", True, (CLUSTER,)))
+    finally:
+        transport.close()
 
 
 def test_probe(server: StubRestServer, ca: trustme.CA) -> None:
@@ -426,36 +404,10 @@ def test_probe(server: StubRestServer, ca: trustme.CA) -> None:
     try:
         trusted = ChannelCredentialsConfig(ca_certificate=ca.cert_pem.bytes())
         untrusted = ChannelCredentialsConfig(ca_certificate=trustme.CA().cert_pem.bytes())
-        assert RestTransport(ServerTarget(tls.url, credentials=trusted)).probe(2) is True
-        assert RestTransport(ServerTarget(tls.url, credentials=untrusted)).probe(2) is False
+        assert RestTransport(ServerTarget(tls.url, credentials=trusted)).probe(2)
+        assert not RestTransport(ServerTarget(tls.url, credentials=untrusted)).probe(2)
     finally:
         tls.close()
-
-    async def main() -> tuple[bool, bool]:
-        return (
-            await AsyncRestTransport(server.url).probe(2),
-            await AsyncRestTransport(dead).probe(0.5),
-        )
-
-    assert asyncio.run(main()) == (True, False)
-
-
-def test_async_close_aborts_a_poll_in_flight(server: StubRestServer) -> None:
-    server.delay = 5.0
-
-    async def main() -> float:
-        transport = AsyncRestTransport(server.url, policy=FAST.with_request_timeout(10))
-        stream = await transport.open(SPEC)
-        await stream.send(first())
-        task = asyncio.ensure_future(stream.recv(10))
-        await asyncio.to_thread(server.wait_requests, 1)
-        start = asyncio.get_running_loop().time()
-        await transport.close()
-        with pytest.raises(TransportError, match="closed"):
-            await asyncio.wait_for(task, 5)
-        return asyncio.get_running_loop().time() - start
-
-    assert asyncio.run(main()) < 2.0
 
 
 def test_user_agent_and_response_size_limit(server: StubRestServer) -> None:

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
+from typing_extensions import Self
+
+from xds_client._backends.threads import Closing
 
 __all__ = [
     "EMPTY",
@@ -399,3 +402,21 @@ R = TypeVar("R")
 async def call_blocking(work: Callable[..., R], *args: Any) -> R:
     """Run blocking ``work(*args)`` in a worker thread, off the loop."""
     return await asyncio.to_thread(work, *args)
+
+
+class AsyncClosing(Closing):
+    """A base for async objects closed by a plain ``close()``: ``with`` and ``async with``.
+
+    The thread twin is :class:`~xds_client._backends.threads.Closing` (``with`` only).
+    """
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.close()

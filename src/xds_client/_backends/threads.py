@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
+from typing_extensions import Self
 
 __all__ = [
     "EMPTY",
@@ -310,3 +311,21 @@ R = TypeVar("R")
 def call_blocking(work: Callable[..., R], *args: Any) -> R:
     """Run blocking ``work(*args)`` here (the asyncio twin runs it in a worker thread)."""
     return work(*args)
+
+
+class Closing:
+    """A base for objects closed by ``close()``: ``with`` closes them."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.close()

@@ -6,6 +6,7 @@ and ``snapshot.filter_chain()`` answer where a request or a connection goes, as
 Envoy would. See docs/graph.md.
 """
 
+from ._async_watch import AsyncConfigWatch
 from ._filter_chains import (
     Connection,
     FilterChainChoice,
@@ -19,7 +20,7 @@ from ._render import Node, snapshot_to_svg, snapshot_to_text, snapshot_tree
 from ._routing import RouteChoice, WeightedTarget, select_route, select_virtual_host
 from ._snapshot import ConfigSnapshot, HttpManager, ResourceKey, ResourceStatus
 from ._tracker import MAX_AGGREGATE_DEPTH, ConfigTracker, TrackerUpdate
-from ._watch import AsyncConfigWatch, ConfigWatch
+from ._watch import ConfigWatch
 
 __all__ = [
     "MAX_AGGREGATE_DEPTH",

@@ -1,156 +1,29 @@
-"""The drivers of :class:`ConfigTracker`: one watch per resource, opened and closed as told.
+# Generated from xds_client/graph/_async_watch.py by tools/gen_sync.py: do not edit.
+"""ConfigWatch: complete snapshots of one listener's configuration, for threads.
 
-Both use the clients' public ``watch(type, name, on_event=...)``: the sync client runs
-the callbacks on its dispatcher thread, the async client on its loop, so the tracker
-is fed from one place at a time (a lock guards it anyway for the sync client).
+Generated from ``_async_watch.py`` with the thread backend. The watches the graph
+needs are opened and closed by :class:`~xds_client.graph._follower._Follower`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from types import TracebackType
-from typing import Any, Protocol
+from collections.abc import Iterator
 
-from typing_extensions import Self
-
+from xds_client._backends.threads import Closing, Event
 from xds_client.errors import ClientClosedError, WaitTimeoutError
 
+from ._follower import _Follower, _WatchingClient
 from ._snapshot import ConfigSnapshot, ResourceKey
-from ._tracker import MAX_AGGREGATE_DEPTH, ConfigTracker, TrackerUpdate
+from ._tracker import MAX_AGGREGATE_DEPTH
 
-__all__ = ["AsyncConfigWatch", "ConfigWatch"]
+__all__ = ["ConfigWatch"]
 
 _CLOSED_POLL = 0.25  # seconds between checks that the client is still open
 
 
-class _Closable(Protocol):
-    def close(self) -> None: ...
-
-
-class _WatchingClient(Protocol):
-    def watch(self, resource: Any, names: Any = ..., *, on_event: Any = ...) -> Any: ...
-
-
-class _Group:
-    """One client watch for several names of one type (opened together)."""
-
-    def __init__(self, kind: str, names: set[str]) -> None:
-        self.kind = kind
-        self.names = names
-        self.watch: _Closable | None = None
-
-
-class _Follower:
-    """The tracker and the watches it asks for; ``deliver`` gets each snapshot.
-
-    The names a tracker update subscribes to together share one client watch: a
-    watch costs the client about the same for one name as for a thousand (measured:
-    3 s for 1,000 one-name watches, 9 ms for one watch of 1,000 names). When some
-    names of a group are dropped, the rest move to a new watch, opened before the old
-    one closes so that they stay subscribed on the wire.
-    """
-
-    def __init__(
-        self, client: _WatchingClient, listener: str, max_aggregate_depth: int,
-        deliver: Callable[[ConfigSnapshot], None], authority: str | None = None,
-    ) -> None:  # fmt: skip
-        self._client = client
-        self._deliver = deliver
-        self._lock = threading.RLock()
-        self._group_of: dict[ResourceKey, _Group] = {}
-        self._to_open: dict[str, set[str]] = {}
-        self._defer = False
-        self._closed = False
-        self.tracker = ConfigTracker(
-            listener, max_aggregate_depth=max_aggregate_depth, authority=authority
-        )
-        with self._lock:
-            self._apply(self.tracker.start())
-
-    def _open(self, kind: str, names: set[str]) -> None:
-        group = _Group(kind, names)
-        for name in names:
-            self._group_of[ResourceKey(kind, name)] = group  # type: ignore[arg-type]
-        # Cached state may come back at once, through on_event, re-entering _on_event.
-        group.watch = self._client.watch(
-            kind, sorted(names), on_event=lambda event: self._on_event(group, event)
-        )
-
-    def _apply(self, update: TrackerUpdate) -> None:
-        shrunk: dict[int, _Group] = {}
-        for key in update.unsubscribe:
-            group = self._group_of.pop(key, None)
-            if group is not None:
-                group.names.discard(key.name)
-                shrunk[id(group)] = group
-        for group in shrunk.values():
-            if group.names:
-                self._open(group.kind, set(group.names))
-            if group.watch is not None:
-                group.watch.close()
-        if update.snapshot is not None:
-            self._deliver(update.snapshot)
-        for key in update.unsubscribe:
-            self._to_open.get(key.kind, set()).discard(key.name)
-        for key in update.subscribe:
-            self._to_open.setdefault(key.kind, set()).add(key.name)
-        if shrunk or not self._defer:
-            self._flush()
-
-    def _flush(self) -> None:
-        """Open the watches asked for so far, one per type."""
-        to_open, self._to_open = self._to_open, {}
-        for kind, names in to_open.items():
-            if names:
-                self._open(kind, names)
-
-    def _on_event(self, group: _Group, event: object) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            # While more events of this watch are queued (a burst: every cluster of a
-            # response), new subscriptions wait and go out as one watch at its end.
-            self._defer = bool(getattr(group.watch, "pending", 0))
-            try:
-                for key in self._keys_of(group, event):
-                    if self._group_of.get(key) is group:  # not a stale group's late event
-                        self._apply(self.tracker.receive(key, event))
-            finally:
-                self._defer = False
-            if self._to_open and not getattr(group.watch, "pending", 0):
-                self._flush()
-
-    @staticmethod
-    def _keys_of(group: _Group, event: object) -> list[ResourceKey]:
-        """The subscribed names an event is about (a NACK may name several)."""
-        errors = getattr(event, "errors", None)
-        if errors is not None:
-            names = [n for n in group.names if n in errors]
-        else:
-            candidates = [getattr(event, "name", None), *getattr(event, "aliases", ())]
-            names = [n for n in candidates if n in group.names][:1]
-        return [ResourceKey(group.kind, n) for n in names]  # type: ignore[arg-type]
-
-    def client_closed(self) -> bool:
-        """True once the client is closed: no snapshot can come any more."""
-        return bool(getattr(self._client, "_closed", False))
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            groups = {id(g): g for g in self._group_of.values()}
-            self._group_of = {}
-        for group in groups.values():
-            if group.watch is not None:
-                group.watch.close()
-
-
-class ConfigWatch:
+class ConfigWatch(Closing):
     """Complete snapshots of one listener's configuration, as a blocking iterator.
 
     Each item is a :class:`ConfigSnapshot` in which every dependency has arrived or
@@ -166,88 +39,7 @@ class ConfigWatch:
         max_aggregate_depth: int = MAX_AGGREGATE_DEPTH,
         authority: str | None = None,
     ) -> None:
-        self._cond = threading.Condition()
-        self._queue: deque[ConfigSnapshot] = deque(maxlen=1)
-        self._closed = False
-        self.latest: ConfigSnapshot | None = None
-        """The newest snapshot delivered so far."""
-        self._follower = _Follower(client, listener, max_aggregate_depth, self._put, authority)
-
-    @property
-    def listener_name(self) -> str:
-        """The watched listener."""
-        return self._follower.tracker.listener_name
-
-    @property
-    def subscribed(self) -> frozenset[ResourceKey]:
-        """The resources watched right now (they follow the graph)."""
-        return self._follower.tracker.subscribed
-
-    def _put(self, snapshot: ConfigSnapshot) -> None:
-        with self._cond:
-            self.latest = snapshot
-            self._queue.append(snapshot)
-            self._cond.notify_all()
-
-    def get(self, timeout: float | None = None) -> ConfigSnapshot:
-        """The next snapshot; :class:`WaitTimeoutError` after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while not self._queue:
-                if self._closed or self._follower.client_closed():
-                    raise ClientClosedError("the config watch (or its client) is closed")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise WaitTimeoutError(
-                        f"no complete config of listener {self.listener_name!r} within "
-                        f"{timeout}s; still watching: {sorted(map(str, self.subscribed))}"
-                    )
-                # Wake now and then: a closing client does not call back.
-                self._cond.wait(_CLOSED_POLL if remaining is None else min(remaining, _CLOSED_POLL))
-            return self._queue.popleft()
-
-    def __iter__(self) -> Iterator[ConfigSnapshot]:
-        while True:
-            try:
-                yield self.get()
-            except ClientClosedError:
-                return
-
-    def close(self) -> None:
-        """Close every watch of the graph; iteration ends."""
-        self._follower.close()
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"ConfigWatch(listener={self.listener_name!r}, watching={len(self.subscribed)})"
-
-
-class AsyncConfigWatch:
-    """Complete snapshots of one listener's configuration, as an async iterator.
-
-    The asyncio twin of :class:`ConfigWatch`; create it inside the running loop.
-    """
-
-    def __init__(
-        self,
-        client: _WatchingClient,
-        listener: str,
-        *,
-        max_aggregate_depth: int = MAX_AGGREGATE_DEPTH,
-        authority: str | None = None,
-    ) -> None:
-        self._ready = asyncio.Event()
+        self._ready = Event()
         self._queue: deque[ConfigSnapshot] = deque(maxlen=1)
         self._closed = False
         self.latest: ConfigSnapshot | None = None
@@ -266,13 +58,19 @@ class AsyncConfigWatch:
 
     def _put(self, snapshot: ConfigSnapshot) -> None:
         self.latest = snapshot
-        self._queue.append(snapshot)
+        self._queue.append(snapshot)  # keeps the newest only (maxlen=1)
         self._ready.set()
 
-    async def get(self, timeout: float | None = None) -> ConfigSnapshot:
+    def get(self, timeout: float | None = None) -> ConfigSnapshot:
         """The next snapshot; :class:`WaitTimeoutError` after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._queue:
+        while True:
+            # Cleared before looking, so a snapshot put after the look sets it again.
+            self._ready.clear()
+            try:
+                return self._queue.popleft()
+            except IndexError:
+                pass
             if self._closed or self._follower.client_closed():
                 raise ClientClosedError("the config watch (or its client) is closed")
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -281,20 +79,17 @@ class AsyncConfigWatch:
                     f"no complete config of listener {self.listener_name!r} within "
                     f"{timeout}s; still watching: {sorted(map(str, self.subscribed))}"
                 )
-            self._ready.clear()
-            pause = _CLOSED_POLL if remaining is None else min(remaining, _CLOSED_POLL)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), pause)
-        return self._queue.popleft()
+            # Wake now and then: a closing client does not call back.
+            self._ready.wait(_CLOSED_POLL if remaining is None else min(remaining, _CLOSED_POLL))
 
-    def __aiter__(self) -> AsyncIterator[ConfigSnapshot]:
+    def __iter__(self) -> Iterator[ConfigSnapshot]:
         return self
 
-    async def __anext__(self) -> ConfigSnapshot:
+    def __next__(self) -> ConfigSnapshot:
         try:
-            return await self.get()
+            return self.get()
         except ClientClosedError:
-            raise StopAsyncIteration from None
+            raise StopIteration from None
 
     def close(self) -> None:
         """Close every watch of the graph; iteration ends."""
@@ -302,23 +97,5 @@ class AsyncConfigWatch:
         self._closed = True
         self._ready.set()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
-
     def __repr__(self) -> str:
-        return f"AsyncConfigWatch(listener={self.listener_name!r}, watching={len(self.subscribed)})"
+        return f"ConfigWatch(listener={self.listener_name!r}, watching={len(self.subscribed)})"

@@ -10,14 +10,15 @@ connections, delay, send raw responses, fail streams with a status).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import grpc
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -64,6 +65,23 @@ def _serialize(message: Any) -> bytes:
         return message
     data: bytes = message.SerializeToString()
     return data
+
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _off_loop(wait: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Awaitable[R]]:
+    """The asyncio twin of a blocking ``wait_for_*`` method: the same call in a worker thread."""
+
+    async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(wait, self, *args, **kwargs)
+
+    functools.update_wrapper(twin, wait)  # the signature shown is the blocking one
+    twin.__name__ = twin.__qualname__ = f"{wait.__name__}_async"
+    twin.__doc__ = f":meth:`{wait.__name__}` without blocking the event loop."
+    return twin
 
 
 class ControlPlane:
@@ -672,22 +690,6 @@ class ControlPlane:
 
         return self._log.wait(probe, timeout, what)
 
-    async def wait_for_subscription_async(
-        self,
-        type: TypeSpec,
-        names: Iterable[str] = (),
-        *,
-        wildcard: bool | None = None,
-        exact: bool = False,
-        timeout: float = 5.0,
-        node_id: str | None = None,
-    ) -> int:
-        """:meth:`wait_for_subscription` without blocking the event loop."""
-        return await asyncio.to_thread(
-            self.wait_for_subscription, type, names,
-            wildcard=wildcard, exact=exact, timeout=timeout, node_id=node_id,
-        )  # fmt: skip
-
     def wait_for_streams_closed(self, timeout: float = 5.0) -> None:
         """Wait until no stream is open (e.g. after :meth:`drop_streams`)."""
 
@@ -700,59 +702,12 @@ class ControlPlane:
 
         self._log.wait(probe, timeout, what)
 
-    async def wait_for_request_async(
-        self,
-        type: TypeSpec | None = None,
-        predicate: Callable[[RecordedRequest], bool] | None = None,
-        *,
-        timeout: float = 5.0,
-        since: int = 0,
-        stream_id: int | None = None,
-        node_id: str | None = None,
-    ) -> RecordedRequest:
-        """:meth:`wait_for_request` without blocking the event loop."""
-        return await asyncio.to_thread(
-            self.wait_for_request, type, predicate,
-            timeout=timeout, since=since, stream_id=stream_id, node_id=node_id,
-        )  # fmt: skip
-
-    async def wait_for_ack_async(
-        self,
-        type: TypeSpec,
-        version: str | None = None,
-        timeout: float = 5.0,
-        *,
-        since: int = 0,
-        stream_id: int | None = None,
-        node_id: str | None = None,
-    ) -> RecordedRequest:
-        """:meth:`wait_for_ack` without blocking the event loop."""
-        return await asyncio.to_thread(
-            self.wait_for_ack, type, version, timeout,
-            since=since, stream_id=stream_id, node_id=node_id,
-        )  # fmt: skip
-
-    async def wait_for_nack_async(
-        self,
-        type: TypeSpec,
-        version: str | None = None,
-        timeout: float = 5.0,
-        *,
-        since: int = 0,
-        stream_id: int | None = None,
-        node_id: str | None = None,
-    ) -> RecordedRequest:
-        """:meth:`wait_for_nack` without blocking the event loop."""
-        return await asyncio.to_thread(
-            self.wait_for_nack, type, version, timeout,
-            since=since, stream_id=stream_id, node_id=node_id,
-        )  # fmt: skip
-
-    async def wait_for_streams_async(
-        self, count: int = 1, timeout: float = 5.0, *, active: bool = True
-    ) -> list[StreamInfo]:
-        """:meth:`wait_for_streams` without blocking the event loop."""
-        return await asyncio.to_thread(self.wait_for_streams, count, timeout, active=active)
+    # The asyncio twins: the same waits in a worker thread, so the loop runs meanwhile.
+    wait_for_subscription_async = _off_loop(wait_for_subscription)
+    wait_for_request_async = _off_loop(wait_for_request)
+    wait_for_ack_async = _off_loop(wait_for_ack)
+    wait_for_nack_async = _off_loop(wait_for_nack)
+    wait_for_streams_async = _off_loop(wait_for_streams)
 
     # -- TTL heartbeats ----------------------------------------------------------
 

@@ -31,15 +31,17 @@ from ._base import (
 from ._polling import PollError, PollPolicy
 
 if TYPE_CHECKING:
-    from ._fetch import AsyncFetchTransport, FetchTransport
-    from ._rest import AsyncRestTransport, RestTransport
+    from ._async_fetch import AsyncFetchTransport
+    from ._async_rest import AsyncRestTransport
+    from ._fetch import FetchTransport
+    from ._rest import RestTransport
 
 # Polling transports load on first use: they pull in grpc, ssl and http.client.
 _LAZY = {
     "FetchTransport": "._fetch",
-    "AsyncFetchTransport": "._fetch",
+    "AsyncFetchTransport": "._async_fetch",
     "RestTransport": "._rest",
-    "AsyncRestTransport": "._rest",
+    "AsyncRestTransport": "._async_rest",
 }
 
 __all__ = [
@@ -143,14 +145,18 @@ def make_transport(
     if kind in ("grpc-fetch", "rest"):
         policy = PollPolicy(interval=poll_interval)
         if kind == "grpc-fetch":
-            from ._fetch import AsyncFetchTransport, FetchTransport
-
             if asynchronous:
-                return AsyncFetchTransport(target, policy=policy)
-            return FetchTransport(target, policy=policy)
-        from ._rest import AsyncRestTransport, RestTransport
+                from ._async_fetch import AsyncFetchTransport
 
+                return AsyncFetchTransport(target, policy=policy)
+            from ._fetch import FetchTransport
+
+            return FetchTransport(target, policy=policy)
         if asynchronous:
+            from ._async_rest import AsyncRestTransport
+
             return AsyncRestTransport(target, policy=policy)
+        from ._rest import RestTransport
+
         return RestTransport(target, policy=policy)
     raise UsageError(f"unknown transport {kind!r}; use one of {', '.join(TRANSPORT_KINDS)}")

@@ -1,0 +1,125 @@
+# Generated from tests/transport/test_async_grpc_transport.py by tools/gen_sync.py: do not edit.
+"""GrpcTransport against a scripted gRPC server (generated from test_async_grpc_transport.py)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
+
+from tests.client._scripted_server import ScriptedServer, ScriptedStream, response
+from xds_client.errors import TransportError
+from xds_client.resources import CLUSTER
+from xds_client.transport import ADS_METHOD, ServerTarget, Stream, StreamSpec, Transport
+from xds_client.transport._grpc import GrpcStream, GrpcTransport
+
+from ._stream_checks import close_while_receiving
+
+pytestmark = pytest.mark.timeout(30)
+
+SPEC = StreamSpec(ADS_METHOD, False, (CLUSTER,))
+
+
+def answer(stream: ScriptedStream, request: DiscoveryRequest) -> DiscoveryResponse | None:
+    """Answer each request with version "v<n>" (n: the requests seen on the stream)."""
+    return response(request, f"v{len(stream.requests)}")
+
+
+def answer_then_end(stream: ScriptedStream, request: DiscoveryRequest) -> None:
+    """Answer the first request, then end the stream cleanly."""
+    stream.push(response(request, "v1"))
+    stream.outbox.put(None)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(answer) as s:
+        yield s
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_send_recv_and_a_quiet_timeout(server: ScriptedServer) -> None:
+    transport = GrpcTransport(ServerTarget(server.address))
+    assert isinstance(transport, Transport)
+    try:
+        stream = transport.open(SPEC)
+        assert isinstance(stream, Stream)
+        assert isinstance(stream, GrpcStream)
+        stream.send(DiscoveryRequest(type_url=CLUSTER))
+        first = stream.recv(None)  # threads: read in this thread (no reader yet)
+        assert isinstance(first, DiscoveryResponse)
+        assert first.version_info == "v1"
+        start = time.monotonic()
+        assert stream.recv(0.2) is None  # the server has nothing more to say
+        assert time.monotonic() - start < 2.0
+        stream.send(DiscoveryRequest(type_url=CLUSTER, version_info="v1"))
+        second = stream.recv(5)
+        assert isinstance(second, DiscoveryResponse)
+        assert second.version_info == "v2"
+        assert [r.version_info for r in server.streams[0].requests] == ["", "v1"]
+    finally:
+        transport.close()
+
+
+def test_the_end_of_a_stream_stays_an_error() -> None:
+    with ScriptedServer(answer_then_end) as server:
+        transport = GrpcTransport(ServerTarget(server.address))
+        try:
+            stream = transport.open(SPEC)
+            stream.send(DiscoveryRequest(type_url=CLUSTER))
+            got = stream.recv(5)
+            assert isinstance(got, DiscoveryResponse)
+            assert got.version_info == "v1"
+            for _ in range(2):
+                with pytest.raises(TransportError, match="server ended stream"):
+                    stream.recv(5)
+        finally:
+            transport.close()
+
+
+def test_a_response_that_does_not_decode_fails_the_stream() -> None:
+    with ScriptedServer(lambda stream, request: b"\xff\xff\xff") as server:
+        transport = GrpcTransport(ServerTarget(server.address))
+        try:
+            stream = transport.open(SPEC)
+            stream.send(DiscoveryRequest(type_url=CLUSTER))
+            with pytest.raises(TransportError, match=ADS_METHOD):
+                stream.recv(5)
+            with pytest.raises(TransportError):
+                stream.recv(5)
+        finally:
+            transport.close()
+
+
+def test_close_wakes_a_waiting_recv_at_once(server: ScriptedServer) -> None:
+    transport = GrpcTransport(ServerTarget(server.address))
+    stream = transport.open(SPEC)
+    stream.send(DiscoveryRequest(type_url=CLUSTER))
+    assert isinstance(stream.recv(5), DiscoveryResponse)  # threads: the reader runs now
+    assert close_while_receiving(stream, stream.close, lambda: None) < 2
+    with pytest.raises(TransportError, match="closed"):
+        stream.send(DiscoveryRequest(type_url=CLUSTER))
+    stream.close()  # idempotent
+    transport.close()
+
+
+def test_probe_and_a_closed_transport(server: ScriptedServer) -> None:
+    live = GrpcTransport(ServerTarget(server.address))
+    gone = GrpcTransport(ServerTarget(f"127.0.0.1:{free_port()}"))
+    try:
+        assert live.probe(5) is True  # UNIMPLEMENTED health check: the server is there
+        assert gone.probe(0.3) is False
+    finally:
+        live.close()
+        gone.close()
+    assert live.probe(0.3) is False
+    with pytest.raises(TransportError, match="closed"):
+        live.open(SPEC)
