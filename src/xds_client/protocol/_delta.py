@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from xds_client.errors import ResourceError
 
 from ._base import ProtocolCore, TypeState, control_plane_id
-from ._events import Event, ResourceDoesNotExist
+from ._events import Event
 from ._subscriptions import WILDCARD
 from ._validation import RESPONSE_KEY, resource_check, twin_type_url
 
@@ -271,22 +271,12 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         for name, rversion, message, raw, ttl, aliases in staged:
             self._store(st, name, rversion, message, raw, ttl, aliases, rversion, now, events)
         for name in missing:
-            if name in subs.names and name not in st.dne:
-                st.dne[name] = now
-                self._cancel_dne(st, name)
-                events.append(ResourceDoesNotExist(st.type_url, name))
+            self._absent(st, name, now, events)
         for name in removed:
             if name in cache:
                 self._delete(st, name, now, events)
-            elif name in subs.ambiguous:
-                subs.ambiguous.discard(name)
-            elif name in subs.names and name not in st.dne:
+            else:
                 # Subscribed, never received, and the server says it has none: it
                 # does not exist now, not after the timer (or never, with no timer).
-                st.dne[name] = now
-                self._cancel_dne(st, name)
-                events.append(ResourceDoesNotExist(st.type_url, name))
+                self._absent(st, name, now, events)
         return failed
-
-    def _cancel_dne(self, st: TypeState, name: str) -> None:
-        self._timers.cancel(("dne", st.type_url, name))

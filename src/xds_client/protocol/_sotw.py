@@ -488,7 +488,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         staged: list[str] = []
         staged_items: list[tuple[_Item, Message]] = []
         refreshes: list[_Item] = []
-        quiet = not (st.failures or st.deletion_ignored or subs.ambiguous or st.server_errors)
+        quiet = not st.states.held  # no cached resource is NACKED, in error or kept (A53)
         todo: Iterable[tuple[str, _Item | bytes | None]] = items.items()
         if quiet and not cache.renewable:
             # No cached entry has a TTL or a per-resource version, so a resource sent
