@@ -78,6 +78,7 @@ class TypeState:
 
     __slots__ = (
         "cache",
+        "control_plane",
         "foreign_versions",
         "initial_sent",
         "last_error",
@@ -105,6 +106,8 @@ class TypeState:
         """The status of each resource (the one table, ``_state.py``)."""
         self.version = ""
         """Version of the last accepted response (SotW ``version_info``)."""
+        self.control_plane = ""
+        """``control_plane.identifier`` of the last accepted response (CSDS shows it)."""
         self.foreign_versions = False
         """The cached versions were learnt from another server: not sent to this one."""
         self.last_error: Status | None = None
@@ -390,6 +393,8 @@ class ProtocolCore(Generic[S]):
         ttl: float | None,
         aliases: tuple[str, ...],
         resource_version: str,
+        metadata: Message | None,
+        control_plane: str,
         now: float,
         events: list[Event],
     ) -> None:
@@ -410,7 +415,11 @@ class ProtocolCore(Generic[S]):
         st.cache.put(entry)
         if ttl is not None or self._timers.armed:
             self._arm_ttl(st, name, ttl, now)
-        events.append(new_resource_updated(st.type_url, name, version, message, aliases))
+        events.append(
+            new_resource_updated(
+                st.type_url, name, version, message, aliases, metadata, control_plane
+            )
+        )
 
     def _refresh(
         self,
@@ -565,18 +574,21 @@ class ProtocolCore(Generic[S]):
         status = st.states.get(name)
         shown = CSDS_STATUS[status]
         detail = st.states.detail.get(name)
+        plane = st.control_plane
         if detail is None:
-            return ResourceState(st.type_url, name, version, shown, updated)
+            return ResourceState(
+                st.type_url, name, version, shown, updated, control_plane=plane
+            )  # fmt: skip
         if shown == "NACKED":
             return ResourceState(
                 st.type_url, name, version, shown, updated,
-                detail.reason, detail.version, detail.at,
+                detail.reason, detail.version, detail.at, plane,
             )  # fmt: skip
         if shown == "DOES_NOT_EXIST":
-            return ResourceState(st.type_url, name, "", shown, detail.at)
+            return ResourceState(st.type_url, name, "", shown, detail.at, control_plane=plane)
         return ResourceState(
             st.type_url, name, version, shown, detail.at,
-            detail.reason, detail.version, detail.at,
+            detail.reason, detail.version, detail.at, plane,
         )  # fmt: skip
 
     # ----------------------------------------------------------------- TP3 errors
@@ -632,6 +644,7 @@ class ProtocolCore(Generic[S]):
         """
         if not errors:
             st.version = version
+            st.control_plane = control_plane
             st.foreign_versions = False
             st.last_error = None
             self._replies.append(_Reply(st.type_url, nonce, version, None))
