@@ -34,7 +34,7 @@ from ._events import (
     ResponseRejected,
     new_resource_updated,
 )
-from ._state import CSDS_STATUS, Detail, Input, ResourceStates
+from ._state import CSDS_STATUS, DNE_TIMER, Detail, Input, ResourceStates
 from ._state import Status as St
 from ._subscriptions import Subscription, normalize_names
 from ._timers import DeadlineQueue
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ProtocolCore", "TypeState"]
 
-_DNE = "dne"  # the timer key kind ResourceStates arms
 _DEADLINE_EXCEEDED = 4
 _NOT_FOUND = 5
 _CODE_NAMES = (
@@ -309,7 +308,7 @@ class ProtocolCore(Generic[S]):
         self._connected = False
         self._replies.clear()
         for kind, type_url, name in self._timers.armed_keys():
-            if kind == _DNE:
+            if kind == DNE_TIMER:
                 self._types[type_url].states.fire(name, Input.STREAM_FAILED, now)
 
     def _new_stream(self) -> S:
@@ -357,7 +356,7 @@ class ProtocolCore(Generic[S]):
         events: list[Event] = []
         for kind, type_url, name in self._timers.pop_due(now):
             st = self._types[type_url]
-            if kind == _DNE:
+            if kind == DNE_TIMER:
                 # The queue has disarmed the key already; the table's cancel is a no-op.
                 if self.config.resource_timer_is_transient_error:
                     # A88: late, not absent; the next stream's request asks again.
@@ -371,7 +370,7 @@ class ProtocolCore(Generic[S]):
             else:
                 entry = st.cache.get(name)
                 if entry is not None:
-                    if st.states:
+                    if st.states.status:
                         st.states.fire(name, Input.TTL_EXPIRED, now)
                     self._forget(st, name)
                     events.append(ResourceRemoved(type_url, name, "ttl_expired", entry.aliases))
@@ -410,7 +409,7 @@ class ProtocolCore(Generic[S]):
             entry = new_cached_resource(
                 name, version, message, raw, ttl, deadline, now, aliases, resource_version
             )
-        if st.states:  # empty in the steady state: new names then write nothing there
+        if st.states.status:  # empty in the steady state: new names then write nothing there
             self._arrived(st, name, aliases, now)
         st.cache.put(entry)
         if ttl is not None or self._timers.armed:

@@ -37,6 +37,7 @@ from ._timers import DeadlineQueue
 
 __all__ = [
     "CACHED",
+    "DNE_TIMER",
     "CSDS_STATUS",
     "IMPLICIT",
     "TIMING",
@@ -126,6 +127,9 @@ class Input(IntEnum):
     RESTORED = 17
     """A value persisted earlier was put in the cache (``restore``)."""
 
+
+DNE_TIMER: Final = "dne"
+"""Kind of the does-not-exist timer keys ``(DNE_TIMER, type_url, name)`` in the core's queue."""
 
 S = Status
 I = Input  # noqa: E741 - short, like h11's tables
@@ -359,10 +363,10 @@ class ResourceStates:
                 if detail is None and new is S.DOES_NOT_EXIST:
                     detail = Detail("", "", now)
             if old in TIMING:
-                self._timers.cancel(("dne", self.type_url, name))
+                self._timers.cancel((DNE_TIMER, self.type_url, name))
             elif new in TIMING:
                 assert self._timeout is not None
-                self._timers.arm(("dne", self.type_url, name), now + self._timeout)
+                self._timers.arm((DNE_TIMER, self.type_url, name), now + self._timeout)
             self.held += (new in CACHED and new is not S.ACKED) - (
                 old in CACHED and old is not S.ACKED
             )
