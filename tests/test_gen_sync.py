@@ -82,17 +82,21 @@ def test_thread_side_imports_no_asyncio() -> None:
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
-def test_sync_xds_client_path_loads_no_tenacity() -> None:
-    # One Backoff computes every delay; tenacity is only for a user's own strategy
-    # (and, for now, the store clients' retry loops).
+def test_sync_xds_and_store_client_paths_load_no_tenacity() -> None:
+    # One Backoff computes every delay; tenacity is only for a user's own strategy.
     import subprocess
 
     code = (
         "import sys\n"
         "from xds_client import Node, XdsClient\n"
+        "from xds_client.store import ResourceKey, ResourceStoreClient, RetryPolicy\n"
         "client = XdsClient('127.0.0.1:1', node=Node(id='n'))\n"
         "client.watch('cds', 'x')\n"
         "client.close()\n"
+        "retry = RetryPolicy(max_attempts=2, initial_backoff=0.01)\n"
+        "with ResourceStoreClient('127.0.0.1:1', timeout=1, retry=retry) as store:\n"
+        "    assert not store.is_healthy()\n"
+        "    store.informer(ResourceKey('g', 'r', 'ns'))\n"
         "print('tenacity' in sys.modules)\n"
     )
     result = subprocess.run(

@@ -27,3 +27,10 @@ def test_short_soak_loses_and_repeats_nothing() -> None:
         result.stdout[-2000:] + result.stderr[-2000:]
     )
     assert result.returncode == 0
+    # Every kind ran, the new ones included: a response cut mid-frame, a SIGKILLed server.
+    faults = re.search(
+        r"(\d+) responses cut mid-frame, (\d+) server processes killed", result.stdout
+    )
+    assert faults is not None, result.stdout[-2000:]
+    assert int(faults[1]) >= 1
+    assert int(faults[2]) >= 1

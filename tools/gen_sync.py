@@ -76,12 +76,60 @@ FILES: tuple[Twin, ...] = (
         ),
     ),
     Twin(
+        "src/xds_client/store/_async_informer.py",
+        "src/xds_client/store/_informer.py",
+        "Informer: a local dict of objects kept current by list+watch, on a thread.\n\n"
+        "Generated from ``_async_informer.py``; the dict, the indexes and the handler rules\n"
+        "are in :class:`~xds_client.store._informer_cache.InformerCache`. Handlers run on\n"
+        "the informer's thread, outside its lock, so they may read the informer.",
+        rules=(
+            (r"A task keeping", "A thread keeping"),
+            (r"the background task", "the background thread"),
+            (r"for the task to end", "for the thread to end"),
+            (r"; needs a running loop\)", ")"),
+        ),
+    ),
+    Twin(
+        "src/xds_client/store/_async_client.py",
+        "src/xds_client/store/_client.py",
+        "ResourceStoreClient: the blocking client of Grafana's ResourceStore.\n\n"
+        "Generated from ``_async_client.py`` with the thread backend. Safe to call from a\n"
+        "thread that runs an asyncio loop (notebooks): it uses the plain blocking gRPC\n"
+        "channel, never the loop.",
+        rules=(
+            (r"An asyncio client of", "A blocking client of"),
+            (r"\bgrpc\.aio\.", "grpc."),
+            (r"Awaitable\[([^\[\]]*)\]", r"\1"),
+            (
+                r"\n\s*Create it inside a running loop; ``list`` and ``watch`` return async"
+                r" iterators\.",
+                "",
+            ),
+            (r"in a task\.", "in a thread."),
+            (r"store\._async_informer\b", "store._informer"),
+        ),
+    ),
+    Twin(
         "src/xds_client/transport/_async_polling_stream.py",
         "src/xds_client/transport/_polling_stream.py",
         "PollingStream: a :class:`~xds_client.transport.Stream` made of polls, for threads.\n\n"
         "Generated from ``_async_polling_stream.py``; the scheduling rules are in\n"
         ":class:`~xds_client.transport._polling.PollScheduler`.",
         rules=((r"Awaitable\[([^\[\]]*)\]", r"\1"),),
+    ),
+    Twin(
+        "src/xds_client/transport/_async_grpc.py",
+        "src/xds_client/transport/_grpc.py",
+        "Bidirectional gRPC streams for xDS on ``grpc`` (threads).\n\n"
+        "Generated from ``_async_grpc.py`` with the thread backend: gRPC's own thread\n"
+        "drains the request queue; a blocking ``recv(None)`` reads the call in the\n"
+        "caller's thread, and a reader thread starts only for a ``recv`` with a timeout.\n"
+        "What both share is in :mod:`._grpc_common`.",
+        rules=(
+            (r"\bgrpc\.aio\.", "grpc."),
+            (r"a reader task fills", "a reader thread fills"),
+            (r"for asyncio: one ``grpc\.aio`` channel", "for threads: one ``grpc`` channel"),
+        ),
     ),
 )
 
@@ -91,6 +139,21 @@ TESTS: tuple[Twin, ...] = (
         "tests/transport/test_polling_stream.py",
         "PollingStream on a scripted poster (generated from test_async_polling_stream.py).",
         rules=((r"transport\._async_polling_stream\b", "transport._polling_stream"),),
+    ),
+    Twin(
+        "tests/store/test_async_client.py",
+        "tests/store/test_client_sync.py",
+        "ResourceStoreClient against the in-process SQLite ResourceStoreServer (generated\n"
+        "from test_async_client.py; the sync-only tests are in test_client_sync_only.py).",
+    ),
+    Twin(
+        "tests/store/test_async_informer.py",
+        "tests/store/test_informer.py",
+        "Informer against the in-process store (generated from test_async_informer.py).\n\n"
+        "The informer never gives up (client-go's reflector): it relists after any error and\n"
+        "reports the differences. Handlers may read the informer they belong to: the sync\n"
+        "informer used to call them under its non-reentrant lock, so ``informer.get()`` in a\n"
+        "handler deadlocked.",
     ),
 )
 

@@ -1,12 +1,17 @@
 """Fault soak: clients against a ControlPlane while faults are injected.
 
-``python tools/soak.py --faults 200`` (``make soak``) runs four clients at once:
-XdsClient and AsyncXdsClient, each over SotW and delta. Each client has a
-callback watcher (raising on purpose after some faults) and the sync ones also
-have a slow pull watcher. The loop changes the server's clusters, then injects
-one fault:
+``python tools/soak.py --faults 200`` (``make soak``) runs six clients at once:
+XdsClient and AsyncXdsClient, each over SotW and delta, against an in-process
+ControlPlane behind a :class:`~xds_client.testing.FaultProxy`, and one of each
+against a control plane in another process (``xds-client serve``, fed the same
+clusters through its resource file). Each client has a callback watcher (raising
+on purpose after some faults) and the sync in-process ones also have a slow pull
+watcher. The loop changes the server's clusters, then injects one fault (every
+kind once first, in random order, then at random):
 
 - a stream dropped mid-session (UNAVAILABLE);
+- a connection cut in the middle of a response (half a DATA frame, then nothing);
+- SIGKILL of the server process, restarted on the same port;
 - the server stopping (its gRPC server sends GOAWAY) and coming back;
 - the next streams failing;
 - a malformed response (bytes that are no DiscoveryResponse);
@@ -26,11 +31,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import random
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -41,6 +53,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryResponse,
     Resource,
 )
+from google.protobuf import json_format
 
 from xds_client import (
     AsyncXdsClient,
@@ -52,12 +65,12 @@ from xds_client import (
 )
 from xds_client.protocol import ResourceDoesNotExist, ResourceRemoved, ResourceUpdated
 from xds_client.resources import CLUSTER
-from xds_client.testing import ControlPlane
+from xds_client.testing import ControlPlane, FaultProxy
 
 NAMES = [f"c{i:02d}" for i in range(12)]
 FAULTS = (
-    "drop", "restart", "fail_new", "garbage", "duplicate", "wrong_type", "invalid",
-    "slow", "raise",
+    "drop", "cut", "sigkill", "restart", "fail_new", "garbage", "duplicate", "wrong_type",
+    "invalid", "slow", "raise",
 )  # fmt: skip
 
 
@@ -94,6 +107,67 @@ class View:
             return sorted(n for n in names if self.held.get(n) != truth.get(n))
 
 
+class ServerProcess:
+    """``xds-client serve`` in a subprocess, serving a resource file it reloads."""
+
+    def __init__(self, directory: Path) -> None:
+        self.file = directory / "clusters.json"
+        self.log = (directory / "serve.log").open("ab")
+        with socket.socket() as probe:  # a free port, kept across restarts
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.kills = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def write(self, clusters: list[Cluster], version: str) -> None:
+        resources = []
+        for message in clusters:
+            entry = json_format.MessageToDict(message)
+            entry["@type"] = CLUSTER
+            resources.append(entry)
+        temporary = self.file.with_suffix(".tmp")
+        temporary.write_text(json.dumps({"version_info": version, "resources": resources}))
+        os.replace(temporary, self.file)  # a new file at once: never read half-written
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "xds_client", "serve", "--resources", str(self.file),
+                   "--port", str(self.port), "--reload-interval", "0.05"]  # fmt: skip
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log
+        )
+
+    def wait_serving(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return True
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def kill_and_restart(self) -> None:
+        """SIGKILL (no GOAWAY, no goodbye), then a new process on the same port."""
+        proc = self.proc
+        if proc is not None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            self.kills += 1
+        self.start()  # clients back off and reconnect once it listens
+
+    def close(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.log.close()
+
+
 def cluster(name: str, revision: int) -> Cluster:
     made = Cluster(name=name, alt_stat_name=f"{name}-r{revision}")
     made.connect_timeout.seconds = 1 + revision % 5
@@ -104,6 +178,9 @@ class Soak:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
         self.cp = ControlPlane(rest_port=None, heartbeat_interval=None).start()
+        self.proxy = FaultProxy(self.cp.address)
+        self.workdir = tempfile.TemporaryDirectory(prefix="xds-soak-")
+        self.process = ServerProcess(Path(self.workdir.name))
         self.revision = 0
         self.truth: dict[str, Cluster] = {}
         self.views: list[View] = []
@@ -126,8 +203,23 @@ class Soak:
         }
 
     def start_clients(self) -> None:
+        # The server in another process: one client of each kind, one protocol each.
+        remote = XdsClient(self.process.address, **self.options("sotw"))  # type: ignore[arg-type]
+        self.clients.append(remote)
+        remote_view = View("XdsClient sotw, server process")
+        self.views.append(remote_view)
+        remote.watch(Cluster, on_event=remote_view.on_event)
+        remote_async = View("AsyncXdsClient delta, server process")
+        self.views.append(remote_async)
+        runner = threading.Thread(
+            target=asyncio.run,
+            args=(self.run_async("delta", remote_async, self.process.address),),
+            daemon=True,
+        )
+        runner.start()
+        self.threads.append(runner)
         for protocol in ("sotw", "delta"):
-            client = XdsClient(self.cp.address, **self.options(protocol))  # type: ignore[arg-type]
+            client = XdsClient(self.proxy.address, **self.options(protocol))  # type: ignore[arg-type]
             self.clients.append(client)
             view = View(f"XdsClient {protocol} callback")
             self.views.append(view)
@@ -141,7 +233,9 @@ class Soak:
             view_async = View(f"AsyncXdsClient {protocol} callback")
             self.views.append(view_async)
             runner = threading.Thread(
-                target=asyncio.run, args=(self.run_async(protocol, view_async),), daemon=True
+                target=asyncio.run,
+                args=(self.run_async(protocol, view_async, self.proxy.address),),
+                daemon=True,
             )
             runner.start()
             self.threads.append(runner)
@@ -159,8 +253,8 @@ class Soak:
                 return
             view.apply(event)
 
-    async def run_async(self, protocol: str, view: View) -> None:
-        async with AsyncXdsClient(self.cp.address, **self.options(protocol)) as client:  # type: ignore[arg-type]
+    async def run_async(self, protocol: str, view: View, address: str) -> None:
+        async with AsyncXdsClient(address, **self.options(protocol)) as client:  # type: ignore[arg-type]
             client.watch(Cluster, on_event=view.on_event)
             while not self.stop.is_set():
                 await asyncio.sleep(0.05)
@@ -176,6 +270,7 @@ class Soak:
             else:
                 self.truth[name] = cluster(name, self.revision)
         self.cp.set_resources(CLUSTER, list(self.truth.values()))
+        self.process.write(list(self.truth.values()), f"r{self.revision}")
 
     def truth_bytes(self) -> dict[str, bytes]:
         return {n: c.SerializeToString() for n, c in self.truth.items()}
@@ -204,6 +299,11 @@ class Soak:
         some = next(iter(self.truth.values()), cluster("c00", self.revision))
         if kind == "drop":
             cp.drop_streams()
+        elif kind == "cut":
+            self.proxy.cut_next_response(2)
+            self.mutate()  # a response to cut
+        elif kind == "sigkill":
+            self.process.kill_and_restart()
         elif kind == "restart":
             cp.stop_serving()
             time.sleep(0.05)
@@ -253,15 +353,25 @@ class Soak:
     def all_views(self) -> list[View]:
         return self.views + [view for view, _ in self.slow_views]
 
+    def schedule(self, faults: int) -> list[str]:
+        """Every kind once (in random order) while there is room, then at random."""
+        first = list(FAULTS)
+        self.rng.shuffle(first)
+        rest = [self.rng.choice(FAULTS) for _ in range(max(0, faults - len(first)))]
+        return (first + rest)[:faults]
+
     def run(self, faults: int) -> tuple[int, int, int]:
         self.mutate()
+        self.process.start()
+        if not self.process.wait_serving(30.0):
+            print("the server process did not start; see its log", file=sys.stderr)
         self.start_clients()
         first = self.settle(30.0)
         if first:
             print(f"clients did not sync before the faults ({first} names off)", file=sys.stderr)
-        for _ in range(faults):
+        for kind in self.schedule(faults):
             self.mutate()
-            self.inject(self.rng.choice(FAULTS))
+            self.inject(kind)
             time.sleep(self.rng.uniform(0.02, 0.12))
         for view in self.views:
             view.raising = False
@@ -282,7 +392,10 @@ class Soak:
             thread.join(timeout=10)
         for client in self.clients:
             client.close()
+        self.proxy.close()
         self.cp.close()
+        self.process.close()
+        self.workdir.cleanup()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,8 +410,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         soak.close()
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(soak.counts.items()))
-    print(f"4 clients (XdsClient, AsyncXdsClient x SotW, delta), 6 watchers; {kinds}")
-    print(f"{time.monotonic() - started:.1f} s")
+    print(
+        "6 clients (XdsClient, AsyncXdsClient x SotW, delta behind a FaultProxy; "
+        f"SotW and delta against a server process), 8 watchers; {kinds}"
+    )
+    print(
+        f"{soak.proxy.cuts} responses cut mid-frame, {soak.process.kills} server processes "
+        f"killed; {time.monotonic() - started:.1f} s"
+    )
     print(f"{faults} faults, {lost} lost, {duplicated} duplicated")
     return 0 if lost == 0 and duplicated == 0 else 1
 

@@ -22,6 +22,7 @@ from xds_client import (
     ChannelCredentialsConfig,
     ConnectivityChanged,
     Node,
+    ResourceDoesNotExist,
     ResourceRemoved,
     ResourceUpdated,
     ServerTarget,
@@ -296,7 +297,7 @@ def test_session_backoff_and_a57_reset() -> None:
 
 def test_session_fallback_and_return_to_primary() -> None:
     s = session(["p:1", "s:2"], fallback_probe_interval=0.5)
-    watch(s, ["a"])
+    entry = watch(s, ["a"])
     actions = s.step(0.0)
     assert [a.server for a in actions if isinstance(a, OpenStream)] == [0]
     # Until a response arrives, the client checks whether the server answers at all.
@@ -304,21 +305,69 @@ def test_session_fallback_and_return_to_primary() -> None:
     s.on_failure("ads", 1, RuntimeError("refused"), 0.1)
     actions = s.step(0.1)
     opened = [a for a in actions if isinstance(a, OpenStream)]
-    assert [a.server for a in opened] == [1]  # the secondary at once
-    s.on_probe("ads", 0, False, 0.15)  # the primary did not answer
+    assert [(a.slot, a.server) for a in opened] == [("ads", 1)]  # the secondary at once
     s.on_response("ads", 2, response("1", "a"), 0.2)
     assert s.current_server() == "s:2"
-    assert s.next_wakeup() == pytest.approx(0.7)
-    probes = [a for a in s.step(0.7) if isinstance(a, ProbeServer)]
-    assert probes == [ProbeServer("ads", 0)]
-    s.on_probe("ads", 0, False, 0.8)
-    assert s.next_wakeup() == pytest.approx(1.3)
-    assert [a for a in s.step(1.3) if isinstance(a, ProbeServer)]
-    s.on_probe("ads", 0, True, 1.4)
-    actions = s.step(1.4)
-    assert CloseStream("ads", 2) in actions
-    assert [a.server for a in actions if isinstance(a, OpenStream)] == [0]
+    # gRFC A71: the primary's xDS stream is tried alongside, with the primary's backoff.
+    assert s.next_wakeup() == pytest.approx(1.1)
+    actions = s.step(1.1)
+    (trial,) = [a for a in actions if isinstance(a, OpenStream)]
+    assert (trial.slot, trial.server) == ("ads~primary", 0)
+    hello = [a for a in actions if isinstance(a, SendRequest) and a.slot == "ads~primary"]
+    assert [list(a.request.resource_names) for a in hello] == [["a"]]  # type: ignore[union-attr]
+    s.on_failure("ads~primary", trial.attempt, RuntimeError("ADS broken"), 1.2)
+    assert CloseStream("ads~primary", trial.attempt) in s.step(1.2)
+    assert s.current_server() == "s:2"  # a failed try moves nothing
+    assert s.next_wakeup() == pytest.approx(3.2)  # 1 s, then 2 s
+    (trial,) = [a for a in s.step(3.2) if isinstance(a, OpenStream)]
+    # The primary answers on its xDS stream: it becomes the stream, the fallback closes.
+    s.on_response("ads~primary", trial.attempt, response("p1", "a"), 3.3)
     assert s.current_server() == "p:1"
+    actions = s.step(3.3)
+    assert CloseStream("ads", 2) in actions
+    assert not [a for a in actions if isinstance(a, OpenStream)]
+    (ack,) = [a for a in actions if isinstance(a, SendRequest)]
+    assert (ack.slot, ack.attempt) == ("ads~primary", trial.attempt)
+    assert ack.request.version_info == "p1"  # type: ignore[union-attr]
+    events = list(iter(entry.buffer.pop, None))
+    connectivity = [e.connected for e in events if isinstance(e, ConnectivityChanged)]
+    assert connectivity == [False, True]  # the primary's first failure; never after
+    # The primary's copy has the same bytes: the cache carries over, nothing to tell.
+    assert [e.version for e in events if isinstance(e, ResourceUpdated)] == ["1"]
+    # Later streams of the slot keep the key the driver knows the stream by.
+    s.on_failure("ads~primary", trial.attempt, RuntimeError("reset"), 4.0)
+    (again,) = [a for a in s.step(4.0) if isinstance(a, OpenStream)]
+    assert (again.slot, again.server) == ("ads~primary", 0)
+
+
+def test_session_a_primary_whose_stream_fails_is_never_switched_to() -> None:
+    # Fake clock, 60 s: the primary's health answers (probes say yes) but its xDS
+    # stream always fails; the working fallback must stay, watchers hear nothing.
+    s = session(["p:1", "s:2"], fallback_probe_interval=0.5,
+                backoff=Backoff(initial=0.2, multiplier=1.5, jitter=0, maximum=1))  # fmt: skip
+    entry = watch(s, ["a"])
+    s.step(0.0)
+    s.on_failure("ads", 1, RuntimeError("refused"), 0.0)
+    s.step(0.0)
+    s.on_response("ads", 2, response("1", "a"), 0.05)
+    list(iter(entry.buffer.pop, None))
+    now, tries, closes = 0.05, 0, []
+    while now < 60:
+        now = max(now, s.next_wakeup() or now + 0.5)
+        for action in s.step(now):
+            if isinstance(action, ProbeServer):
+                s.on_probe(action.slot, action.server, True, now)
+            elif isinstance(action, OpenStream):
+                assert (action.slot, action.server) == ("ads~primary", 0)
+                tries += 1
+                s.on_failure(action.slot, action.attempt, RuntimeError("ADS broken"), now + 0.01)
+            elif isinstance(action, CloseStream):
+                closes.append(action.slot)
+        now += 0.01
+    assert tries >= 50  # tried again and again (capped at the backoff's maximum)
+    assert set(closes) == {"ads~primary"}  # the fallback's stream was never closed
+    assert s.current_server() == "s:2"
+    assert list(iter(entry.buffer.pop, None)) == []  # no disconnect, no switch
 
 
 def test_session_reports_a_silent_stream_up_once_its_server_answers() -> None:
@@ -548,3 +597,22 @@ def test_buffer_never_loses_the_latest_state(maxsize: int, ops: list[tuple[str, 
     while (popped := buffer.pop()) is not None:
         seen[popped.name] = popped  # type: ignore[union-attr]
     assert seen == latest
+
+
+def test_session_a57_timers_start_on_a_written_request_of_a_served_stream() -> None:
+    s = session(["p:1"], does_not_exist_timeout=5)
+    entry = watch(s, ["a"])
+    actions = s.step(0.0)
+    (opened,) = [a for a in actions if isinstance(a, OpenStream)]
+    assert [a for a in actions if isinstance(a, SendRequest)]  # queued, not on the wire
+    assert s.next_wakeup() is None  # a readiness probe in flight; no timer yet
+    s.on_probe("ads", 0, True, 0.1)  # the channel answers: watchers hear "up" ...
+    s.on_written("ads", opened.attempt, 1.0)  # ... and the request is written ...
+    assert s.next_wakeup() is None  # ... but nothing shows the server serves the stream
+    s.step(100.0)
+    assert not [e for e in iter(entry.buffer.pop, None) if isinstance(e, ResourceDoesNotExist)]
+    s.on_served("ads", opened.attempt, 2.0)  # its response headers: the timer starts now
+    assert s.next_wakeup() == pytest.approx(7.0)
+    s.step(7.0)
+    missing = [e for e in iter(entry.buffer.pop, None) if isinstance(e, ResourceDoesNotExist)]
+    assert [e.name for e in missing] == ["a"]

@@ -117,18 +117,20 @@ def test_server_features_are_the_current_servers() -> None:
     from envoy.config.cluster.v3.cluster_pb2 import Cluster
     from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
 
-    from xds_client.client._session import ProbeServer
+    from xds_client.client._session import OpenStream
 
     response = DiscoveryResponse(version_info="1", type_url=CLUSTER, nonce="n1")
     response.resources.add().Pack(Cluster(name="a"))
     s.on_probe("ads", 1, True, 0.12)  # the fallback's own readiness probe
     s.on_response("ads", 2, response, 0.15)  # the fallback serves
-    probes: list[object] = []
+    trials: list[OpenStream] = []
     t = 0.2
-    while ProbeServer("ads", 0) not in probes and t < 5:
-        probes = list(s.step(t))
+    while not trials and t < 5:
+        trials = [a for a in s.step(t) if isinstance(a, OpenStream)]
         t += 0.25
-    assert ProbeServer("ads", 0) in probes  # checking for the primary
-    s.on_probe("ads", 0, True, t)  # the primary is back
+    (trial,) = trials  # the primary's xDS stream, tried alongside (A71)
+    assert trial.server == 0
+    assert protocol.config.ignore_resource_deletion  # still the fallback's until it answers
+    s.on_response(trial.slot, trial.attempt, response, t)  # the primary is back
     assert not protocol.config.ignore_resource_deletion
     assert not protocol.config.fail_on_data_errors

@@ -29,3 +29,10 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or predicate}")
         time.sleep(0.002)
+
+
+def until(
+    predicate: Callable[[], bool], what: str = "", timeout: float = 10.0
+) -> Callable[[], None]:
+    """:func:`wait_until` as a function of nothing, for ``run_blocking`` in the twin tests."""
+    return lambda: wait_until(predicate, timeout, what)

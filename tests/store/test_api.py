@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from xds_client import store
 from xds_client.errors import XdsClientError
 from xds_client.store import (
     AsyncInformer,
     AsyncListIterator,
     AsyncResourceStoreClient,
-    AsyncWatch,
+    AsyncStoreWatch,
     Informer,
     ListIterator,
     ResourceStoreClient,
-    Watch,
+    StoreWatch,
+    StoreWatchEvent,
 )
 
 # sync name -> async twin name, where they differ
@@ -37,7 +40,7 @@ def test_sync_and_async_twins_have_the_same_methods() -> None:
     pairs = [
         (ResourceStoreClient, AsyncResourceStoreClient),
         (ListIterator, AsyncListIterator),
-        (Watch, AsyncWatch),
+        (StoreWatch, AsyncStoreWatch),
         (Informer, AsyncInformer),
     ]
     for sync_cls, async_cls in pairs:
@@ -60,3 +63,16 @@ def test_exports_are_documented_and_errors_share_the_base() -> None:
             assert value.__doc__, name
         if inspect.isclass(value) and name.endswith("Error"):
             assert issubclass(value, XdsClientError), name
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("Watch", StoreWatch), ("AsyncWatch", AsyncStoreWatch), ("WatchEvent", StoreWatchEvent)],
+)
+def test_the_old_watch_names_are_deprecated_aliases(old: str, new: type) -> None:
+    # The xDS clients have a Watch and a WatchEvent of their own.
+    with pytest.warns(DeprecationWarning, match=f"use xds_client.store.{new.__name__}"):
+        assert getattr(store, old) is new
+    assert old not in store.__all__
+    with pytest.raises(AttributeError):
+        store.NoSuchName  # noqa: B018

@@ -1,16 +1,18 @@
-"""ResourceStoreClient against the in-process SQLite ResourceStoreServer."""
+# Generated from tests/store/test_async_client.py by tools/gen_sync.py: do not edit.
+"""ResourceStoreClient against the in-process SQLite ResourceStoreServer (generated
+from test_async_client.py; the sync-only tests are in test_client_sync_only.py).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
+from xds_client._backends.threads import run_blocking, spawn
 from xds_client.errors import ClientClosedError, UsageError
 from xds_client.store import (
     AlreadyExistsError,
@@ -21,32 +23,24 @@ from xds_client.store import (
     InternalError,
     InvalidError,
     NotFoundError,
-    ResourceKey,
     ResourceStoreClient,
     StoredObject,
     StoreNotImplementedError,
+    StoreWatchEvent,
     TooManyRequestsError,
     UnauthorizedError,
     UnavailableError,
-    WatchEvent,
 )
 from xds_client.testing import ResourceStoreServer
+from xds_client.transport import ServerTarget
 
-from ._store_support import FAST, PREFIX, doc, key, wait_until
+from ._store_support import FAST, PREFIX, doc, key, until, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture
-def server() -> Iterator[ResourceStoreServer]:
-    with ResourceStoreServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: ResourceStoreServer) -> Iterator[ResourceStoreClient]:
-    with ResourceStoreClient(server.address, retry=FAST, timeout=10) as c:
-        yield c
+def connect(server: ResourceStoreServer) -> ResourceStoreClient:
+    return ResourceStoreClient(server.address, retry=FAST, timeout=10)
 
 
 class Sleeps:
@@ -63,82 +57,91 @@ class Sleeps:
 
 
 @pytest.mark.parametrize("as_details", [False, True], ids=["in-response", "in-details"])
-def test_crud_and_typed_errors(
-    server: ResourceStoreServer, client: ResourceStoreClient, as_details: bool
-) -> None:
+def test_crud_and_typed_errors(server: ResourceStoreServer, as_details: bool) -> None:
     server.errors_as_details = as_details
-    k = key("a")
-    rv = client.create(k, {"spec": {"title": "A"}})
-    obj = client.read(k)
-    assert obj.resource_version == rv
-    assert obj.key == k
-    assert obj.json()["spec"] == {"title": "A"}
-    assert obj.json()["metadata"]["name"] == "a"
-    assert json.loads(obj.value)["metadata"]["namespace"] == "default"
+    with connect(server) as client:
+        k = key("a")
+        rv = client.create(k, {"spec": {"title": "A"}})
+        obj = client.read(k)
+        assert obj.resource_version == rv
+        assert obj.key == k
+        assert obj.json()["spec"] == {"title": "A"}
+        assert obj.json()["metadata"]["name"] == "a"
+        assert json.loads(obj.value)["metadata"]["namespace"] == "default"
 
-    with pytest.raises(AlreadyExistsError) as exists:
-        client.create(k, b'{"spec": {}}')
-    assert exists.value.code == 409
-    assert exists.value.reason == "AlreadyExists"
-    assert isinstance(exists.value, ConflictError)
-    assert (exists.value.grpc_code is not None) is as_details
+        with pytest.raises(AlreadyExistsError) as exists:
+            client.create(k, b'{"spec": {}}')
+        assert exists.value.code == 409
+        assert exists.value.reason == "AlreadyExists"
+        assert isinstance(exists.value, ConflictError)
+        assert (exists.value.grpc_code is not None) is as_details
 
-    rv2 = client.update(k, {"spec": {"title": "B"}}, resource_version=rv)
-    assert rv2 > rv
-    with pytest.raises(ConflictError) as stale:
-        client.update(k, {"spec": {}}, resource_version=rv)
-    assert stale.value.code == 409
-    assert not isinstance(stale.value, AlreadyExistsError)
-    with pytest.raises(ConflictError):
-        client.delete(k, resource_version=rv)
+        rv2 = client.update(k, {"spec": {"title": "B"}}, resource_version=rv)
+        assert rv2 > rv
+        with pytest.raises(ConflictError) as stale:
+            client.update(k, {"spec": {}}, resource_version=rv)
+        assert stale.value.code == 409
+        assert not isinstance(stale.value, AlreadyExistsError)
+        with pytest.raises(ConflictError):
+            client.delete(k, resource_version=rv)
 
-    with pytest.raises(NotFoundError) as missing:
-        client.read(key("nope"))
-    assert missing.value.code == 404
-    assert missing.value.details.name == "nope"
-    assert missing.value.details.group == PREFIX.group
+        with pytest.raises(NotFoundError) as missing:
+            client.read(key("nope"))
+        assert missing.value.code == 404
+        assert missing.value.details.name == "nope"
+        assert missing.value.details.group == PREFIX.group
 
-    with pytest.raises(InvalidError) as invalid:
-        client.create(key("b"), {"metadata": {"name": "other", "labels": {"x": 1}}})
-    fields = {c.field for c in invalid.value.causes}
-    assert fields == {"metadata.name", "metadata.labels"}
-    assert "metadata.name" in str(invalid.value)
+        with pytest.raises(InvalidError) as invalid:
+            client.create(key("b"), {"metadata": {"name": "other", "labels": {"x": 1}}})
+        fields = {c.field for c in invalid.value.causes}
+        assert fields == {"metadata.name", "metadata.labels"}
+        assert "metadata.name" in str(invalid.value)
 
-    assert client.read(k, resource_version=rv).json()["spec"] == {"title": "A"}
-    rv3 = client.delete(k, resource_version=rv2)
-    assert rv3 > rv2
-    with pytest.raises(NotFoundError):
-        client.read(k)
-    with pytest.raises(NotFoundError):
-        client.delete(k)
-
-
-def test_update_with_version_zero_is_unconditional(client: ResourceStoreClient) -> None:
-    k = key("a")
-    client.create(k, doc("A"))
-    client.update(k, doc("B"), resource_version=0)
-    assert client.read(k).json()["spec"]["title"] == "B"
+        assert (client.read(k, resource_version=rv)).json()["spec"] == {"title": "A"}
+        rv3 = client.delete(k, resource_version=rv2)
+        assert rv3 > rv2
+        with pytest.raises(NotFoundError):
+            client.read(k)
+        with pytest.raises(NotFoundError):
+            client.delete(k)
 
 
-def test_usage_errors_and_close(server: ResourceStoreServer) -> None:
+def test_update_with_version_zero_is_unconditional(server: ResourceStoreServer) -> None:
+    with connect(server) as client:
+        k = key("a")
+        client.create(k, doc("A"))
+        client.update(k, doc("B"), resource_version=0)
+        assert (client.read(k)).json()["spec"]["title"] == "B"
+
+
+def test_usage_errors_reprs_and_close(server: ResourceStoreServer) -> None:
     client = ResourceStoreClient(server.address)
+    assert repr(client) == "<ResourceStoreClient grafana open>"
     with pytest.raises(UsageError):
         client.create(PREFIX, doc())
     with pytest.raises(UsageError):
         client.create(key("a"), ["not", "a", "mapping"])  # type: ignore[arg-type]
+    with pytest.raises(UsageError):
+        client.watch(PREFIX, timeout=0)
     assert client.is_healthy()
+    watch = client.watch(PREFIX)
+    assert repr(watch) == f"<StoreWatch {PREFIX} rv=0>"
+    watch.close()
+    assert repr(watch) == f"<StoreWatch {PREFIX} closed>"
     client.close()
-    with pytest.raises(ClientClosedError):
+    assert repr(client) == "<ResourceStoreClient grafana closed>"
+    with pytest.raises(ClientClosedError, match="ResourceStoreClient is closed"):
         client.read(key("a"))
 
 
-def test_delete_with_uid_precondition(client: ResourceStoreClient) -> None:
-    k = key("a")
-    client.create(k, doc())
-    uid = client.read(k).json()["metadata"]["uid"]
-    with pytest.raises(ConflictError):
-        client.delete(k, uid="wrong")
-    client.delete(k, uid=uid)
+def test_delete_with_uid_precondition(server: ResourceStoreServer) -> None:
+    with connect(server) as client:
+        k = key("a")
+        client.create(k, doc())
+        uid = (client.read(k)).json()["metadata"]["uid"]
+        with pytest.raises(ConflictError):
+            client.delete(k, uid="wrong")
+        client.delete(k, uid=uid)
 
 
 def test_unreachable_server_is_unhealthy_and_reads_retry() -> None:
@@ -163,53 +166,65 @@ def test_unreachable_server_is_unhealthy_and_reads_retry() -> None:
         client.close()
 
 
+def test_a_server_target_is_the_xds_clients_vocabulary(server: ResourceStoreServer) -> None:
+    # TLS settings, call metadata and channel options come from the ServerTarget.
+    target = ServerTarget(
+        server.address,
+        call_metadata=(("x-tenant", "t1"),),
+        channel_options=(("grpc.primary_user_agent", "store-test"),),
+    )
+    with ResourceStoreClient(target, retry=FAST, timeout=10) as client:
+        assert client._metadata == (("x-tenant", "t1"),)
+        assert client.create(key("t"), doc("T")) > 0
+        assert (client.read(key("t"))).json()["spec"]["title"] == "T"
+
+
 # ---------------------------------------------------------------- retries
 
 
-def test_reads_retry_on_unavailable(
-    server: ResourceStoreServer, client: ResourceStoreClient
-) -> None:
-    client.create(key("a"), doc())
-    server.fail_next(2, grpc.StatusCode.UNAVAILABLE)
-    assert client.read(key("a")).key.name == "a"
-    assert server.calls["Read"] == 3
-    server.fail_next(2, grpc.StatusCode.RESOURCE_EXHAUSTED, methods=["List"])
-    assert [o.key.name for o in client.list(PREFIX)] == ["a"]
+def test_reads_retry_on_unavailable(server: ResourceStoreServer) -> None:
+    with connect(server) as client:
+        client.create(key("a"), doc())
+        server.fail_next(2, grpc.StatusCode.UNAVAILABLE)
+        assert (client.read(key("a"))).key.name == "a"
+        assert server.calls["Read"] == 3
+        server.fail_next(2, grpc.StatusCode.RESOURCE_EXHAUSTED, methods=["List"])
+        assert [o.key.name for o in client.list(PREFIX)] == ["a"]
 
 
 def test_writes_do_not_retry_when_the_server_may_have_acted(
-    server: ResourceStoreServer, client: ResourceStoreClient
+    server: ResourceStoreServer,
 ) -> None:
-    server.fail_next(1, grpc.StatusCode.UNAVAILABLE)
-    with pytest.raises(UnavailableError) as err:
-        client.create(key("a"), doc())
-    assert err.value.grpc_code == grpc.StatusCode.UNAVAILABLE
-    assert err.value.code == 503
-    assert server.calls["Create"] == 1
+    with connect(server) as client:
+        server.fail_next(1, grpc.StatusCode.UNAVAILABLE)
+        with pytest.raises(UnavailableError) as err:
+            client.create(key("a"), doc())
+        assert err.value.grpc_code == grpc.StatusCode.UNAVAILABLE
+        assert err.value.code == 503
+        assert server.calls["Create"] == 1
 
 
 @pytest.mark.parametrize("as_details", [False, True], ids=["in-response", "in-details"])
 def test_429_retries_writes_and_honours_retry_after(
-    server: ResourceStoreServer, client: ResourceStoreClient, as_details: bool
+    server: ResourceStoreServer, as_details: bool
 ) -> None:
     server.errors_as_details = as_details
-    sleeps = Sleeps()
-    client._sleep = sleeps
-    server.fail_next(2, 429, retry_after=3)
-    assert client.create(key("a"), doc()) > 0
-    assert server.calls["Create"] == 3
-    assert sleeps.delays == [3.0, 3.0]
+    with connect(server) as client:
+        sleeps = Sleeps()
+        client._sleep = sleeps
+        server.fail_next(2, 429, retry_after=3)
+        assert client.create(key("a"), doc()) > 0
+        assert server.calls["Create"] == 3
+        assert sleeps.delays == [3.0, 3.0]
 
-    server.fail_next(10, 429)
-    with pytest.raises(TooManyRequestsError) as err:
-        client.update(key("a"), doc("x"), resource_version=0)
-    assert err.value.code == 429
-    assert server.calls["Update"] == FAST.max_attempts
+        server.fail_next(10, 429)
+        with pytest.raises(TooManyRequestsError) as err:
+            client.update(key("a"), doc("x"), resource_version=0)
+        assert err.value.code == 429
+        assert server.calls["Update"] == FAST.max_attempts
 
 
-def test_grpc_codes_map_to_http_codes(
-    server: ResourceStoreServer, client: ResourceStoreClient
-) -> None:
+def test_grpc_codes_map_to_http_codes(server: ResourceStoreServer) -> None:
     cases = [
         (grpc.StatusCode.NOT_FOUND, NotFoundError, 404),
         (grpc.StatusCode.ABORTED, ConflictError, 409),
@@ -220,18 +235,16 @@ def test_grpc_codes_map_to_http_codes(
         (grpc.StatusCode.INVALID_ARGUMENT, BadRequestError, 400),
         (grpc.StatusCode.DATA_LOSS, InternalError, 500),
     ]
-    for code, cls, http in cases:
-        server.fail_next(1, code)
-        with pytest.raises(cls) as err:
-            client.read(key("a"))
-        assert getattr(err.value, "code", None) == http
+    with connect(server) as client:
+        for code, cls, http in cases:
+            server.fail_next(1, code)
+            with pytest.raises(cls) as err:
+                client.read(key("a"))
+            assert getattr(err.value, "code", None) == http
 
 
-def test_read_modify_write_retries_on_conflict(
-    server: ResourceStoreServer, client: ResourceStoreClient
-) -> None:
+def test_read_modify_write_retries_on_conflict(server: ResourceStoreServer) -> None:
     k = key("counter")
-    client.create(k, {"spec": {"n": 0}})
     calls = 0
 
     def bump(obj: dict[str, object]) -> dict[str, object]:
@@ -243,17 +256,30 @@ def test_read_modify_write_retries_on_conflict(
         assert isinstance(spec, dict)
         return {"spec": {"n": spec["n"] + 1}}
 
-    client.read_modify_write(k, bump)
-    assert calls == 2
-    assert client.read(k).json()["spec"]["n"] == 101
+    with connect(server) as client:
+        sleeps = Sleeps()
+        client._sleep = sleeps
+        client.create(k, {"spec": {"n": 0}})
+        client.read_modify_write(k, bump)
+        assert calls == 2
+        assert (client.read(k)).json()["spec"]["n"] == 101
+        assert len(sleeps.delays) == 1
+        assert 0 <= sleeps.delays[0] <= 0.05
+
+        # Conflicts every time: the last one is raised after max_attempts.
+        def always_raced(obj: dict[str, object]) -> dict[str, object]:
+            server.put(k, {"spec": {"n": 0}})
+            return obj
+
+        with pytest.raises(ConflictError):
+            client.read_modify_write(k, always_raced, max_attempts=3)
+        assert len(sleeps.delays) == 3
 
 
 # ---------------------------------------------------------------- list
 
 
-def test_list_pages_follow_tokens_and_filter_labels(
-    server: ResourceStoreServer, client: ResourceStoreClient
-) -> None:
+def test_list_pages_follow_tokens_and_filter_labels(server: ResourceStoreServer) -> None:
     server.put_many(
         [
             (key(f"o{i:03}"), doc(str(i), app="web" if i % 2 else "db", tier="abc"[i % 3]))
@@ -261,53 +287,54 @@ def test_list_pages_follow_tokens_and_filter_labels(
         ]
     )
     server.put(key("legacy"), doc("l", app="web", tier="a", legacy="yes"))
-    it = client.list(PREFIX, limit=7)
-    names = [o.key.name for o in it]
-    assert len(names) == 101
-    assert names == sorted(names)
-    assert it.pages == 15
-    assert it.resource_version == server.resource_version
+    with connect(server) as client:
+        it = client.list(PREFIX, limit=7)
+        names = [o.key.name for o in it]
+        assert len(names) == 101
+        assert names == sorted(names)
+        assert it.pages == 15
+        assert it.resource_version == server.resource_version
+        assert repr(it) == f"<ListIterator rv={server.resource_version} pages=15>"
 
-    selector = "app=web,tier in (a,b),!legacy"
-    want = [f"o{i:03}" for i in range(100) if i % 2 and i % 3 in (0, 1)]
-    for server_filters in (True, False):
-        server.filter_labels = server_filters
-        it = client.list(PREFIX, labels=selector, limit=10)
-        assert [o.key.name for o in it] == want
-        assert it.pages == 11  # short pages still carry a token
+        selector = "app=web,tier in (a,b),!legacy"
+        want = [f"o{i:03}" for i in range(100) if i % 2 and i % 3 in (0, 1)]
+        for server_filters in (True, False):
+            server.filter_labels = server_filters
+            it = client.list(PREFIX, labels=selector, limit=10)
+            assert [o.key.name for o in it] == want
+            assert it.pages == 11  # short pages still carry a token
 
-    page = client.list_page(PREFIX, limit=40)
-    assert len(page.items) == 40
-    assert page.next_page_token
-    page2 = client.list_page(PREFIX, limit=40, page_token=page.next_page_token)
-    assert page2.items[0].key.name == "o039"  # "legacy" sorts first
-    assert page2.resource_version == page.resource_version
+        page = client.list_page(PREFIX, limit=40)
+        assert len(page.items) == 40
+        assert page.next_page_token
+        page2 = client.list_page(PREFIX, limit=40, page_token=page.next_page_token)
+        assert page2.items[0].key.name == "o039"  # "legacy" sorts first
+        assert page2.resource_version == page.resource_version
 
 
-def test_list_reads_the_next_page_ahead_and_retries_it(
-    server: ResourceStoreServer, client: ResourceStoreClient
-) -> None:
+def test_list_reads_the_next_page_ahead_and_retries_it(server: ResourceStoreServer) -> None:
     server.put_many([(key(f"o{i:03}"), doc(str(i))) for i in range(30)])
-    it = client.list(PREFIX, limit=10)
-    first = next(it)
-    assert first.key.name == "o000"
-    # The second page was requested while the first is handed out; a failure of a
-    # page requested ahead goes through the ordinary call and its retries.
-    server.fail_next(2, grpc.StatusCode.UNAVAILABLE, methods=["List"])
-    names = [first.key.name, *(o.key.name for o in it)]
-    assert names == [f"o{i:03}" for i in range(30)]
-    assert it.pages == 3
-    # Stopping early leaves nothing waiting: the client closes cleanly.
-    early = client.list(PREFIX, limit=10)
-    assert next(early).key.name == "o000"
-    del early
+    with connect(server) as client:
+        it = client.list(PREFIX, limit=10)
+        first = it.__next__()
+        assert first.key.name == "o000"
+        run_blocking(until(lambda: server.calls["List"] == 2, "the page read ahead"))
+        # The second page was requested while the first is handed out; a failure of a
+        # page requested ahead goes through the ordinary call and its retries.
+        server.fail_next(2, grpc.StatusCode.UNAVAILABLE, methods=["List"])
+        names = [first.key.name, *[o.key.name for o in it]]
+        assert names == [f"o{i:03}" for i in range(30)]
+        assert it.pages == 3
+        # Stopping early leaves nothing waiting: the client closes cleanly.
+        early = client.list(PREFIX, limit=10)
+        assert (early.__next__()).key.name == "o000"
+        del early
 
 
 def test_list_of_10000_items_is_pinned_while_others_write(
-    server: ResourceStoreServer, client: ResourceStoreClient
+    server: ResourceStoreServer,
 ) -> None:
     server.put_many([(key(f"o{i:05}"), doc(str(i))) for i in range(10_000)])
-    snapshot = {o.key.name: (o.resource_version, o.value) for o in client.list(PREFIX, limit=5000)}
     stop = threading.Event()
     writes = 0
 
@@ -322,15 +349,21 @@ def test_list_of_10000_items_is_pinned_while_others_write(
             i += 1
             writes = i
 
-    it = client.list(PREFIX, limit=500)
-    first = next(it)
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        listed = [first, *it]
-    finally:
-        stop.set()
-        thread.join()
+    with connect(server) as client:
+        snapshot = {
+            o.key.name: (o.resource_version, o.value) for o in client.list(PREFIX, limit=5000)
+        }
+        it = client.list(PREFIX, limit=500)
+        first = it.__next__()
+        thread = threading.Thread(target=writer)
+        thread.start()
+        listed = [first]
+        try:
+            for o in it:
+                listed.append(o)
+        finally:
+            stop.set()
+            run_blocking(thread.join)
     assert writes > 0
     assert it.pages == 20
     assert it.resource_version == max(rv for rv, _ in snapshot.values())
@@ -338,43 +371,55 @@ def test_list_of_10000_items_is_pinned_while_others_write(
     assert [o.key.name for o in listed] == sorted(snapshot)
 
 
-def test_expired_page_token(server: ResourceStoreServer, client: ResourceStoreClient) -> None:
+def test_expired_page_token(server: ResourceStoreServer) -> None:
     server.put_many([(key(f"o{i}"), doc()) for i in range(10)])
-    page = client.list_page(PREFIX, limit=3)
-    server.put(key("o1"), doc("changed"))
-    server.compact()
-    with pytest.raises(ExpiredError) as err:
-        client.list_page(PREFIX, limit=3, page_token=page.next_page_token)
-    assert err.value.code == 410
+    with connect(server) as client:
+        page = client.list_page(PREFIX, limit=3)
+        server.put(key("o1"), doc("changed"))
+        server.compact()
+        with pytest.raises(ExpiredError) as err:
+            client.list_page(PREFIX, limit=3, page_token=page.next_page_token)
+        assert err.value.code == 410
+
+
+def test_default_page_size_and_reads_at_a_version(server: ResourceStoreServer) -> None:
+    server.put_many([(key(f"o{i:03}"), doc(str(i))) for i in range(60)])
+    with connect(server) as client:
+        page = client.list_page(PREFIX, limit=0)
+        assert len(page.items) == 50
+        assert page.next_page_token
+        rest = client.list_page(PREFIX, page_token=page.next_page_token)
+        assert (len(rest.items), rest.next_page_token) == (10, "")
+        rv = (client.read(key("o001"))).resource_version
+        later = server.put(key("other"), doc())
+        server.put(key("o001"), doc("changed"))
+        # The version of the object as it was at `later` (unchanged since rv).
+        old = client.read(key("o001"), resource_version=later)
+        assert (old.resource_version, old.json()["spec"]["title"]) == (rv, "1")
+        server.remove(key("o002"))
+        with pytest.raises(NotFoundError):
+            client.read(key("o002"), resource_version=server.resource_version)
+        server.compact()
+        assert (client.read(key("o003"), resource_version=later)).resource_version < later
+        with pytest.raises(ExpiredError):
+            client.read(key("o001"), resource_version=later)
 
 
 # ---------------------------------------------------------------- watch
 
 
-def _closer(watch: object, seconds: float) -> threading.Timer:
-    """Close a watch after ``seconds`` so a broken test fails instead of hanging."""
-    timer = threading.Timer(seconds, watch.close)  # type: ignore[attr-defined]
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
 @pytest.mark.parametrize("mode", ["drop", "end"])
 def test_watch_survives_20_interruptions_without_loss_or_repeat(
-    server: ResourceStoreServer, client: ResourceStoreClient, mode: str
+    server: ResourceStoreServer, mode: str
 ) -> None:
     start = server.put(key("seed"), doc())
-    watch = client.watch(PREFIX, since=start)
-    written: list[int] = []
 
     def writer() -> None:
         for batch in range(20):
             # Before each batch, not after: after the last one the consumer may
             # already have all 1000 events and have closed the watch.
             interrupt_and_wait_for_resume()
-            written.append(
-                server.put_many([(key(f"o{batch}-{i}"), doc(str(i))) for i in range(50)])
-            )
+            server.put_many([(key(f"o{batch}-{i}"), doc(str(i))) for i in range(50)])
 
     def interrupt_and_wait_for_resume() -> None:
         calls = server.calls["Watch"]
@@ -386,34 +431,30 @@ def test_watch_survives_20_interruptions_without_loss_or_repeat(
         wait_until(lambda: server.calls["Watch"] > calls, what="the watch to resume")
 
     thread = threading.Thread(target=writer)
-    timer = _closer(watch, 40)
-    thread.start()
-    seen: list[WatchEvent] = []
-    try:
-        for event in watch:
-            if event.type != "bookmark":
-                seen.append(event)
-            if len(seen) == 1000:
-                break
-    finally:
-        watch.close()
-        timer.cancel()
-        thread.join()
+    seen: list[StoreWatchEvent] = []
+    with connect(server) as client:
+        watch = client.watch(PREFIX, since=start, timeout=40)
+        thread.start()
+        try:
+            for event in watch:
+                if event.type != "bookmark":
+                    seen.append(event)
+                if len(seen) == 1000:
+                    break
+        finally:
+            watch.close()
+            run_blocking(thread.join)
     assert [e.resource_version for e in seen] == list(range(start + 1, start + 1001))
     assert all(e.type == "added" for e in seen)
     assert [e.key.name for e in seen[:2] if e.key] == ["o0-0", "o0-1"]
     assert watch.state.streams >= 20
 
 
-def test_watch_relists_after_410_and_converges(
-    server: ResourceStoreServer, client: ResourceStoreClient
-) -> None:
+def test_watch_relists_after_410_and_converges(server: ResourceStoreServer) -> None:
     server.put_many([(key(f"a{i}"), doc(str(i))) for i in range(10)])
-    watch = client.watch(PREFIX, send_initial_events=True)
-    timer = _closer(watch, 30)
     view: dict[str, StoredObject | None] = {}
 
-    def apply(event: WatchEvent) -> None:
+    def apply(event: StoreWatchEvent) -> None:
         assert event.key is not None
         if event.type == "deleted":
             del view[event.key.name]
@@ -421,97 +462,112 @@ def test_watch_relists_after_410_and_converges(
             assert event.value is not None
             view[event.key.name] = StoredObject(event.resource_version, event.value)
 
-    try:
-        events = iter(watch)
-        for event in events:
-            if event.type == "bookmark":
-                assert event.initial_events_end
-                break
-            apply(event)
-        assert len(view) == 10
-        # The stream breaks and, before the watch resumes (it resumes when the
-        # consumer asks for more), the history moves past its version.
-        server.drop_watches()
-        server.put(key("a1"), doc("changed"))
-        server.remove(key("a2"))
-        server.put(key("a10"), doc("new"))
-        server.compact()
-        tail: list[WatchEvent] = []
-        for event in events:
-            tail.append(event)
-            if event.type == "resynced":
-                break
-            apply(event)
-    finally:
-        watch.close()
-        timer.cancel()
-    assert {(e.type, e.key.name) for e in tail[:-1] if e.key} == {
-        ("modified", "a1"),
-        ("deleted", "a2"),
-        ("added", "a10"),
-    }
-    deleted = next(e for e in tail if e.type == "deleted")
-    assert deleted.previous is not None
-    assert deleted.value is None
-    assert tail[-1].resource_version == server.resource_version
-    assert watch.state.resyncs == 1
-    current = {o.key.name: o.value for o in client.list(PREFIX)}
+    with connect(server) as client:
+        with client.watch(PREFIX, send_initial_events=True, timeout=30) as watch:
+            for event in watch:
+                if event.type == "bookmark":
+                    assert event.initial_events_end
+                    break
+                apply(event)
+            assert len(view) == 10
+            # The stream breaks and, before the watch resumes (it resumes when the
+            # consumer asks for more), the history moves past its version.
+            server.drop_watches()
+            server.put(key("a1"), doc("changed"))
+            server.remove(key("a2"))
+            server.put(key("a10"), doc("new"))
+            server.compact()
+            tail: list[StoreWatchEvent] = []
+            for event in watch:
+                tail.append(event)
+                if event.type == "resynced":
+                    break
+                apply(event)
+        assert {(e.type, e.key.name) for e in tail[:-1] if e.key} == {
+            ("modified", "a1"),
+            ("deleted", "a2"),
+            ("added", "a10"),
+        }
+        deleted = next(e for e in tail if e.type == "deleted")
+        assert deleted.previous is not None
+        assert deleted.value is None
+        assert tail[-1].resource_version == server.resource_version
+        assert watch.state.resyncs == 1
+        current = {o.key.name: o.value for o in client.list(PREFIX)}
     assert {name: obj.value for name, obj in view.items() if obj} == current
 
 
 @pytest.mark.parametrize("as_details", [False, True], ids=["error-event", "status-details"])
-def test_watch_since_too_old_relists(
-    server: ResourceStoreServer, client: ResourceStoreClient, as_details: bool
-) -> None:
+def test_watch_since_too_old_relists(server: ResourceStoreServer, as_details: bool) -> None:
     server.errors_as_details = as_details
     rv = server.put(key("a"), doc())
     server.put(key("b"), doc())
     server.compact()
-    with client.watch(PREFIX, since=rv) as watch:
-        timer = _closer(watch, 20)
-        first = [next(watch), next(watch)]
-        timer.cancel()
+    with connect(server) as client, client.watch(PREFIX, since=rv, timeout=20) as watch:
+        first = [watch.__next__(), watch.__next__()]
     assert [(e.type, e.key.name if e.key else "") for e in first] == [
         ("added", "a"),
         ("added", "b"),
     ]
 
 
-@pytest.mark.parametrize("as_details", [False, True], ids=["error-event", "status-details"])
-def test_watch_raises_non_retryable_errors(
-    server: ResourceStoreServer, client: ResourceStoreClient, as_details: bool
+def test_watch_since_an_old_version_lists_again_and_says_resynced(
+    server: ResourceStoreServer,
 ) -> None:
+    server.put_many([(key(f"o{i:03}"), doc(str(i))) for i in range(60)])
+    with connect(server) as client:
+        with client.watch(PREFIX, send_initial_events=True, timeout=20) as watch:
+            names = []
+            for event in watch:
+                if event.initial_events_end:
+                    break
+                names.append(event.key.name if event.key else "")
+        assert names == [f"o{i:03}" for i in range(60)]
+
+        old = server.resource_version
+        server.put(key("late"), doc())
+        server.compact()
+        with client.watch(PREFIX, since=old - 1, timeout=20) as watch:
+            kinds = [(watch.__next__()).type for _ in range(62)]  # 61 added + resynced
+            assert kinds[-1] == "resynced"
+            assert watch.state.resyncs == 1
+
+
+@pytest.mark.parametrize("as_details", [False, True], ids=["error-event", "status-details"])
+def test_watch_raises_non_retryable_errors(server: ResourceStoreServer, as_details: bool) -> None:
     server.errors_as_details = as_details
     server.fail_next(1, 400, methods=["Watch"])
-    with client.watch(PREFIX, since=1) as watch, pytest.raises(BadRequestError) as err:
-        next(watch)
+    with connect(server) as client:
+        watch = client.watch(PREFIX, since=1)
+        with pytest.raises(BadRequestError) as err:
+            watch.__next__()
+        watch.close()
     assert err.value.code == 400
 
 
 def test_watch_from_now_with_selector_bookmarks_and_deletes(
-    server: ResourceStoreServer, client: ResourceStoreClient
+    server: ResourceStoreServer,
 ) -> None:
     server.put(key("x"), doc(app="web"))
     server.put(key("y"), doc(app="db"))
-    watch = client.watch(PREFIX, labels="app=web")
-    timer = _closer(watch, 20)
-    try:
-        wait_until(lambda: server.watch_count >= 1 or watch.state.step.value == "anchor")
-        it = iter(watch)
+    results: list[tuple[str, str]] = []
+    failures: list[BaseException] = []
 
-        def step() -> WatchEvent:
-            return next(it)
-
-        results: list[tuple[str, str]] = []
-
-        def consume() -> None:
+    def consume() -> None:
+        try:
             for _ in range(5):
-                e = step()
+                e = watch.__next__()
                 results.append((e.type, e.key.name if e.key else str(e.resource_version)))
+        except BaseException as exc:
+            failures.append(exc)
+            raise
 
-        thread = threading.Thread(target=consume)
-        thread.start()
-        server.wait_for_watchers(1)
+    with (
+        connect(server) as client,
+        client.watch(PREFIX, labels="app=web", timeout=20) as watch,
+    ):
+        consumer = spawn(consume, name="consume")
+        run_blocking(lambda: server.wait_for_watchers(1))
         server.put(key("y"), doc("now web", app="web"))  # enters the selection: added
         server.put(key("x"), doc("moved", app="db"))  # leaves it: deleted
         server.put(key("z"), doc(app="db"))  # never selected: nothing
@@ -519,10 +575,8 @@ def test_watch_from_now_with_selector_bookmarks_and_deletes(
         server.remove(key("y"))  # deleted
         server.put(key("z"), doc("still", app="db"))  # filtered out; the bookmark moves past it
         server.send_bookmarks()
-        thread.join(10)
-    finally:
-        watch.close()
-        timer.cancel()
+        consumer.join(10)
+    assert not failures
     assert results == [
         ("added", "y"),
         ("deleted", "x"),
@@ -534,14 +588,15 @@ def test_watch_from_now_with_selector_bookmarks_and_deletes(
 
 
 def test_watch_restarted_during_initial_events_does_not_repeat(
-    server: ResourceStoreServer, client: ResourceStoreClient
+    server: ResourceStoreServer,
 ) -> None:
     server.put_many([(key(f"a{i:03}"), doc()) for i in range(100)])
     server.initial_event_delay = 0.001  # the stream is surely mid-way when it drops
-    watch = client.watch(PREFIX, send_initial_events=True)
-    timer = _closer(watch, 20)
-    try:
-        got = [next(watch) for _ in range(5)]
+    with (
+        connect(server) as client,
+        client.watch(PREFIX, send_initial_events=True, timeout=20) as watch,
+    ):
+        got = [watch.__next__() for _ in range(5)]
         server.remove(key("a099"))
         server.put(key("a000"), doc("changed"))
         server.drop_watches()
@@ -549,9 +604,6 @@ def test_watch_restarted_during_initial_events_does_not_repeat(
             got.append(event)
             if event.type == "bookmark":
                 break
-    finally:
-        watch.close()
-        timer.cancel()
     assert watch.state.streams == 2
     added = [e.key.name for e in got if e.type == "added" and e.key]
     assert added == [f"a{i:03}" for i in range(99)]  # each once, a099 never
@@ -561,106 +613,34 @@ def test_watch_restarted_during_initial_events_does_not_repeat(
     assert got[-1].initial_events_end
 
 
-# ---------------------------------------------------------------- informer and loops
+def test_closing_a_watch_ends_a_waiting_iteration(server: ResourceStoreServer) -> None:
+    server.put(key("x"), doc())  # since=1 must not be ahead of the server
+    ended: list[str] = []
+
+    def consume() -> None:
+        for event in watch:
+            ended.append(event.type)
+        ended.append("end")
+
+    with connect(server) as client:
+        watch = client.watch(PREFIX, since=1)
+        consumer = spawn(consume, name="consume")
+        run_blocking(lambda: server.wait_for_watchers(1))
+        watch.close()
+        consumer.join(10)
+    assert ended == ["end"]
 
 
-def test_informer_keeps_a_current_dict(
-    server: ResourceStoreServer, client: ResourceStoreClient
+def test_a_watch_timeout_ends_the_iteration(server: ResourceStoreServer) -> None:
+    server.put(key("x"), doc())
+    with connect(server) as client:
+        watch = client.watch(PREFIX, since=1, timeout=0.2)
+        assert [e.type for e in watch] == []
+
+
+def test_closing_the_client_ends_a_watch_with_a_clear_error(
+    server: ResourceStoreServer,
 ) -> None:
-    server.put_many([(key(f"a{i}"), doc(str(i), app="web")) for i in range(5)])
-    server.put(key("other"), doc(app="db"))
-    log: list[tuple[str, str]] = []
-    informer = client.informer(
-        PREFIX,
-        "app=web",
-        on_add=lambda o: log.append(("add", o.key.name)),
-        on_update=lambda old, new: log.append(("update", new.key.name)),
-        on_delete=lambda o: log.append(("delete", o.key.name)),
-    )
-    with informer:
-        informer.wait_synced(10)
-        assert sorted(k.name for k in informer.objects) == [f"a{i}" for i in range(5)]
-        client.update(key("a1"), doc("changed", app="web"), resource_version=0)
-        client.delete(key("a2"))
-        client.create(key("a9"), doc(app="web"))
-        wait_until(lambda: ("add", "a9") in log, what="the informer to see a9")
-        obj = informer.get(key("a1"))
-        assert obj is not None
-        assert obj.json()["spec"]["title"] == "changed"
-        assert informer.get(key("a2")) is None
-    assert log[5:] == [("update", "a1"), ("delete", "a2"), ("add", "a9")]
-
-
-def test_sync_client_works_inside_a_running_event_loop(client: ResourceStoreClient) -> None:
-    async def notebook_cell() -> list[str]:
-        client.create(key("a"), doc())
-        return [o.key.name for o in client.list(PREFIX)]
-
-    assert asyncio.run(notebook_cell()) == ["a"]
-
-
-def test_pytest_plugin_fixtures(resource_store_client: ResourceStoreClient) -> None:
-    cluster_key = ResourceKey("dashboard.grafana.app", "dashboards", name="n")
-    resource_store_client.create(cluster_key, doc())
-    assert resource_store_client.read(cluster_key).resource_version == 1
-
-
-def test_file_database_survives_a_restart(tmp_path: Path) -> None:
-    db = str(tmp_path / "store.sqlite")
-    with ResourceStoreServer(db) as first, ResourceStoreClient(first.address) as client:
-        rv = client.create(key("a"), doc("A"))
-        client.update(key("a"), doc("B"), resource_version=rv)
-    with ResourceStoreServer(db) as second, ResourceStoreClient(second.address) as client:
-        obj = client.read(key("a"))
-        assert obj.json()["spec"]["title"] == "B"
-        assert client.read(key("a"), resource_version=rv).json()["spec"]["title"] == "A"
-        assert client.create(key("b"), doc()) == obj.resource_version + 1
-
-
-def test_default_page_size_and_reads_at_a_version(
-    server: ResourceStoreServer, client: ResourceStoreClient
-) -> None:
-    server.put_many([(key(f"o{i:03}"), doc(str(i))) for i in range(60)])
-    page = client.list_page(PREFIX, limit=0)
-    assert len(page.items) == 50
-    assert page.next_page_token
-    rv = client.read(key("o001")).resource_version
-    later = server.put(key("other"), doc())
-    server.put(key("o001"), doc("changed"))
-    # The version of the object as it was at `later` (unchanged since rv).
-    old = client.read(key("o001"), resource_version=later)
-    assert (old.resource_version, old.json()["spec"]["title"]) == (rv, "1")
-    server.remove(key("o002"))
-    with pytest.raises(NotFoundError):
-        client.read(key("o002"), resource_version=server.resource_version)
-    server.compact()
-    assert client.read(key("o003"), resource_version=later).resource_version < later
-    with pytest.raises(ExpiredError):
-        client.read(key("o001"), resource_version=later)
-
-
-def test_server_and_client_leave_no_threads_behind() -> None:
-    before = {t.ident for t in threading.enumerate()}
-    with ResourceStoreServer() as srv, ResourceStoreClient(srv.address, retry=FAST) as client:
-        client.create(key("a"), doc())
-        with client.watch(PREFIX, since=1) as watch:
-            srv.put(key("b"), doc())
-            assert next(watch).type == "added"
-        with client.informer(PREFIX) as informer:
-            informer.wait_synced(10)
-    wait_until(
-        lambda: (
-            not [
-                t
-                for t in threading.enumerate()
-                if t.ident not in before and t.name.startswith(("resource-store", "store-informer"))
-            ]
-        ),
-        what="server and informer threads to end",
-    )
-
-
-def test_closing_the_client_ends_a_watch_with_a_clear_error(server: ResourceStoreServer) -> None:
     server.put(key("x"), doc())  # since=1 must not be ahead of the server
     client = ResourceStoreClient(server.address, retry=FAST)
     watch = client.watch(PREFIX, since=1)
@@ -668,14 +648,58 @@ def test_closing_the_client_ends_a_watch_with_a_clear_error(server: ResourceStor
 
     def consume() -> None:
         try:
-            next(watch)
-        except BaseException as exc:
+            watch.__next__()
+        except Exception as exc:
             errors.append(exc)
 
-    thread = threading.Thread(target=consume)
-    thread.start()
-    server.wait_for_watchers(1)
+    consumer = spawn(consume, name="consume")
+    run_blocking(lambda: server.wait_for_watchers(1))
     client.close()
-    thread.join(10)
+    consumer.join(10)
     assert len(errors) == 1
     assert isinstance(errors[0], ClientClosedError)
+
+
+# ---------------------------------------------------------------- servers and threads
+
+
+def test_file_database_survives_a_restart(tmp_path: Path) -> None:
+    db = str(tmp_path / "store.sqlite")
+    with ResourceStoreServer(db) as first:
+        client = ResourceStoreClient(first.address)
+        with client:
+            rv = client.create(key("a"), doc("A"))
+            client.update(key("a"), doc("B"), resource_version=rv)
+    with ResourceStoreServer(db) as second:
+        client = ResourceStoreClient(second.address)
+        with client:
+            obj = client.read(key("a"))
+            assert obj.json()["spec"]["title"] == "B"
+            assert (client.read(key("a"), resource_version=rv)).json()["spec"]["title"] == "A"
+            assert client.create(key("b"), doc()) == obj.resource_version + 1
+
+
+def test_server_and_client_leave_no_threads_behind() -> None:
+    before = {t.ident for t in threading.enumerate()}
+    with ResourceStoreServer() as srv:
+        client = ResourceStoreClient(srv.address, retry=FAST)
+        with client:
+            client.create(key("a"), doc())
+            with client.watch(PREFIX, since=1) as watch:
+                srv.put(key("b"), doc())
+                assert (watch.__next__()).type == "added"
+            with client.informer(PREFIX, resync_period=60) as informer:
+                informer.wait_synced(10)
+    run_blocking(
+        until(
+            lambda: (
+                not [
+                    t
+                    for t in threading.enumerate()
+                    if t.ident not in before
+                    and t.name.startswith(("resource-store", "store-informer"))
+                ]
+            ),
+            "server and informer threads to end",
+        )
+    )

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from xds_client.errors import UsageError
 from xds_client.store import (
     AlreadyExistsError,
     BadRequestError,
@@ -25,10 +26,10 @@ from xds_client.store import (
     RetryPolicy,
     ServerTimeoutError,
     StoreNotImplementedError,
+    StoreWatchEvent,
     TooManyRequestsError,
     UnauthorizedError,
     UnavailableError,
-    WatchEvent,
 )
 from xds_client.store import _list as core
 from xds_client.store._errors import (
@@ -78,7 +79,7 @@ A, M, D, B = (
 )
 
 
-def kinds(events: list[WatchEvent | None]) -> list[tuple[str, str, int]]:
+def kinds(events: list[StoreWatchEvent | None]) -> list[tuple[str, str, int]]:
     return [
         (e.type, e.key.name if e.key else "", e.resource_version) for e in events if e is not None
     ]
@@ -270,7 +271,7 @@ def test_interrupted_watch_converges_without_repeats(
     view: dict[str, bytes] = {}
     live: list[int] = []
 
-    def apply(event: WatchEvent | None, *, synthetic: bool = False) -> None:
+    def apply(event: StoreWatchEvent | None, *, synthetic: bool = False) -> None:
         if event is None or event.type in ("bookmark", "resynced"):
             return
         assert event.key is not None
@@ -461,3 +462,24 @@ def test_events_and_objects_are_immutable() -> None:
     )
     with pytest.raises(AttributeError):
         stored.value = b"x"  # type: ignore[misc]
+
+
+def test_store_target_is_a_server_target_with_the_size_limits() -> None:
+    from xds_client.transport import ChannelCredentialsConfig, ServerTarget
+
+    target = core.store_target("h:1", None, [("grpc.primary_user_agent", "x")], 1024)
+    assert (target.uri, target.credentials, target.max_receive_message_size) == ("h:1", None, 1024)
+    assert target.channel_options == (
+        ("grpc.primary_user_agent", "x"),
+        ("grpc.max_send_message_length", 1024),
+        ("grpc.enable_retries", 1),  # after open_channel's 0: gRPC's transparent retries stay
+    )
+    tls = ChannelCredentialsConfig(ca_certificate=b"pem")
+    given = ServerTarget("h:2", call_metadata=(("x-org", "1"),), channel_options=(("a", 1),))
+    target = core.store_target(given, tls, [("grpc.max_receive_message_length", 99)], 2048)
+    assert target.credentials is tls
+    assert target.call_metadata == (("x-org", "1"),)
+    assert target.max_receive_message_size == 99
+    assert target.channel_options[0] == ("a", 1)
+    with pytest.raises(UsageError):
+        core.store_target("h:1", None, [], 0)

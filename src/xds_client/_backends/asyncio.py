@@ -28,6 +28,8 @@ __all__ = [
     "AsyncWaiter",
     "AsyncWorker",
     "sleep",
+    "TimerHandle",
+    "call_later",
     "CALL_FAILURES",
     "CallCancelledError",
     "finish_call",
@@ -205,6 +207,15 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+TimerHandle = asyncio.TimerHandle
+"""What :func:`call_later` returns: ``cancel()`` stops it."""
+
+
+def call_later(seconds: float, callback: Callable[[], object]) -> TimerHandle:
+    """Call ``callback`` on the running loop after ``seconds`` (the thread twin: a timer thread)."""
+    return asyncio.get_running_loop().call_later(seconds, callback)
+
+
 async def run_blocking(work: Callable[[], object]) -> None:
     """Run blocking ``work`` (file I/O) off the loop; awaited, so calls stay in order."""
     await asyncio.to_thread(work)
@@ -242,7 +253,7 @@ def open_channel(
     TLS and call credentials, keepalive, message size and extra options come from the
     target; ``credentials`` (ready-made gRPC credentials) override the target's.
     """
-    from xds_client.transport._grpc import channel_credentials, channel_options
+    from xds_client.transport._grpc_common import channel_credentials, channel_options
 
     creds = credentials if credentials is not None else channel_credentials(target)
     options = channel_options(target)
@@ -339,3 +350,52 @@ async def _await_callback(result: Any) -> None:
         await result
     except Exception:
         log.exception("on_event callback raised; the watch goes on")
+
+
+# The transports (transport/_async_grpc.py, _async_fetch.py, _async_rest.py; their
+# thread twins are generated) use what follows.
+
+DIRECT_READS = False
+"""A stream is always read by a reader task: a read cancelled by a ``recv`` timeout
+would cancel the whole call."""
+
+
+async def read_response(call: Any) -> Any:
+    """The next response of a bidi stream, None at its end.
+
+    grpc.aio logs a response that does not deserialize and hands back None; that raises
+    ValueError here, since the stream's state is unknown from then on (the thread twin's
+    call raises for it, too).
+    """
+    message = await call.read()
+    if message is grpc.aio.EOF:
+        return None
+    if message is None:
+        raise ValueError("the server sent a response that does not decode")
+    return message
+
+
+CALL_CANCELLED: tuple[type[BaseException], ...] = (CallCancelledError,)
+"""What :func:`call_result` raises for a call cancelled locally (``call.cancel()``)."""
+
+
+async def call_result(call: Any) -> Any:
+    """The response of a call from :func:`start_call`; raises :class:`grpc.RpcError`.
+
+    A local ``cancel()`` raises :class:`CallCancelledError` unless the current task
+    itself is being cancelled (then the cancellation goes on).
+    """
+    try:
+        return await call
+    except asyncio.CancelledError:
+        if call.cancelled() and not task_cancelling():
+            raise CallCancelledError from None
+        raise
+
+
+R = TypeVar("R")
+
+
+async def call_blocking(work: Callable[..., R], *args: Any) -> R:
+    """Run blocking ``work(*args)`` in a worker thread, off the loop."""
+    return await asyncio.to_thread(work, *args)

@@ -34,6 +34,8 @@ __all__ = [
     "unary_call",
     "sleep",
     "spawn",
+    "TimerHandle",
+    "call_later",
 ]
 
 if TYPE_CHECKING:
@@ -170,6 +172,18 @@ def sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
+TimerHandle = threading.Timer
+"""What :func:`call_later` returns: ``cancel()`` stops it."""
+
+
+def call_later(seconds: float, callback: Callable[[], object]) -> TimerHandle:
+    """Call ``callback`` on a daemon timer thread after ``seconds``."""
+    timer = threading.Timer(seconds, callback)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def run_blocking(work: Callable[[], object]) -> None:
     """Run blocking ``work`` (file I/O) here: the calling thread is already not a loop."""
     work()
@@ -183,7 +197,7 @@ def open_channel(
     TLS and call credentials, keepalive, message size and extra options come from the
     target; ``credentials`` (ready-made gRPC credentials) override the target's.
     """
-    from xds_client.transport._grpc import channel_credentials, channel_options
+    from xds_client.transport._grpc_common import channel_credentials, channel_options
 
     creds = credentials if credentials is not None else channel_credentials(target)
     options = channel_options(target)
@@ -266,3 +280,33 @@ class Dispatcher:
         thread = self._thread
         if thread is not None and threading.current_thread() is not thread:
             thread.join(timeout)
+
+
+# The transports (transport/_grpc.py, _fetch.py, _rest.py are generated from their
+# asyncio modules and use what follows).
+
+DIRECT_READS = True
+"""A blocking ``recv(None)`` may read the call in the caller's own thread (one thread hop
+less per response); a reader thread starts only for a ``recv`` with a timeout."""
+
+
+def read_response(call: Any) -> Any:
+    """The next response of a bidi stream, None at its end; raises what the call raises."""
+    return next(call, None)
+
+
+CALL_CANCELLED: tuple[type[BaseException], ...] = (grpc.FutureCancelledError,)
+"""What :func:`call_result` raises for a call cancelled locally (``call.cancel()``)."""
+
+
+def call_result(call: Any) -> Any:
+    """The response of a call from :func:`start_call`; raises :class:`grpc.RpcError`."""
+    return call.result()
+
+
+R = TypeVar("R")
+
+
+def call_blocking(work: Callable[..., R], *args: Any) -> R:
+    """Run blocking ``work(*args)`` here (the asyncio twin runs it in a worker thread)."""
+    return work(*args)

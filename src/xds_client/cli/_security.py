@@ -77,9 +77,7 @@ def security_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def store_channel_options(args: argparse.Namespace) -> dict[str, Any]:
-    """ResourceStoreClient keyword arguments for the same flags."""
-    import grpc
-
+    """ResourceStoreClient keyword arguments for the same flags (the xDS clients' TLS type)."""
     options: dict[str, Any] = {}
     metadata = list(args.header)
     token = _token(args)
@@ -89,11 +87,5 @@ def store_channel_options(args: argparse.Namespace) -> dict[str, Any]:
         options["metadata"] = metadata
     tls = _tls(args)
     if tls is not None:
-        options["credentials"] = grpc.ssl_channel_credentials(
-            root_certificates=_read(args.ca_file, "--ca-file") if args.ca_file else None,
-            private_key=_read(args.key, "--key") if args.key else None,
-            certificate_chain=_read(args.cert, "--cert") if args.cert else None,
-        )
-        if tls.server_name_override:
-            options["options"] = [("grpc.ssl_target_name_override", tls.server_name_override)]
+        options["credentials"] = tls
     return options

@@ -113,6 +113,28 @@ class ProbeServer:
 Action: TypeAlias = Union[OpenStream, SendRequest, CloseStream, ProbeServer, SaveConfig]  # noqa: UP007
 
 
+CANDIDATE_SUFFIX = "~primary"
+"""Appended to a slot's key for the driver key of its stream to the primary (A71)."""
+
+
+@dataclass(eq=False)
+class _Candidate:
+    """gRFC A71: the stream to the primary tried while a fallback serves.
+
+    It carries the same subscriptions on a protocol core of its own, so nothing
+    it hears reaches watchers; its first response makes it the slot's stream.
+    """
+
+    key: str
+    """The driver's key for this stream (the one the slot's stream does not use)."""
+    backoff: BackoffState
+    """The primary's backoff: attempts that fail space out as any reconnection does."""
+    retry_at: float | None
+    protocol: SotwProtocol | DeltaProtocol | None = None
+    attempt: int = 0
+    open: bool = False
+
+
 @dataclass(eq=False)
 class _Slot:
     """One stream's worth of state: ADS has one slot, per-type mode one per type."""
@@ -122,16 +144,26 @@ class _Slot:
     backoff: BackoffState
     server: int = 0
     attempt: int = 0
+    opened: int = 0
+    """Streams opened for this slot (its own and the candidate's): the attempt numbers."""
+    stream_key: str = ""
+    """The driver's key of the slot's stream: ``key``, or the candidate key it took over."""
     open: bool = False
     got_response: bool = False
+    up: bool = False
+    """The server serves this stream: its response headers or a response came."""
+    in_flight: list[Request] = field(default_factory=list)
+    """Requests handed to the driver whose write is not confirmed yet, oldest first."""
+    held: list[Request] = field(default_factory=list)
+    """Requests written before the stream was known ``up``: their timers wait (A57)."""
     retry_at: float | None = None
-    probe_at: float | None = None
-    """When to check whether the primary is back (while on a fallback server)."""
+    candidate: _Candidate | None = None
+    """While on a fallback: the stream to the primary (gRFC A71)."""
     ready_check_at: float = 0.0
     """When to check again whether the current server's channel is up."""
     probing: bool = False
-    probe_for_primary: bool = False
-    """What the probe in flight checks: the primary's return, or the current stream."""
+    probe_attempt: int = 0
+    """The stream attempt the readiness probe in flight was made for."""
     reported: bool | None = None
     """Connectivity last told to watchers: None before anything was told."""
     type_urls: set[str] = field(default_factory=set)
@@ -146,6 +178,16 @@ class _Slot:
     """(type, name) restored from disk that no accepted response has confirmed yet."""
     dirty: dict[str, PersistedType] = field(default_factory=dict)
     """By type: the config as accepted last, not yet written to the cache directory."""
+
+    def __post_init__(self) -> None:
+        self.stream_key = self.stream_key or self.key
+
+    def protocols(self) -> list[SotwProtocol | DeltaProtocol]:
+        """The slot's protocol core, and its candidate's while one is open: both subscribe."""
+        candidate = self.candidate
+        if candidate is None or candidate.protocol is None:
+            return [self.protocol]
+        return [self.protocol, candidate.protocol]
 
 
 class Session:
@@ -324,12 +366,14 @@ class Session:
             new_names, new_wildcard = self.registry.add(entry)
             try:
                 if new_wildcard:
-                    self._slot_for(type_url, now).protocol.subscribe(type_url, None)
+                    for protocol in self._slot_for(type_url, now).protocols():
+                        protocol.subscribe(type_url, None)
                 by_slot: dict[str, list[str]] = {}
                 for name in new_names:
                     by_slot.setdefault(self._slot_key(type_url, groups[name]), []).append(name)
                 for key, added in by_slot.items():
-                    slots[key].protocol.subscribe(type_url, added)
+                    for protocol in slots[key].protocols():
+                        protocol.subscribe(type_url, added)
             except Exception:
                 self.registry.remove(entry)
                 raise
@@ -402,10 +446,11 @@ class Session:
                 slot = self._slots.get(key)
                 if slot is None:
                     continue
-                if names:
-                    slot.protocol.unsubscribe(entry.type_url, names)
-                if wildcard_gone and key == self._slot_key(entry.type_url):
-                    slot.protocol.unsubscribe(entry.type_url, None)
+                for protocol in slot.protocols():
+                    if names:
+                        protocol.unsubscribe(entry.type_url, names)
+                    if wildcard_gone and key == self._slot_key(entry.type_url):
+                        protocol.unsubscribe(entry.type_url, None)
 
     # ------------------------------------------------------------------ reads
 
@@ -454,31 +499,93 @@ class Session:
                     actions.extend(self._save_actions(slot, self._cache))
                 self._apply(slot, slot.protocol.tick(now))
                 if not slot.open and slot.retry_at is not None and now >= slot.retry_at:
-                    slot.attempt += 1
+                    slot.opened += 1
+                    slot.attempt = slot.opened
                     slot.open = True
                     slot.got_response = False
+                    slot.up = False
+                    slot.in_flight.clear()
+                    slot.held.clear()
                     slot.retry_at = None
                     slot.protocol.connected(now)
-                    actions.append(OpenStream(slot.key, slot.attempt, slot.group[slot.server],
+                    server = slot.group[slot.server]
+                    actions.append(OpenStream(slot.stream_key, slot.attempt, server,
                                               self._spec(slot)))  # fmt: skip
                     log.debug("opening %s stream to %s", slot.key, self._server_uri(slot))
                 if slot.open:
                     for request in slot.protocol.requests_to_send():
-                        slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
-                        actions.append(SendRequest(slot.key, slot.attempt, request))
-                if slot.open and not slot.probing:
-                    if slot.reported is not True and now >= slot.ready_check_at:
-                        # A resumed delta stream may stay silent when nothing changed: the
-                        # server answering a probe is then the sign that the stream is up.
-                        slot.probing = True
-                        slot.probe_for_primary = False
-                        actions.append(ProbeServer(slot.key, slot.group[slot.server]))
-                    elif slot.probe_at is not None and now >= slot.probe_at:
-                        slot.probe_at = None
-                        slot.probing = True
-                        slot.probe_for_primary = True
-                        actions.append(ProbeServer(slot.key, slot.group[0]))
+                        # A57: its timers start once the write is confirmed (on_written).
+                        slot.in_flight.append(request)
+                        actions.append(SendRequest(slot.stream_key, slot.attempt, request))
+                if slot.candidate is not None:
+                    actions.extend(self._step_candidate(slot, slot.candidate, now))
+                if (
+                    slot.open and not slot.probing and now >= slot.ready_check_at
+                    and self._wants_ready_check(slot)
+                ):  # fmt: skip
+                    # A silent stream (a resumed delta stream with nothing new, a server
+                    # with nothing to say yet): the server answering a probe on the
+                    # same channel is the sign, for watchers, that it is up.
+                    slot.probing = True
+                    slot.probe_attempt = slot.attempt
+                    actions.append(ProbeServer(slot.key, slot.group[slot.server]))
             return actions
+
+    @staticmethod
+    def _wants_ready_check(slot: _Slot) -> bool:
+        """Whether watchers wait to hear that the stream is up (a probe answer tells them;
+        it does not start timers: only the stream itself shows that it is served)."""
+        return slot.reported is not True
+
+    def _step_candidate(self, slot: _Slot, cand: _Candidate, now: float) -> list[Action]:
+        """Open the stream to the primary when its backoff allows, and feed it requests."""
+        actions: list[Action] = []
+        if not cand.open and cand.retry_at is not None and now >= cand.retry_at:
+            slot.opened += 1
+            cand.attempt = slot.opened
+            cand.open = True
+            cand.retry_at = None
+            cand.protocol = self._candidate_protocol(slot)
+            cand.protocol.connected(now)
+            primary = slot.group[0]
+            actions.append(OpenStream(cand.key, cand.attempt, primary, self._spec(slot)))
+            log.debug("%s: trying the primary %s alongside %s",
+                      slot.key, self._targets[primary].uri, self._server_uri(slot))  # fmt: skip
+        if cand.open and cand.protocol is not None:
+            # No request_sent: the candidate runs no timers; its core is thrown away.
+            for request in cand.protocol.requests_to_send():
+                actions.append(SendRequest(cand.key, cand.attempt, request))
+        return actions
+
+    def _candidate_protocol(self, slot: _Slot) -> SotwProtocol | DeltaProtocol:
+        """A fresh core for the primary, subscribed to what the slot's watchers want."""
+        protocol = self._new_protocol()
+        protocol.config = self._config_for(slot.group[0])
+        for type_url in dict.fromkeys([*slot.protocol.subscribed_types(), *sorted(slot.type_urls)]):
+            names = sorted(
+                n for n in self.registry.watched_names(type_url)
+                if self._router.group_of(n) == slot.group
+            )  # fmt: skip
+            if names:
+                protocol.subscribe(type_url, names)
+            if self.registry.has_wildcard(type_url) and slot.key == self._slot_key(type_url):
+                protocol.subscribe(type_url, None)
+        return protocol
+
+    def _start_candidate(self, slot: _Slot, now: float) -> None:
+        """On a fallback: keep trying the primary's xDS stream, with the primary's backoff."""
+        if slot.candidate is not None or slot.server == 0:
+            return
+        key = slot.key + CANDIDATE_SUFFIX if slot.stream_key == slot.key else slot.key
+        backoff = self.options.backoff.state()
+        slot.candidate = _Candidate(key, backoff, retry_at=now + backoff.next_delay())
+
+    def _drop_candidate(self, slot: _Slot, now: float) -> None:
+        cand, slot.candidate = slot.candidate, None
+        if cand is not None and cand.open:
+            self._pending.append(CloseStream(cand.key, cand.attempt))
+            if cand.protocol is not None:
+                cand.protocol.disconnected(now)
 
     def _save_actions(self, slot: _Slot, cache: ConfigCache) -> list[Action]:
         actions: list[Action] = [
@@ -497,30 +604,111 @@ class Session:
                     times.append(deadline)
                 if not slot.open and slot.retry_at is not None:
                     times.append(slot.retry_at)
-                if slot.open and not slot.probing:
-                    if slot.reported is not True:
-                        times.append(slot.ready_check_at)
-                    elif slot.probe_at is not None:
-                        times.append(slot.probe_at)
+                cand = slot.candidate
+                if cand is not None and not cand.open and cand.retry_at is not None:
+                    times.append(cand.retry_at)
+                if slot.open and not slot.probing and self._wants_ready_check(slot):
+                    times.append(slot.ready_check_at)
             return min(times) if times else None
 
-    def _current(self, key: str, attempt: int) -> _Slot | None:
+    def _stream(self, key: str, attempt: int) -> tuple[_Slot, _Candidate | None] | None:
+        """The slot whose stream (or whose candidate's stream, then returned too) the
+        driver knows as ``key``/``attempt``; None for a stream we already left."""
+        if self.closed:
+            return None
         slot = self._slots.get(key)
-        if slot is None or self.closed or not slot.open or slot.attempt != attempt:
-            return None  # a late message from a stream we already left
-        return slot
+        if slot is None and key.endswith(CANDIDATE_SUFFIX):
+            slot = self._slots.get(key[: -len(CANDIDATE_SUFFIX)])
+        if slot is None:
+            return None
+        if slot.open and slot.stream_key == key and slot.attempt == attempt:
+            return slot, None
+        cand = slot.candidate
+        if cand is not None and cand.open and cand.key == key and cand.attempt == attempt:
+            return slot, cand
+        return None  # a late message from a stream we already left
+
+    def _current(self, key: str, attempt: int) -> _Slot | None:
+        found = self._stream(key, attempt)
+        return None if found is None or found[1] is not None else found[0]
+
+    def _stream_up(self, slot: _Slot, now: float) -> None:
+        """The server serves the slot's stream: start the timers of what was written."""
+        slot.up = True
+        held, slot.held = slot.held, []
+        for request in held:
+            slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
+
+    def on_served(self, key: str, attempt: int, now: float) -> bool:
+        """The server shows that it serves a stream (its response headers arrived).
+
+        Drivers of transports that cannot tell call it when the stream opens. Returns
+        whether :meth:`next_wakeup` may have moved (a timer started).
+        """
+        with self.lock:
+            slot = self._current(key, attempt)
+            if slot is None or slot.up:
+                return False
+            before = slot.protocol.next_deadline()
+            self._stream_up(slot, now)
+            return slot.protocol.next_deadline() != before
+
+    def on_written(self, key: str, attempt: int, now: float) -> bool:
+        """The oldest request sent on a stream has been written on the wire.
+
+        gRFC A57: a request's does-not-exist timers start only once it went out on a
+        connected stream the server serves; until the stream is known up (see
+        :meth:`on_served`), they wait. Drivers of transports that cannot tell call it
+        once ``send`` returned. Returns whether :meth:`next_wakeup` may have moved.
+        """
+        with self.lock:
+            slot = self._current(key, attempt)
+            if slot is None or not slot.in_flight:
+                return False
+            request = slot.in_flight.pop(0)
+            if not slot.up:
+                slot.held.append(request)
+                return False
+            before = slot.protocol.next_deadline()
+            slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
+            return slot.protocol.next_deadline() != before
+
+    def _promote(self, slot: _Slot, cand: _Candidate, now: float) -> None:
+        """gRFC A71: the primary's stream delivered a response: it becomes the slot's
+        stream and the fallback's stream closes. Watchers hear nothing of the switch."""
+        fallback = self._server_uri(slot)
+        if slot.open:
+            self._pending.append(CloseStream(slot.stream_key, slot.attempt))
+            slot.open = False
+            slot.protocol.disconnected(now)
+        slot.server = 0
+        self._server_changed(slot)
+        slot.protocol.connected(now)
+        slot.open = True
+        slot.stream_key = cand.key
+        slot.attempt = cand.attempt
+        slot.got_response = False
+        slot.up = False
+        slot.in_flight.clear()
+        slot.held.clear()
+        slot.retry_at = None
+        slot.candidate = None
+        log.info("%s: the primary %s serves again; switching back from %s",
+                 slot.key, self._server_uri(slot), fallback)  # fmt: skip
 
     def on_response(self, key: str, attempt: int, response: Response, now: float) -> None:
         """A response arrived on a stream."""
         with self.lock:
-            slot = self._current(key, attempt)
-            if slot is None:
+            found = self._stream(key, attempt)
+            if found is None:
                 return
+            slot, cand = found
+            if cand is not None:
+                self._promote(slot, cand, now)
             if not slot.got_response:
                 slot.got_response = True
                 slot.backoff.reset()  # gRFC A57: a stream that worked restarts at once
-                if slot.server > 0 and len(slot.group) > 1:
-                    slot.probe_at = now + self.options.fallback_probe_interval
+                self._stream_up(slot, now)
                 if slot.reported is not True:
                     slot.reported = True
                     self._broadcast(slot, ConnectivityChanged(
@@ -533,14 +721,33 @@ class Session:
                 with collector_paused():  # many objects that outlive the apply: see _gc
                     self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
 
+    def _candidate_failed(self, slot: _Slot, cand: _Candidate, error: BaseException,
+                          now: float) -> None:  # fmt: skip
+        cand.open = False
+        self._pending.append(CloseStream(cand.key, cand.attempt))
+        if cand.protocol is not None:
+            cand.protocol.disconnected(now)
+        cand.protocol = None
+        cand.retry_at = now + cand.backoff.next_delay()
+        log.info("%s: the primary %s is not serving yet (%s); staying on %s, retry in %.2fs",
+                 slot.key, self._targets[slot.group[0]].uri, error, self._server_uri(slot),
+                 cand.retry_at - now)  # fmt: skip
+
     def on_failure(self, key: str, attempt: int, error: BaseException, now: float) -> None:
         """A stream failed or the server closed it: plan the reconnection."""
         with self.lock:
-            slot = self._current(key, attempt)
-            if slot is None:
+            found = self._stream(key, attempt)
+            if found is None:
+                return
+            slot, cand = found
+            if cand is not None:
+                self._candidate_failed(slot, cand, error, now)
                 return
             uri = self._server_uri(slot)
             slot.open = False
+            slot.up = False
+            slot.in_flight.clear()
+            slot.held.clear()
             slot.protocol.disconnected(now)
             self._pending.append(CloseStream(key, attempt))
             if (metrics := self.options.metrics) is not None:
@@ -563,7 +770,10 @@ class Session:
                 if changed:
                     self._server_changed(slot)
                 slot.retry_at = now + slot.backoff.next_delay()
-            slot.probe_at = None
+            if slot.server == 0:
+                self._drop_candidate(slot, now)  # the slot's own stream tries the primary
+            else:
+                self._start_candidate(slot, now)
             log.info("%s stream to %s ended (%s); retry in %.2fs",
                      key, uri, error, slot.retry_at - now)  # fmt: skip
             # gRFC A57: a stream that ends after a response is no error; it restarts at
@@ -576,56 +786,40 @@ class Session:
                 )
 
     def on_probe(self, key: str, server: int, ok: bool, now: float) -> None:
-        """Result of a :class:`ProbeServer`.
+        """Result of a :class:`ProbeServer`: whether the current server answers.
 
-        For the current server: it answers, so the stream is up. For the
-        primary while on a fallback: a reachable primary takes over again.
+        An answer tells watchers that a silent stream is up. It starts no timer and
+        never moves the client between servers: gRFC A71 counts a server as up only
+        when its xDS stream delivers a response.
         """
         with self.lock:
             slot = self._slots.get(key)
             if slot is None or self.closed:
                 return
             slot.probing = False
-            if not slot.probe_for_primary:
-                if server != slot.group[slot.server]:
-                    return  # the stream moved on meanwhile
-                if ok and slot.open and slot.reported is not True:
-                    slot.reported = True
-                    self._broadcast(slot, ConnectivityChanged(
-                        True, self._server_uri(slot), tuple(sorted(slot.type_urls))
-                    ))  # fmt: skip
-                elif not ok:
-                    slot.ready_check_at = now + self.options.fallback_probe_interval
-                return
-            if server not in slot.group or slot.group[slot.server] == server:
-                return  # already back on it
+            if server != slot.group[slot.server] or slot.attempt != slot.probe_attempt:
+                return  # the stream moved on meanwhile
             if not ok:
-                slot.probe_at = now + self.options.fallback_probe_interval
+                slot.ready_check_at = now + self.options.fallback_probe_interval
                 return
-            log.info("%s: primary %s is reachable again; switching back",
-                     key, self._targets[server].uri)  # fmt: skip
-            if slot.open:
-                self._pending.append(CloseStream(key, slot.attempt))
-                slot.open = False
-                slot.protocol.disconnected(now)
-            slot.server = slot.group.index(server)
-            if not slot.protocol.is_connected:
-                self._server_changed(slot)
-            slot.retry_at = now
-            slot.probe_at = None
-            slot.backoff.reset()
-            slot.reported = None  # tell watchers once the primary answers
+            if slot.open and slot.reported is not True:
+                slot.reported = True
+                self._broadcast(slot, ConnectivityChanged(
+                    True, self._server_uri(slot), tuple(sorted(slot.type_urls))
+                ))  # fmt: skip
 
     def close(self) -> list[Action]:
         """Stop everything: returns the streams to close; buffers end."""
         with self.lock:
+            for slot in self._slots.values():
+                self._drop_candidate(slot, 0.0)
             self.closed = True
             actions, self._pending = self._pending, []
             for slot in self._slots.values():
                 if slot.dirty and self._cache is not None:
                     actions.extend(self._save_actions(slot, self._cache))  # accepted, not yet saved
                 if slot.open:
-                    actions.append(CloseStream(slot.key, slot.attempt))
+                    actions.append(CloseStream(slot.stream_key, slot.attempt))
                     slot.open = False
                     slot.protocol.disconnected(0.0)
             for entry in self.registry.all_entries():

@@ -175,6 +175,9 @@ class _OpenStream:
     stream: Stream
     stop: Event
     reader: Worker
+    confirms_writes: bool
+    """The stream reports each write that reached the wire (gRFC A57); else a request
+    counts as written once ``send`` returns."""
 
 
 class XdsClient:
@@ -487,6 +490,9 @@ class XdsClient:
                     held.stream.send(action.request)
                 except TransportError as exc:
                     self._inbox.put(StreamFailed(action.slot, action.attempt, exc))
+                    continue
+                if not held.confirms_writes:
+                    self._session.on_written(action.slot, action.attempt, time.monotonic())
             elif isinstance(action, OpenStream):
                 self._open(action)
             elif isinstance(action, CloseStream):
@@ -507,11 +513,33 @@ class XdsClient:
             self._inbox.put(StreamFailed(action.slot, action.attempt, exc))
             return
         stop = Event()
+        # gRFC A57: gRPC streams tell when the server serves them (its response headers)
+        # and when each write completed; timers start only then. Other transports: at once.
+        session, slot, attempt = self._session, action.slot, action.attempt
+
+        def written() -> None:  # from gRPC's side of the stream; the session is thread-safe
+            if session.on_written(slot, attempt, time.monotonic()):
+                self._wake()  # a timer started: the I/O worker must wake for it
+
+        def served() -> None:
+            if session.on_served(slot, attempt, time.monotonic()):
+                self._wake()
+
+        notify_written = getattr(stream, "notify_written", None)
+        if notify_written is not None:
+            notify_written(written)
+        notify_served = getattr(stream, "notify_served", None)
+        if notify_served is not None:
+            notify_served(served)
+        else:
+            session.on_served(slot, attempt, time.monotonic())
         reader = spawn(
             self._read, action.slot, action.attempt, stream, stop,
             name=f"xds-client-read {action.slot}",
         )  # fmt: skip
-        self._streams[action.slot] = _OpenStream(action.attempt, stream, stop, reader)
+        self._streams[action.slot] = _OpenStream(
+            action.attempt, stream, stop, reader, confirms_writes=notify_written is not None
+        )
 
     def _stop_reader(self, held: _OpenStream) -> None:
         held.stop.set()

@@ -15,9 +15,17 @@ See ``docs/store.md`` for the guide.
 
 from __future__ import annotations
 
-from xds_client.store._async_client import AsyncListIterator, AsyncResourceStoreClient, AsyncWatch
+import warnings
+from typing import TYPE_CHECKING
+
+from xds_client.store._async_client import (
+    AsyncListIterator,
+    AsyncResourceStoreClient,
+    AsyncStoreWatch,
+)
+from xds_client.store._async_informer import AsyncInformer
 from xds_client.store._bulk import BulkItem, BulkRejected, BulkResult, BulkSummary
-from xds_client.store._client import ListIterator, ResourceStoreClient, Watch
+from xds_client.store._client import ListIterator, ResourceStoreClient, StoreWatch
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import (
     AlreadyExistsError,
@@ -40,7 +48,8 @@ from xds_client.store._errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from xds_client.store._informer import AsyncInformer, Informer, label_index
+from xds_client.store._informer import Informer
+from xds_client.store._informer_cache import label_index
 from xds_client.store._keys import ResourceKey, StoredObject, Value
 from xds_client.store._list import ListPage
 from xds_client.store._reflector import ReflectorBackoff
@@ -52,7 +61,7 @@ from xds_client.store._selector import (
     parse_field_selector,
     parse_selector,
 )
-from xds_client.store._watch import EventType, WatchEvent
+from xds_client.store._watch import EventType, StoreWatchEvent
 
 NotImplementedError = StoreNotImplementedError
 """501 or gRPC UNIMPLEMENTED (also a subclass of the built-in ``NotImplementedError``)."""
@@ -80,10 +89,10 @@ __all__ = [
     "SearchFacet",
     "KindStats",
     "AsyncListIterator",
-    "WatchEvent",
+    "StoreWatchEvent",
     "EventType",
-    "Watch",
-    "AsyncWatch",
+    "StoreWatch",
+    "AsyncStoreWatch",
     "Informer",
     "AsyncInformer",
     "ReflectorBackoff",
@@ -115,3 +124,28 @@ __all__ = [
     "SelectorError",
     "ErrorCause",
 ]
+
+# The names the store used to share with the xDS clients, for one release.
+_DEPRECATED = {
+    "Watch": "StoreWatch",
+    "AsyncWatch": "AsyncStoreWatch",
+    "WatchEvent": "StoreWatchEvent",
+}
+
+if TYPE_CHECKING:
+    Watch = StoreWatch
+    AsyncWatch = AsyncStoreWatch
+    WatchEvent = StoreWatchEvent
+
+
+def __getattr__(name: str) -> object:
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"xds_client.store.{name} is deprecated (the xDS clients have a {name} of their "
+        f"own); use xds_client.store.{new}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]

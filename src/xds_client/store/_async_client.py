@@ -1,61 +1,87 @@
-"""The asyncio ResourceStore client: the twin of ``_client.py`` over ``grpc.aio``."""
+"""AsyncResourceStoreClient: the asyncio client of Grafana's ResourceStore, on ``grpc.aio``.
+
+Written once for asyncio; ``tools/gen_sync.py`` generates the thread twin
+(``_client.py``) from it. Decisions live in the shared sans-I/O modules (``_list``,
+``_watch``, ``_retry``, ``_bulk``, ``_search``); what differs between threads and
+asyncio (calls, streams, sleeps, timers, channels) is in :mod:`xds_client._backends`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
-import grpc.aio
-import tenacity
+import grpc.aio  # async-only
 
+from xds_client._backends.asyncio import (
+    CALL_FAILURES,
+    AsyncEvent,
+    TimerHandle,
+    call_later,
+    finish_call,
+    open_channel,
+    read_message,
+    sleep,
+    start_call,
+    unary_call,
+)
 from xds_client.errors import ClientClosedError, UsageError
 from xds_client.store import _bulk as bulk_core
 from xds_client.store import _list as core
 from xds_client.store import _search as search_core
+from xds_client.store._async_informer import AsyncInformer
 from xds_client.store._bulk import BulkItem, BulkResult
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
-from xds_client.store._informer import AsyncInformer, IndexFunc
+from xds_client.store._informer_cache import IndexFunc
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
 from xds_client.store._proto import search_pb2_grpc as search_grpc
 from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
+    CONFLICT_BACKOFF,
     DEFAULT_RETRY,
     RetryPolicy,
+    RetryRun,
     attempt_timeout,
     retryable_read,
     surely_not_sent,
-    tenacity_kwargs,
 )
 from xds_client.store._search import KindStats, SearchResult
 from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
-from xds_client.store._watch import Step, WatchEvent, WatchState
+from xds_client.store._watch import Step, StoreWatchEvent, WatchState
+from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
 
-__all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncWatch"]
+__all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncStoreWatch"]
 
 _T = TypeVar("_T")
 
 Selector = str | Sequence[Requirement] | None
 
+# A read-ahead page that failed is fetched again by an ordinary call (with retries).
+_PAGE_FAILURES: tuple[type[BaseException], ...] = (*CALL_FAILURES, ResourceStoreError)
+
 
 class AsyncResourceStoreClient:
     """An asyncio client of Grafana's ResourceStore gRPC API.
 
-    The same methods as :class:`ResourceStoreClient`, as coroutines; ``list``
-    and ``watch`` return async iterators. Create it inside a running loop.
+    ``target`` is ``"host:port"``, a :class:`~xds_client.transport.ServerTarget` (the
+    xDS clients' vocabulary: TLS, call metadata and credentials, keepalive, channel
+    options), or an existing channel (not closed by :meth:`aclose`). A string or a
+    target without credentials makes an insecure channel unless ``credentials`` are
+    given: a :class:`~xds_client.transport.ChannelCredentialsConfig` as for the xDS
+    clients, or ready-made ``grpc.ChannelCredentials``.
+    Create it inside a running loop; ``list`` and ``watch`` return async iterators.
     """
 
     def __init__(
         self,
-        target: str | grpc.aio.Channel,
+        target: str | ServerTarget | grpc.aio.Channel,
         *,
-        credentials: grpc.ChannelCredentials | None = None,
+        credentials: ChannelCredentialsConfig | grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] = (),
         timeout: float | None = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
@@ -63,14 +89,15 @@ class AsyncResourceStoreClient:
         dialect: Dialect | str = Dialect.GRAFANA,
         max_message_size: int = core.DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
-        options = core.channel_options(options, max_message_size)
-        if isinstance(target, str):
-            if credentials is not None:
-                self._channel = grpc.aio.secure_channel(target, credentials, options=options)
-            else:
-                self._channel = grpc.aio.insecure_channel(target, options=options)
+        call_metadata: tuple[tuple[str, str], ...] = ()
+        if isinstance(target, str | ServerTarget):
+            server = core.store_target(target, credentials, options, max_message_size)
+            ready = credentials if isinstance(credentials, grpc.ChannelCredentials) else None
+            self._channel = open_channel(server, ready)
             self._owns_channel = True
+            call_metadata = server.call_metadata
         else:
+            core.channel_options(options, max_message_size)  # the same checks
             self._channel = target
             self._owns_channel = False
         self._stub = pb_grpc.ResourceStoreStub(self._channel)
@@ -85,9 +112,13 @@ class AsyncResourceStoreClient:
         """The wire dialect: today's Grafana (default) or the seed's first proto."""
         self.max_message_size = max_message_size
         """The largest gRPC message sent or received, in bytes (gRPC's default is 4 MiB)."""
-        self._metadata = tuple(metadata)
+        self._metadata = (*call_metadata, *metadata)
         self._closed = False
-        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self._sleep: Callable[[float], Awaitable[None]] = sleep
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<{type(self).__name__} {self.dialect.value} {state}>"
 
     # ------------------------------------------------------------ lifecycle
 
@@ -106,7 +137,7 @@ class AsyncResourceStoreClient:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ClientClosedError("this AsyncResourceStoreClient is closed")
+            raise ClientClosedError(f"this {type(self).__name__} is closed")
 
     # ------------------------------------------------------------ plumbing
 
@@ -121,36 +152,40 @@ class AsyncResourceStoreClient:
         self._check_open()
         if write:
             core.check_request_size(request, self.max_message_size)
-
         started = time.monotonic()
-
-        async def once() -> _T:
+        retries = RetryRun(self.retry, surely_not_sent if write else retryable_read, started)
+        while True:
             timeout = attempt_timeout(self.timeout, self.retry, started, time.monotonic())
-            call = method(request, timeout=timeout, metadata=self._metadata)
             try:
-                resp = await call
-            except grpc.aio.AioRpcError as exc:
-                raise from_rpc_error(exc, exc.trailing_metadata()) from exc
-            return handle(resp, await call.trailing_metadata())
-
-        retrying = tenacity.AsyncRetrying(
-            sleep=self._sleep,
-            **tenacity_kwargs(self.retry, surely_not_sent if write else retryable_read),
-        )
-        result: _T = await retrying(once)
-        return result
+                try:
+                    resp, trailing = await unary_call(
+                        method, request, timeout=timeout, metadata=self._metadata
+                    )
+                except grpc.RpcError as exc:
+                    raise from_rpc_error(exc, exc.trailing_metadata()) from exc
+                return handle(resp, trailing)
+            except ResourceStoreError as exc:
+                delay = retries.failed(exc, time.monotonic())
+                if delay is None:
+                    raise
+            await self._sleep(delay)
 
     # ------------------------------------------------------------ CRUD
 
     async def create(self, key: ResourceKey, value: Value) -> int:
-        """Create an object; returns its resource version (see the sync twin)."""
+        """Create an object; returns its resource version.
+
+        ``value`` is JSON bytes or a mapping (encoded as JSON, with
+        ``metadata.name``/``namespace`` filled from the key). Raises
+        :class:`AlreadyExistsError` when the key exists.
+        """
         require_name(key)
         return await self._call(
             self._stub.Create, core.create_request(key, value), core.create_result, write=True
         )
 
     async def read(self, key: ResourceKey, *, resource_version: int = 0) -> StoredObject:
-        """Read an object (the latest, or at ``resource_version``)."""
+        """Read an object (the latest, or at ``resource_version``); 404 raises NotFoundError."""
         require_name(key)
         return await self._call(
             self._stub.Read,
@@ -159,7 +194,10 @@ class AsyncResourceStoreClient:
         )
 
     async def update(self, key: ResourceKey, value: Value, *, resource_version: int) -> int:
-        """Replace an object if it is still at ``resource_version`` (0: unconditionally)."""
+        """Replace an object if it is still at ``resource_version`` (0: unconditionally).
+
+        Returns the new resource version; a stale version is :class:`ConflictError`.
+        """
         require_name(key)
         return await self._call(
             self._stub.Update,
@@ -169,7 +207,10 @@ class AsyncResourceStoreClient:
         )
 
     async def delete(self, key: ResourceKey, *, resource_version: int = 0, uid: str = "") -> int:
-        """Delete an object (if still at ``resource_version`` / ``uid`` when given)."""
+        """Delete an object (if still at ``resource_version`` / ``uid`` when given).
+
+        Returns the resource version of the deletion.
+        """
         require_name(key)
         return await self._call(
             self._stub.Delete,
@@ -185,20 +226,23 @@ class AsyncResourceStoreClient:
         *,
         max_attempts: int = 10,
     ) -> int:
-        """Read, apply ``fn`` to the decoded object, and update; retry on conflict."""
-        async for attempt in tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt(max_attempts),
-            retry=tenacity.retry_if_exception_type(ConflictError),
-            wait=tenacity.wait_random(0, 0.05),
-            sleep=self._sleep,
-            reraise=True,
-        ):
-            with attempt:
+        """Read, apply ``fn`` to the decoded object, and update; retry on conflict.
+
+        ``fn`` gets a fresh decoded copy each attempt and returns the new value
+        (a dict or bytes). Returns the new resource version.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
                 current = await self.read(key)
                 return await self.update(
                     key, core.modify(current, fn), resource_version=current.resource_version
                 )
-        raise AssertionError("unreachable")  # pragma: no cover
+            except ConflictError:
+                if attempt >= max_attempts:
+                    raise
+            await self._sleep(CONFLICT_BACKOFF.delay(1))
 
     async def is_healthy(self) -> bool:
         """Whether the server's Diagnostics service reports SERVING.
@@ -235,14 +279,15 @@ class AsyncResourceStoreClient:
         bulk_core.check_dialect(self.dialect)
         metadata = (*self._metadata, *bulk_core.settings_metadata(collection, rebuild=rebuild))
         feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
-        call = self._bulk.BulkProcess(iter(feed), timeout=timeout, metadata=metadata)
         try:
-            resp = await call
-        except grpc.aio.AioRpcError as exc:
+            resp, trailing = await unary_call(
+                self._bulk.BulkProcess, iter(feed), timeout=timeout, metadata=metadata
+            )
+        except grpc.RpcError as exc:
             if feed.error is not None:
                 raise feed.error from None
             raise from_rpc_error(exc, exc.trailing_metadata()) from exc
-        return bulk_core.result(resp, await call.trailing_metadata())
+        return bulk_core.result(resp, trailing)
 
     async def search(
         self,
@@ -333,7 +378,18 @@ class AsyncResourceStoreClient:
         source: ListSource | str = ListSource.STORE,
         fields: Selector = None,
     ) -> AsyncListIterator:
-        """Every object under ``prefix``, page by page (an async iterator)."""
+        """Every object under ``prefix``, page by page (``limit`` per page).
+
+        ``labels`` is a selector string such as ``"app=web,tier in (a,b),!legacy"``
+        or a sequence of :class:`Requirement`; ``fields`` a field selector such
+        as ``"metadata.name=a"``. Both are applied again on the client. With
+        ``exact`` the list shows the store as it was at ``resource_version``
+        (410 once that is older than the kept history). ``source`` ``"history"``
+        (every kept version of the object named by ``prefix``, newest first) and
+        ``"trash"`` (deleted objects) need the ``grafana`` dialect. The
+        iterator's ``resource_version`` is the list's version; the next page is
+        requested while the current one is handed out.
+        """
         self._check_open()
         pager = ListPager(
             prefix,
@@ -359,8 +415,21 @@ class AsyncResourceStoreClient:
         timeout: float | None = None,
         known: Iterable[StoredObject] = (),
         fields: Selector = None,
-    ) -> AsyncWatch:
-        """Watch changes under ``prefix`` (an async iterator; see the sync twin)."""
+    ) -> AsyncStoreWatch:
+        """Watch changes under ``prefix``, resuming after failures; never ends by itself.
+
+        ``since`` is the resource version to start after (0: from now). With
+        ``send_initial_events`` the current objects come first as ``added``
+        events, then a bookmark with ``initial_events_end`` set. Dropped
+        streams resume from the last version seen. After a 410 (or a version
+        ahead of the server's) the watch lists again, emits the differences
+        from what it knows and a ``resynced`` event. It knows the objects it
+        reported itself, plus ``known`` (pass the list that gave ``since``):
+        an object deleted during the gap that it never reported and that is
+        not in ``known`` cannot be reported as deleted. Close it (or use
+        ``async with``) to stop; with ``timeout`` it also stops by itself that many
+        seconds after iteration starts (a notebook cell that cannot hang).
+        """
         if timeout is not None and timeout <= 0:
             raise UsageError("timeout must be positive or None")
         self._check_open()
@@ -374,7 +443,7 @@ class AsyncResourceStoreClient:
             known=known,
             fields=to_field_requirements(fields),
         )
-        return AsyncWatch(self, state, timeout=timeout)
+        return AsyncStoreWatch(self, state, timeout=timeout)
 
     def informer(
         self,
@@ -388,11 +457,20 @@ class AsyncResourceStoreClient:
         resync_period: float | None = None,
         backoff: ReflectorBackoff | None = None,
     ) -> AsyncInformer:
-        """A local cache of ``prefix`` kept current by list+watch in a task."""
+        """A local cache of ``prefix`` kept current by list+watch in a task.
+
+        Start it with ``start()`` or ``async with``; ``wait_synced(timeout)`` waits for
+        the first list. It never gives up: after any error it waits (``backoff``:
+        800 ms doubling to 30 s, as client-go), lists again and reports the
+        differences to the handlers. ``indexers`` maps index names to functions of
+        an object (see :func:`label_index`) for ``by_index``; ``resync_period``
+        calls ``on_update(obj, obj)`` for every object that often. Handlers run
+        outside the informer's lock: they may read the informer.
+        """
         self._check_open()
         state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
         return AsyncInformer(
-            lambda: AsyncWatch(self, state),
+            lambda: AsyncStoreWatch(self, state),
             on_add=on_add,
             on_update=on_update,
             on_delete=on_delete,
@@ -408,8 +486,10 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
     def __init__(self, client: AsyncResourceStoreClient, pager: ListPager) -> None:
         self._client = client
         self._pager = pager
-        self._items: list[StoredObject] = []
-        self._index = 0
+        self._items = self._generate()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} rv={self.resource_version} pages={self.pages}>"
 
     @property
     def resource_version(self) -> int:
@@ -421,24 +501,44 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
         """How many pages were fetched so far."""
         return self._pager.pages
 
-    def __aiter__(self) -> AsyncListIterator:
-        return self
+    def __aiter__(self) -> AsyncIterator[StoredObject]:
+        # The generator itself, so a for loop runs without a Python call per item.
+        return self._items
 
     async def __anext__(self) -> StoredObject:
+        return await self._items.__anext__()
+
+    async def _generate(self) -> AsyncIterator[StoredObject]:
+        pager, client = self._pager, self._client
+        method = client._stub.List
+        items = await client._call(method, pager.request(), pager.on_page_items)
         while True:
-            if self._index < len(self._items):
-                item = self._items[self._index]
-                self._index += 1
-                return item
-            pager = self._pager
             if pager.done:
-                raise StopAsyncIteration
-            page = await self._client._call(self._client._stub.List, pager.request(), pager.on_page)
-            self._items, self._index = page.items, 0
+                for item in items:  # async-only
+                    yield item  # async-only
+                # sync-only: yield from items
+                return
+            # The next page is requested before this one is handed out, so the
+            # server's work overlaps with the caller's. Any failure of that early
+            # request is left to the ordinary call (and its retries) below.
+            request = pager.request()
+            ahead = start_call(method, request, timeout=client.timeout, metadata=client._metadata)
+            try:
+                for item in items:  # async-only
+                    yield item  # async-only
+                # sync-only: yield from items
+            except BaseException:
+                ahead.cancel()  # the caller stopped early (GeneratorExit) or failed
+                raise
+            client._check_open()
+            try:
+                items = pager.on_page_items(*await finish_call(ahead))
+            except _PAGE_FAILURES:
+                items = await client._call(method, request, pager.on_page_items)
 
 
-class AsyncWatch(AsyncIterator[WatchEvent]):
-    """A resumable watch: ``async for`` it; ``aclose()`` stops it."""
+class AsyncStoreWatch(AsyncIterator[StoreWatchEvent]):
+    """A resumable watch: iterate it for :class:`StoreWatchEvent` values; ``aclose()`` stops it."""
 
     def __init__(
         self, client: AsyncResourceStoreClient, state: WatchState, *, timeout: float | None = None
@@ -448,9 +548,13 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
         self._pager: ListPager | None = None
-        self._closed = asyncio.Event()
+        self._closed = AsyncEvent()
         self._timeout = timeout
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed.is_set() else f"rv={self.state.last_rv}"
+        return f"<{type(self).__name__} {self.state.prefix} {state}>"
 
     @property
     def resource_version(self) -> int:
@@ -463,22 +567,23 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
 
     def _expire(self) -> None:
         self._closed.set()
-        if self._timer is not None:
-            self._timer.cancel()
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
         self._drop_stream()
 
-    async def __aenter__(self) -> AsyncWatch:
+    async def __aenter__(self) -> AsyncStoreWatch:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def __aiter__(self) -> AsyncWatch:
+    def __aiter__(self) -> AsyncStoreWatch:
         return self
 
-    async def __anext__(self) -> WatchEvent:
+    async def __anext__(self) -> StoreWatchEvent:
         if self._timeout is not None and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self._timeout, self._expire)
+            self._timer = call_later(self._timeout, self._expire)
         state = self.state
         pending = state.pending
         while True:
@@ -493,22 +598,20 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
                     await self._list_step()
                     continue
                 stream = self._open()
+                if stream is None:
+                    continue
             error: BaseException | None
             try:
-                event = await stream.read()
-            except grpc.aio.AioRpcError as exc:
+                event = await read_message(stream)
+            except grpc.RpcError as exc:
                 if self._closed.is_set():
                     continue
                 if self._client._closed:
                     raise ClientClosedError("the client was closed during the watch") from exc
                 error = from_rpc_error(exc, exc.trailing_metadata())
-            except asyncio.CancelledError:
-                if self._closed.is_set() and not _current_task_cancelling():
-                    continue
-                raise
             else:
-                if event is grpc.aio.EOF:
-                    error = None
+                if event is None:
+                    error = None  # the server ended the stream: resume
                 else:
                     try:
                         out = state.on_event(event)
@@ -530,6 +633,9 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
             self.state.watch_request(), metadata=client._metadata, timeout=watch_timeout()
         )
         self.state.stream_opened()
+        if self._closed.is_set():  # closed while opening (from another thread or a timer)
+            self._drop_stream()
+            return None
         return self._stream
 
     def _drop_stream(self) -> None:
@@ -539,8 +645,7 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
 
     async def _pause(self, delay: float) -> None:
         if delay > 0:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._closed.wait(), delay)
+            await self._closed.wait(delay)
 
     async def _list_step(self) -> None:
         state, client = self.state, self._client
@@ -572,10 +677,3 @@ class AsyncWatch(AsyncIterator[WatchEvent]):
         except ResourceStoreError as exc:
             self._pager = None
             await self._pause(state.list_failed(exc))
-
-
-def _current_task_cancelling() -> bool:
-    # Task.cancelling() is new in Python 3.11; before it, assume a real cancellation.
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    return cancelling is None or bool(cancelling())

@@ -1,62 +1,85 @@
-"""The blocking ResourceStore client (I/O only; decisions live in the shared modules)."""
+# Generated from xds_client/store/_async_client.py by tools/gen_sync.py: do not edit.
+"""ResourceStoreClient: the blocking client of Grafana's ResourceStore.
+
+Generated from ``_async_client.py`` with the thread backend. Safe to call from a
+thread that runs an asyncio loop (notebooks): it uses the plain blocking gRPC
+channel, never the loop.
+"""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
-import tenacity
 
+from xds_client._backends.threads import (
+    CALL_FAILURES,
+    Event,
+    TimerHandle,
+    call_later,
+    finish_call,
+    open_channel,
+    read_message,
+    sleep,
+    start_call,
+    unary_call,
+)
 from xds_client.errors import ClientClosedError, UsageError
 from xds_client.store import _bulk as bulk_core
 from xds_client.store import _list as core
 from xds_client.store import _search as search_core
 from xds_client.store._bulk import BulkItem, BulkResult
 from xds_client.store._dialect import Dialect, ListSource
-from xds_client.store._errors import ResourceStoreError, from_rpc_error
-from xds_client.store._informer import IndexFunc, Informer
+from xds_client.store._errors import ConflictError, ResourceStoreError, from_rpc_error
+from xds_client.store._informer import Informer
+from xds_client.store._informer_cache import IndexFunc
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
 from xds_client.store._proto import search_pb2_grpc as search_grpc
 from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
+    CONFLICT_BACKOFF,
     DEFAULT_RETRY,
     RetryPolicy,
+    RetryRun,
     attempt_timeout,
     retryable_read,
     surely_not_sent,
-    tenacity_kwargs,
 )
 from xds_client.store._search import KindStats, SearchResult
 from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
-from xds_client.store._watch import Step, WatchEvent, WatchState
+from xds_client.store._watch import Step, StoreWatchEvent, WatchState
+from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
 
-__all__ = ["ResourceStoreClient", "ListIterator", "Watch"]
+__all__ = ["ResourceStoreClient", "ListIterator", "StoreWatch"]
 
 _T = TypeVar("_T")
-_Resp = TypeVar("_Resp")
 
 Selector = str | Sequence[Requirement] | None
+
+# A read-ahead page that failed is fetched again by an ordinary call (with retries).
+_PAGE_FAILURES: tuple[type[BaseException], ...] = (*CALL_FAILURES, ResourceStoreError)
 
 
 class ResourceStoreClient:
     """A blocking client of Grafana's ResourceStore gRPC API.
 
-    ``target`` is ``"host:port"`` (an insecure channel unless ``credentials``
-    are given) or an existing ``grpc.Channel`` (not closed by :meth:`close`).
-    Safe to call from a thread that runs an asyncio loop (notebooks): it uses
-    the plain blocking gRPC channel, never the loop.
+    ``target`` is ``"host:port"``, a :class:`~xds_client.transport.ServerTarget` (the
+    xDS clients' vocabulary: TLS, call metadata and credentials, keepalive, channel
+    options), or an existing channel (not closed by :meth:`close`). A string or a
+    target without credentials makes an insecure channel unless ``credentials`` are
+    given: a :class:`~xds_client.transport.ChannelCredentialsConfig` as for the xDS
+    clients, or ready-made ``grpc.ChannelCredentials``.
     """
 
     def __init__(
         self,
-        target: str | grpc.Channel,
+        target: str | ServerTarget | grpc.Channel,
         *,
-        credentials: grpc.ChannelCredentials | None = None,
+        credentials: ChannelCredentialsConfig | grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] = (),
         timeout: float | None = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
@@ -64,14 +87,15 @@ class ResourceStoreClient:
         dialect: Dialect | str = Dialect.GRAFANA,
         max_message_size: int = core.DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
-        options = core.channel_options(options, max_message_size)
-        if isinstance(target, str):
-            if credentials is not None:
-                self._channel = grpc.secure_channel(target, credentials, options=options)
-            else:
-                self._channel = grpc.insecure_channel(target, options=options)
+        call_metadata: tuple[tuple[str, str], ...] = ()
+        if isinstance(target, str | ServerTarget):
+            server = core.store_target(target, credentials, options, max_message_size)
+            ready = credentials if isinstance(credentials, grpc.ChannelCredentials) else None
+            self._channel = open_channel(server, ready)
             self._owns_channel = True
+            call_metadata = server.call_metadata
         else:
+            core.channel_options(options, max_message_size)  # the same checks
             self._channel = target
             self._owns_channel = False
         self._stub = pb_grpc.ResourceStoreStub(self._channel)
@@ -86,9 +110,13 @@ class ResourceStoreClient:
         """The wire dialect: today's Grafana (default) or the seed's first proto."""
         self.max_message_size = max_message_size
         """The largest gRPC message sent or received, in bytes (gRPC's default is 4 MiB)."""
-        self._metadata = tuple(metadata)
+        self._metadata = (*call_metadata, *metadata)
         self._closed = False
-        self._sleep: Callable[[float], None] = _sleep
+        self._sleep: Callable[[float], None] = sleep
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<{type(self).__name__} {self.dialect.value} {state}>"
 
     # ------------------------------------------------------------ lifecycle
 
@@ -107,37 +135,38 @@ class ResourceStoreClient:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ClientClosedError("this ResourceStoreClient is closed")
+            raise ClientClosedError(f"this {type(self).__name__} is closed")
 
     # ------------------------------------------------------------ plumbing
 
     def _call(
         self,
-        method: grpc.UnaryUnaryMultiCallable[Any, _Resp],
+        method: Any,
         request: Any,
-        handle: Callable[[_Resp, Sequence[Any] | None], _T],
+        handle: Callable[[Any, Sequence[Any] | None], _T],
         *,
         write: bool = False,
     ) -> _T:
         self._check_open()
         if write:
             core.check_request_size(request, self.max_message_size)
-
         started = time.monotonic()
-
-        def once() -> _T:
+        retries = RetryRun(self.retry, surely_not_sent if write else retryable_read, started)
+        while True:
             timeout = attempt_timeout(self.timeout, self.retry, started, time.monotonic())
             try:
-                resp, call = method.with_call(request, timeout=timeout, metadata=self._metadata)
-            except grpc.RpcError as exc:
-                raise from_rpc_error(exc, exc.trailing_metadata()) from exc
-            return handle(resp, call.trailing_metadata())
-
-        retrying = tenacity.Retrying(
-            sleep=self._sleep,
-            **tenacity_kwargs(self.retry, surely_not_sent if write else retryable_read),
-        )
-        return retrying(once)
+                try:
+                    resp, trailing = unary_call(
+                        method, request, timeout=timeout, metadata=self._metadata
+                    )
+                except grpc.RpcError as exc:
+                    raise from_rpc_error(exc, exc.trailing_metadata()) from exc
+                return handle(resp, trailing)
+            except ResourceStoreError as exc:
+                delay = retries.failed(exc, time.monotonic())
+                if delay is None:
+                    raise
+            self._sleep(delay)
 
     # ------------------------------------------------------------ CRUD
 
@@ -200,21 +229,18 @@ class ResourceStoreClient:
         ``fn`` gets a fresh decoded copy each attempt and returns the new value
         (a dict or bytes). Returns the new resource version.
         """
-        from xds_client.store._errors import ConflictError
-
-        for attempt in tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(max_attempts),
-            retry=tenacity.retry_if_exception_type(ConflictError),
-            wait=tenacity.wait_random(0, 0.05),
-            sleep=self._sleep,
-            reraise=True,
-        ):
-            with attempt:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
                 current = self.read(key)
                 return self.update(
                     key, core.modify(current, fn), resource_version=current.resource_version
                 )
-        raise AssertionError("unreachable")  # pragma: no cover
+            except ConflictError:
+                if attempt >= max_attempts:
+                    raise
+            self._sleep(CONFLICT_BACKOFF.delay(1))
 
     def is_healthy(self) -> bool:
         """Whether the server's Diagnostics service reports SERVING.
@@ -252,14 +278,14 @@ class ResourceStoreClient:
         metadata = (*self._metadata, *bulk_core.settings_metadata(collection, rebuild=rebuild))
         feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
         try:
-            resp, call = self._bulk.BulkProcess.with_call(
-                iter(feed), timeout=timeout, metadata=metadata
+            resp, trailing = unary_call(
+                self._bulk.BulkProcess, iter(feed), timeout=timeout, metadata=metadata
             )
         except grpc.RpcError as exc:
             if feed.error is not None:
                 raise feed.error from None
             raise from_rpc_error(exc, exc.trailing_metadata()) from exc
-        return bulk_core.result(resp, call.trailing_metadata())
+        return bulk_core.result(resp, trailing)
 
     def search(
         self,
@@ -359,7 +385,8 @@ class ResourceStoreClient:
         (410 once that is older than the kept history). ``source`` ``"history"``
         (every kept version of the object named by ``prefix``, newest first) and
         ``"trash"`` (deleted objects) need the ``grafana`` dialect. The
-        iterator's ``resource_version`` is the list's version.
+        iterator's ``resource_version`` is the list's version; the next page is
+        requested while the current one is handed out.
         """
         self._check_open()
         pager = ListPager(
@@ -386,7 +413,7 @@ class ResourceStoreClient:
         timeout: float | None = None,
         known: Iterable[StoredObject] = (),
         fields: Selector = None,
-    ) -> Watch:
+    ) -> StoreWatch:
         """Watch changes under ``prefix``, resuming after failures; never ends by itself.
 
         ``since`` is the resource version to start after (0: from now). With
@@ -414,7 +441,7 @@ class ResourceStoreClient:
             known=known,
             fields=to_field_requirements(fields),
         )
-        return Watch(self, state, timeout=timeout)
+        return StoreWatch(self, state, timeout=timeout)
 
     def informer(
         self,
@@ -430,17 +457,18 @@ class ResourceStoreClient:
     ) -> Informer:
         """A local cache of ``prefix`` kept current by list+watch in a thread.
 
-        Start it with ``start()`` or ``with``; ``wait_synced(timeout)`` waits for the first list.
-        It never gives up: after any error it waits (``backoff``: 800 ms doubling to
-        30 s, as client-go), lists again and reports the differences to the
-        handlers. ``indexers`` maps index names to functions of an object (see
-        :func:`label_index`) for :meth:`Informer.by_index`; ``resync_period``
-        calls ``on_update(obj, obj)`` for every object that often.
+        Start it with ``start()`` or ``with``; ``wait_synced(timeout)`` waits for
+        the first list. It never gives up: after any error it waits (``backoff``:
+        800 ms doubling to 30 s, as client-go), lists again and reports the
+        differences to the handlers. ``indexers`` maps index names to functions of
+        an object (see :func:`label_index`) for ``by_index``; ``resync_period``
+        calls ``on_update(obj, obj)`` for every object that often. Handlers run
+        outside the informer's lock: they may read the informer.
         """
         self._check_open()
         state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
         return Informer(
-            lambda: Watch(self, state),
+            lambda: StoreWatch(self, state),
             on_add=on_add,
             on_update=on_update,
             on_delete=on_delete,
@@ -450,10 +478,6 @@ class ResourceStoreClient:
         )
 
 
-def _sleep(seconds: float) -> None:
-    threading.Event().wait(seconds)
-
-
 class ListIterator(Iterator[StoredObject]):
     """Iterates a paged list; ``resource_version`` is the list's version once known."""
 
@@ -461,6 +485,9 @@ class ListIterator(Iterator[StoredObject]):
         self._client = client
         self._pager = pager
         self._items = self._generate()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} rv={self.resource_version} pages={self.pages}>"
 
     @property
     def resource_version(self) -> int:
@@ -477,7 +504,7 @@ class ListIterator(Iterator[StoredObject]):
         return self._items
 
     def __next__(self) -> StoredObject:
-        return next(self._items)
+        return self._items.__next__()
 
     def _generate(self) -> Iterator[StoredObject]:
         pager, client = self._pager, self._client
@@ -491,7 +518,7 @@ class ListIterator(Iterator[StoredObject]):
             # server's work overlaps with the caller's. Any failure of that early
             # request is left to the ordinary call (and its retries) below.
             request = pager.request()
-            ahead = method.future(request, timeout=client.timeout, metadata=client._metadata)
+            ahead = start_call(method, request, timeout=client.timeout, metadata=client._metadata)
             try:
                 yield from items
             except BaseException:
@@ -499,13 +526,13 @@ class ListIterator(Iterator[StoredObject]):
                 raise
             client._check_open()
             try:
-                items = pager.on_page_items(ahead.result(), ahead.trailing_metadata())
-            except (grpc.RpcError, grpc.FutureCancelledError, ResourceStoreError):
+                items = pager.on_page_items(*finish_call(ahead))
+            except _PAGE_FAILURES:
                 items = client._call(method, request, pager.on_page_items)
 
 
-class Watch(Iterator[WatchEvent]):
-    """A resumable watch: iterate it for :class:`WatchEvent` values; ``close()`` stops it."""
+class StoreWatch(Iterator[StoreWatchEvent]):
+    """A resumable watch: iterate it for :class:`StoreWatchEvent` values; ``close()`` stops it."""
 
     def __init__(
         self, client: ResourceStoreClient, state: WatchState, *, timeout: float | None = None
@@ -515,9 +542,13 @@ class Watch(Iterator[WatchEvent]):
         """The shared watch state (last resource version, counters)."""
         self._stream: Any = None
         self._pager: ListPager | None = None
-        self._closed = threading.Event()
+        self._closed = Event()
         self._timeout = timeout
-        self._timer: threading.Timer | None = None
+        self._timer: TimerHandle | None = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed.is_set() else f"rv={self.state.last_rv}"
+        return f"<{type(self).__name__} {self.state.prefix} {state}>"
 
     @property
     def resource_version(self) -> int:
@@ -525,29 +556,28 @@ class Watch(Iterator[WatchEvent]):
         return self.state.last_rv
 
     def close(self) -> None:
-        """Stop watching; a blocked iteration returns (StopIteration)."""
+        """Stop watching; a pending iteration ends (StopIteration)."""
+        self._expire()
+
+    def _expire(self) -> None:
         self._closed.set()
         timer = self._timer
         if timer is not None:
             timer.cancel()
-        stream = self._stream
-        if stream is not None:
-            stream.cancel()
+        self._drop_stream()
 
-    def __enter__(self) -> Watch:
+    def __enter__(self) -> StoreWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __iter__(self) -> Watch:
+    def __iter__(self) -> StoreWatch:
         return self
 
-    def __next__(self) -> WatchEvent:
+    def __next__(self) -> StoreWatchEvent:
         if self._timeout is not None and self._timer is None:
-            self._timer = threading.Timer(self._timeout, self.close)
-            self._timer.daemon = True
-            self._timer.start()
+            self._timer = call_later(self._timeout, self._expire)
         state = self.state
         pending = state.pending
         while True:
@@ -566,9 +596,7 @@ class Watch(Iterator[WatchEvent]):
                     continue
             error: BaseException | None
             try:
-                event = next(stream)
-            except StopIteration:
-                error = None
+                event = read_message(stream)
             except grpc.RpcError as exc:
                 if self._closed.is_set():
                     continue
@@ -576,14 +604,17 @@ class Watch(Iterator[WatchEvent]):
                     raise ClientClosedError("the client was closed during the watch") from exc
                 error = from_rpc_error(exc, exc.trailing_metadata())
             else:
-                try:
-                    out = state.on_event(event)
-                except ResourceStoreError as exc:
-                    error = exc
+                if event is None:
+                    error = None  # the server ended the stream: resume
                 else:
-                    if out is not None:
-                        return out
-                    continue
+                    try:
+                        out = state.on_event(event)
+                    except ResourceStoreError as exc:
+                        error = exc
+                    else:
+                        if out is not None:
+                            return out
+                        continue
             self._drop_stream()
             self._pause(state.stream_ended(error))
 
@@ -596,7 +627,7 @@ class Watch(Iterator[WatchEvent]):
             self.state.watch_request(), metadata=client._metadata, timeout=watch_timeout()
         )
         self.state.stream_opened()
-        if self._closed.is_set():
+        if self._closed.is_set():  # closed while opening (from another thread or a timer)
             self._drop_stream()
             return None
         return self._stream

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from xds_client.store._errors import InvalidResponseError, check_result, message
 from xds_client.store._keys import ResourceKey, StoredObject, Value, encode_value, labels_of
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._selector import Requirement, fields_match, matches
+from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
 
 __all__ = ["ListPage", "ListPager"]
 
@@ -245,6 +247,44 @@ def channel_options(
     given = {name for name, _ in out}
     out.extend((name, max_message_size) for name in _SIZE_OPTIONS if name not in given)
     return out
+
+
+def store_target(
+    target: str | ServerTarget,
+    credentials: object,
+    options: Sequence[tuple[str, Any]],
+    max_message_size: int,
+) -> ServerTarget:
+    """The :class:`ServerTarget` a store client opens its channel to.
+
+    The same vocabulary as the xDS clients: a ``"host:port"`` string becomes a
+    target; ``credentials`` of type :class:`ChannelCredentialsConfig` become its
+    TLS settings (ready-made ``grpc.ChannelCredentials`` are passed to
+    ``open_channel`` as they are). ``options`` come after the target's own, then the
+    size limits unless given; the receive limit is the target's
+    ``max_receive_message_size``.
+    """
+    if isinstance(target, str):
+        target = ServerTarget(target)
+    merged = channel_options([*target.channel_options, *options], max_message_size)
+    receive = max_message_size  # replaced below: channel_options always sets it
+    rest: list[tuple[str, Any]] = []
+    for name, value in merged:
+        if name == "grpc.max_receive_message_length":
+            receive = int(value)
+        else:
+            rest.append((name, value))
+    if not any(name == "grpc.enable_retries" for name, _ in rest):
+        # open_channel turns gRPC's own retries off (the xDS streams reconnect by
+        # themselves); a store call keeps gRPC's transparent retry of a request that
+        # never left, as before. The last of two equal channel arguments wins.
+        rest.append(("grpc.enable_retries", 1))
+    config = target.credentials
+    if isinstance(credentials, ChannelCredentialsConfig):
+        config = credentials
+    return dataclasses.replace(
+        target, credentials=config, max_receive_message_size=receive, channel_options=tuple(rest)
+    )
 
 
 def check_request_size(request: Any, limit: int) -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import grpc
-import tenacity
 
+from xds_client._backoff import Backoff
+from xds_client.errors import UsageError
 from xds_client.store._errors import (
     ResourceStoreError,
     ServerTimeoutError,
@@ -26,7 +26,7 @@ from xds_client.store._errors import (
     UnavailableError,
 )
 
-__all__ = ["RetryPolicy", "DEFAULT_RETRY"]
+__all__ = ["RetryPolicy", "DEFAULT_RETRY", "RetryRun"]
 
 # Messages grpc-core uses when no connection could be made, so the request never left.
 _NOT_SENT_MARKERS = (
@@ -57,6 +57,15 @@ class RetryPolicy:
     deadline: float | None = 60.0
     """Give up a unary call after this many seconds of retrying (None: no limit)."""
 
+    def __post_init__(self) -> None:
+        # The same bounds as Backoff, checked now rather than at the first retry.
+        if self.initial_backoff < 0 or self.max_backoff < 0 or self.multiplier < 1:
+            raise UsageError(
+                "RetryPolicy needs initial_backoff >= 0, max_backoff >= 0 and multiplier >= 1"
+            )
+        if not 0 <= self.jitter < 1:
+            raise UsageError("RetryPolicy jitter must be in [0, 1)")
+
     def with_max_attempts(self, max_attempts: int) -> RetryPolicy:
         """A copy with another ``max_attempts``."""
         return replace(self, max_attempts=max_attempts)
@@ -76,10 +85,18 @@ class RetryPolicy:
         """A copy with another overall deadline."""
         return replace(self, deadline=deadline)
 
+    def as_backoff(self) -> Backoff:
+        """The delays as the :class:`~xds_client.Backoff` that streams and pollers use too."""
+        return Backoff(
+            initial=self.initial_backoff,
+            multiplier=self.multiplier,
+            jitter=self.jitter,
+            maximum=self.max_backoff,
+        )
+
     def backoff(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
         """The delay after failed attempt number ``attempt`` (1-based)."""
-        base = min(self.max_backoff, self.initial_backoff * self.multiplier ** max(0, attempt - 1))
-        return max(0.0, base * (1.0 + self.jitter * (2.0 * rand() - 1.0)))
+        return self.as_backoff().delay(attempt, rand)
 
     def delay_for(self, attempt: int, error: BaseException | None) -> float:
         """:meth:`backoff`, raised to the server's ``retryAfterSeconds`` when given."""
@@ -119,37 +136,37 @@ def surely_not_sent(exc: BaseException) -> bool:
     return False
 
 
-class _Wait(tenacity.wait.wait_base):
-    def __init__(self, policy: RetryPolicy) -> None:
+class RetryRun:
+    """The retries of one call: after each failure, how long to wait, or None to give up.
+
+    Stops after ``max_attempts``, on an error ``retryable`` refuses, or when the next
+    attempt could only start past the policy's ``deadline`` (counted from ``started``).
+    """
+
+    __slots__ = ("attempts", "policy", "retryable", "started")
+
+    def __init__(
+        self, policy: RetryPolicy, retryable: Callable[[BaseException], bool], started: float
+    ) -> None:
         self.policy = policy
+        self.retryable = retryable
+        self.started = started
+        self.attempts = 0
 
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        outcome = retry_state.outcome
-        error = outcome.exception() if outcome is not None else None
-        return self.policy.delay_for(retry_state.attempt_number, error)
-
-
-class _Stop(tenacity.stop.stop_base):
-    """Stop after ``max_attempts``, or when the next attempt would start past the deadline."""
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+    def failed(self, error: BaseException, now: float) -> float | None:
+        """Attempt number ``attempts + 1`` failed with ``error`` at ``now``: the delay or None."""
+        self.attempts += 1
         policy = self.policy
-        if retry_state.attempt_number >= max(1, policy.max_attempts):
-            return True
-        if policy.deadline is None:
-            return False
-        # tenacity >= 8.3 computes the wait (upcoming_sleep) before it asks whether
-        # to stop; older ones ask first, so estimate it the same way.
-        delay = retry_state.upcoming_sleep
-        if not delay:
-            outcome = retry_state.outcome
-            error = outcome.exception() if outcome is not None else None
-            delay = policy.delay_for(retry_state.attempt_number, error)
-        elapsed = retry_state.seconds_since_start or 0.0
-        return elapsed + delay >= policy.deadline
+        if not self.retryable(error) or self.attempts >= max(1, policy.max_attempts):
+            return None
+        delay = policy.delay_for(self.attempts, error)
+        if policy.deadline is not None and (now - self.started) + delay >= policy.deadline:
+            return None
+        return delay
+
+
+CONFLICT_BACKOFF = Backoff(initial=0.025, multiplier=1.0, jitter=0.99, maximum=0.025)
+"""Between the attempts of ``read_modify_write``: a random 0 to 50 ms, so racing writers part."""
 
 
 def attempt_timeout(
@@ -160,15 +177,3 @@ def attempt_timeout(
         return timeout
     left = max(0.001, policy.deadline - (now - started))
     return left if timeout is None else min(timeout, left)
-
-
-def tenacity_kwargs(
-    policy: RetryPolicy, predicate: Callable[[BaseException], bool]
-) -> dict[str, Any]:
-    """Arguments shared by ``tenacity.Retrying`` and ``tenacity.AsyncRetrying``."""
-    return {
-        "stop": _Stop(policy),
-        "wait": _Wait(policy),
-        "retry": tenacity.retry_if_exception(predicate),
-        "reraise": True,
-    }

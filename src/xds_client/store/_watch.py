@@ -2,7 +2,7 @@
 
 The state decides what the driver does next (anchor, list, watch), builds
 each watch request from what it has seen, turns wire events into
-:class:`WatchEvent` values, drops repeats (resource version not newer than
+:class:`StoreWatchEvent` values, drops repeats (resource version not newer than
 the last one seen) and, after a 410, reconciles a fresh list against what
 the consumer has seen so its view converges.
 
@@ -39,7 +39,7 @@ from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._retry import RetryPolicy, retryable_stream
 from xds_client.store._selector import Requirement, fields_match, matches
 
-__all__ = ["WatchEvent", "EventType", "WatchState", "Step"]
+__all__ = ["StoreWatchEvent", "EventType", "WatchState", "Step"]
 
 EventType = Literal["added", "modified", "deleted", "bookmark", "resynced"]
 
@@ -58,7 +58,7 @@ _ADDED, _MODIFIED, _DELETED, _BOOKMARK, _ERROR = (
 )
 
 
-class WatchEvent:
+class StoreWatchEvent:
     """One change seen by a watch; an immutable value.
 
     ``type`` is ``"added"``, ``"modified"``, ``"deleted"``, ``"bookmark"`` or
@@ -136,7 +136,7 @@ class WatchEvent:
 
     def __repr__(self) -> str:
         key = f" {self.key}" if self.key is not None else ""
-        return f"WatchEvent({self.type}{key} @{self.resource_version})"
+        return f"StoreWatchEvent({self.type}{key} @{self.resource_version})"
 
 
 class DeletedWithoutObjectError(InvalidResponseError):
@@ -211,7 +211,7 @@ class WatchState:
         """How many streams were opened."""
         self.resyncs = 0
         """How many times a 410 forced a relist."""
-        self.pending: deque[WatchEvent] = deque()
+        self.pending: deque[StoreWatchEvent] = deque()
         """Events to hand out before reading more from the wire."""
         self._progress = False
         self._known: dict[tuple[str, str], tuple[int, bytes]] = {}
@@ -219,7 +219,7 @@ class WatchState:
         # relist after a 410 then also reports deletions of those objects.
         for obj in known:
             self._known[self._tuple_key(obj.json())] = (obj.resource_version, obj.value)
-        self._unfolded: list[WatchEvent] = []
+        self._unfolded: list[StoreWatchEvent] = []
         self._seen: set[tuple[str, str]] | None = None
         if self.in_initial:
             self._seen = set()
@@ -253,7 +253,7 @@ class WatchState:
 
     # ------------------------------------------------------------ events
 
-    def on_event(self, event: pb.WatchEvent) -> WatchEvent | None:
+    def on_event(self, event: pb.WatchEvent) -> StoreWatchEvent | None:
         """Turn a wire event into a consumer event, or None to skip it.
 
         Extra events (e.g. the deletions that end a reconcile) go to
@@ -288,11 +288,11 @@ class WatchState:
             removed = prev if prev is not None else res.value
             if reqs:
                 return self._selected_delete(rv, removed)
-            out = WatchEvent(DELETED, rv, None, removed, self.prefix)
+            out = StoreWatchEvent(DELETED, rv, None, removed, self.prefix)
         else:
             if reqs:
                 return self._selected_change(rv, res.value, prev)
-            out = WatchEvent(
+            out = StoreWatchEvent(
                 MODIFIED if etype == _MODIFIED else ADDED, rv, res.value, prev, self.prefix
             )
         unfolded = self._unfolded
@@ -301,7 +301,7 @@ class WatchState:
             self._fold()
         return out
 
-    def _bookmark(self, rv: int) -> WatchEvent | None:
+    def _bookmark(self, rv: int) -> StoreWatchEvent | None:
         if self.in_initial:
             self._progress = True
             self._end_initial(rv)
@@ -310,7 +310,7 @@ class WatchState:
             return None
         self.last_rv = rv
         self._progress = True
-        return WatchEvent(BOOKMARK, rv, None, None, self.prefix)
+        return StoreWatchEvent(BOOKMARK, rv, None, None, self.prefix)
 
     def _end_initial(self, rv: int) -> None:
         self.in_initial = False
@@ -318,10 +318,10 @@ class WatchState:
         if self.initial_pending:
             self.initial_pending = False
             self.pending.append(
-                WatchEvent(BOOKMARK, rv, None, None, self.prefix, initial_events_end=True)
+                StoreWatchEvent(BOOKMARK, rv, None, None, self.prefix, initial_events_end=True)
             )
 
-    def _selected_change(self, rv: int, value: bytes, prev: bytes | None) -> WatchEvent | None:
+    def _selected_change(self, rv: int, value: bytes, prev: bytes | None) -> StoreWatchEvent | None:
         # Label selectors see an object leave (deleted) or enter (added) the selection.
         doc = json.loads(value)
         k = self._tuple_key(doc)
@@ -331,20 +331,20 @@ class WatchState:
         if now:
             self._known[k] = (rv, value)
             etype = MODIFIED if before else ADDED
-            return _with_doc(WatchEvent(etype, rv, value, prev, self.prefix), doc)
+            return _with_doc(StoreWatchEvent(etype, rv, value, prev, self.prefix), doc)
         if before:
             self._known.pop(k, None)
             old = prev if prev is not None else (known[1] if known else None)
-            return WatchEvent(DELETED, rv, None, old, self.prefix)
+            return StoreWatchEvent(DELETED, rv, None, old, self.prefix)
         return None
 
-    def _selected_delete(self, rv: int, removed: bytes) -> WatchEvent | None:
+    def _selected_delete(self, rv: int, removed: bytes) -> StoreWatchEvent | None:
         doc = json.loads(removed)
         k = self._tuple_key(doc)
         known = self._known.pop(k, None)
         if known is None and not self._selects(doc):
             return None
-        return _with_doc(WatchEvent(DELETED, rv, None, removed, self.prefix), doc)
+        return _with_doc(StoreWatchEvent(DELETED, rv, None, removed, self.prefix), doc)
 
     # ------------------------------------------------------------ lists
 
@@ -352,7 +352,7 @@ class WatchState:
         """The driver starts the full list of step LIST."""
         self._begin_reconcile()
 
-    def list_item(self, resource_version: int, value: bytes) -> WatchEvent | None:
+    def list_item(self, resource_version: int, value: bytes) -> StoreWatchEvent | None:
         """One listed object (already filtered by the selector or not)."""
         return self._reconcile_item(resource_version, value)
 
@@ -361,11 +361,13 @@ class WatchState:
         self.pending.extend(self._end_reconcile(resource_version))
         if self.resyncing:
             self.resyncing = False
-            self.pending.append(WatchEvent(RESYNCED, resource_version, None, None, self.prefix))
+            self.pending.append(
+                StoreWatchEvent(RESYNCED, resource_version, None, None, self.prefix)
+            )
         elif self.initial_pending:
             self.initial_pending = False
             self.pending.append(
-                WatchEvent(
+                StoreWatchEvent(
                     BOOKMARK, resource_version, None, None, self.prefix, initial_events_end=True
                 )
             )
@@ -442,7 +444,7 @@ class WatchState:
         self._fold()
         self._seen = set()
 
-    def _reconcile_item(self, rv: int, value: bytes) -> WatchEvent | None:
+    def _reconcile_item(self, rv: int, value: bytes) -> StoreWatchEvent | None:
         doc = json.loads(value)
         if self._filtered and not self._selects(doc):
             return None
@@ -452,12 +454,12 @@ class WatchState:
         known = self._known.get(k)
         self._known[k] = (rv, value)
         if known is None:
-            return _with_doc(WatchEvent(ADDED, rv, value, None, self.prefix), doc)
+            return _with_doc(StoreWatchEvent(ADDED, rv, value, None, self.prefix), doc)
         if known[0] != rv:
-            return _with_doc(WatchEvent(MODIFIED, rv, value, known[1], self.prefix), doc)
+            return _with_doc(StoreWatchEvent(MODIFIED, rv, value, known[1], self.prefix), doc)
         return None
 
-    def _end_reconcile(self, rv: int) -> list[WatchEvent]:
+    def _end_reconcile(self, rv: int) -> list[StoreWatchEvent]:
         seen, self._seen = self._seen, None
         if seen is None:
             return []
@@ -465,7 +467,7 @@ class WatchState:
         out = []
         for k in gone:
             _old_rv, old = self._known.pop(k)
-            out.append(WatchEvent(DELETED, rv, None, old, self.prefix))
+            out.append(StoreWatchEvent(DELETED, rv, None, old, self.prefix))
         self.last_rv = max(self.last_rv, rv)
         return out
 
@@ -475,6 +477,6 @@ class WatchState:
         return len(self._known)
 
 
-def _with_doc(event: WatchEvent, doc: Any) -> WatchEvent:
+def _with_doc(event: StoreWatchEvent, doc: Any) -> StoreWatchEvent:
     event._doc = doc
     return event

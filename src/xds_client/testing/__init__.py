@@ -2,6 +2,8 @@
 
 - :class:`ControlPlane`: an xDS management server (gRPC ADS, per-type, delta,
   v2 and v3, REST-JSON) with snapshots, TTL heartbeats and fault injection.
+- :class:`FaultProxy`: a TCP proxy in front of a server that cuts a response
+  in the middle (what gRPC's server API cannot script).
 - :class:`ResourceStoreServer`: Grafana's ResourceStore over SQLite.
 - :class:`MockTransport` / :class:`AsyncMockTransport`: in-memory xDS streams
   scripted by a handler, passed as ``transport=`` to a client (no sockets).
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._control_plane import ControlPlane
+    from ._fault_proxy import FaultProxy
     from ._mock_transport import AsyncMockTransport, MockStream, MockTransport
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
     from ._store_server import ResourceStoreServer
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 # public name -> module that defines it (loaded on first use)
 _EXPORTS: dict[str, str] = {
     "ControlPlane": "xds_client.testing._control_plane",
+    "FaultProxy": "xds_client.testing._fault_proxy",
     "MockTransport": "xds_client.testing._mock_transport",
     "AsyncMockTransport": "xds_client.testing._mock_transport",
     "MockStream": "xds_client.testing._mock_transport",
@@ -43,6 +47,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__: list[str] = [
     "ControlPlane",
+    "FaultProxy",
     "MockTransport",
     "AsyncMockTransport",
     "MockStream",

@@ -1,7 +1,7 @@
 """Transports: how xDS requests and responses travel (see ``_base`` for the seam).
 
 :func:`make_transport` is the one place that maps a transport name to a class:
-``"grpc"`` (bidirectional streams, this package's ``_grpc``), ``"grpc-fetch"``
+``"grpc"`` (bidirectional streams, this package's ``_async_grpc`` and ``_grpc``), ``"grpc-fetch"``
 (unary ``Fetch*`` polling) and ``"rest"`` (REST-JSON polling).
 """
 
@@ -133,9 +133,13 @@ def make_transport(
     :class:`~xds_client.errors.UsageError` for an unknown or unavailable kind.
     """
     if kind == "grpc":
-        from ._grpc import AsyncGrpcTransport, GrpcTransport
+        if asynchronous:
+            from ._async_grpc import AsyncGrpcTransport
 
-        return AsyncGrpcTransport(target) if asynchronous else GrpcTransport(target)
+            return AsyncGrpcTransport(target)
+        from ._grpc import GrpcTransport
+
+        return GrpcTransport(target)
     if kind in ("grpc-fetch", "rest"):
         policy = PollPolicy(interval=poll_interval)
         if kind == "grpc-fetch":

@@ -200,7 +200,7 @@ class Transport(Protocol):
         """Start a stream; connection errors surface from the stream's ``recv``."""
 
     def probe(self, timeout: float) -> bool:
-        """Whether the server answers within ``timeout`` seconds (stream up; A71 primary back)."""
+        """Whether the server answers within ``timeout`` seconds (a silent stream is up)."""
 
     def close(self) -> None:
         """Close every stream and the channel."""

@@ -23,7 +23,7 @@ from xds_client.errors import TransportError, UsageError
 from xds_client.resources import resource_type
 from xds_client.transport._async_polling_stream import AsyncPollingStream
 from xds_client.transport._base import ServerTarget, StreamSpec
-from xds_client.transport._grpc import (
+from xds_client.transport._grpc_common import (
     _HEALTH_CHECK,
     _answered,
     _raw,

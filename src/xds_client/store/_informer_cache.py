@@ -1,0 +1,163 @@
+"""The informer's dict, indexes and handler dispatch, without threads or tasks.
+
+:class:`InformerCache` applies watch events to the dict and keeps the indexes;
+it returns the handler calls an event causes instead of making them, so
+:class:`~xds_client.store.Informer` (a thread) and
+:class:`~xds_client.store.AsyncInformer` (a task) can change the dict under their
+lock and run the handlers outside it: a handler may then read the informer
+(``get``, ``objects``, ``by_index``) without a deadlock. Both drivers are
+generated from one source (``_async_informer.py``); this module is what they share.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from xds_client.store._keys import ResourceKey, StoredObject
+from xds_client.store._watch import ADDED, BOOKMARK, DELETED, MODIFIED, StoreWatchEvent
+
+__all__ = [
+    "AddHandler",
+    "DeleteHandler",
+    "HandlerCalls",
+    "IndexFunc",
+    "InformerCache",
+    "UpdateHandler",
+    "label_index",
+]
+
+_log = logging.getLogger("xds_client.store")
+
+AddHandler = Callable[[StoredObject], None]
+UpdateHandler = Callable[[StoredObject, StoredObject], None]
+DeleteHandler = Callable[[StoredObject], None]
+
+HandlerCalls = Sequence[tuple[Callable[..., None], tuple[StoredObject, ...]]]
+"""Handler calls still to make: (handler, arguments), in order."""
+
+_NO_CALLS: HandlerCalls = ()
+
+IndexFunc = Callable[[StoredObject], Iterable[str]]
+"""Index values of an object (client-go's ``IndexFunc``)."""
+
+
+def label_index(label: str) -> IndexFunc:
+    """An index function by the value of one label (objects without it are not indexed)."""
+
+    def values(obj: StoredObject) -> Iterable[str]:
+        value = obj.labels.get(label)
+        return () if value is None else (value,)
+
+    return values
+
+
+class InformerCache:
+    """The informer's dict, indexes and handlers; says which handler calls are due."""
+
+    def __init__(
+        self,
+        on_add: AddHandler | None,
+        on_update: UpdateHandler | None,
+        on_delete: DeleteHandler | None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+    ) -> None:
+        self.objects: dict[ResourceKey, StoredObject] = {}
+        self.synced = False
+        self.handlers: list[
+            tuple[AddHandler | None, UpdateHandler | None, DeleteHandler | None]
+        ] = []
+        """Every registered (on_add, on_update, on_delete), called in order."""
+        if on_add or on_update or on_delete:
+            self.handlers.append((on_add, on_update, on_delete))
+        self.indexers: dict[str, IndexFunc] = dict(indexers or {})
+        self._indexes: dict[str, dict[str, set[ResourceKey]]] = {n: {} for n in self.indexers}
+
+    def add_handler(
+        self,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> HandlerCalls:
+        """Register more handlers; returns ``on_add`` calls for every cached object."""
+        self.handlers.append((on_add, on_update, on_delete))
+        if on_add is None:
+            return _NO_CALLS
+        return [(on_add, (obj,)) for obj in self.objects.values()]
+
+    def by_index(self, name: str, value: str) -> list[StoredObject]:
+        """The cached objects whose index ``name`` has ``value``."""
+        if name not in self._indexes:
+            raise KeyError(f"no index named {name!r}; indexes: {sorted(self._indexes)}")
+        keys = self._indexes[name].get(value, ())
+        return [self.objects[k] for k in sorted(keys, key=str)]
+
+    def resync(self) -> HandlerCalls:
+        """``on_update(obj, obj)`` calls for every cached object (client-go's resync)."""
+        updates = [update for _add, update, _delete in self.handlers if update is not None]
+        return [(update, (obj, obj)) for obj in self.objects.values() for update in updates]
+
+    def _index(self, key: ResourceKey, old: StoredObject | None, new: StoredObject | None) -> None:
+        for name, fn in self.indexers.items():
+            index = self._indexes[name]
+            for value in _safe_values(fn, old):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+            for value in _safe_values(fn, new):
+                index.setdefault(value, set()).add(key)
+
+    def apply(self, event: StoreWatchEvent) -> HandlerCalls:
+        """Update the dict from one event; returns the handler calls it causes."""
+        etype = event.type
+        if etype == BOOKMARK:
+            if event.initial_events_end:
+                self.synced = True
+            return _NO_CALLS
+        key = event.key
+        if key is None:
+            return _NO_CALLS
+        if etype == DELETED:
+            old = self.objects.pop(key, None)
+            if old is not None:
+                self._index(key, old, None)
+            if old is None and event.previous is not None:
+                old = StoredObject(event.resource_version, event.previous, key=key)
+            if old is None or not self.handlers:
+                return _NO_CALLS
+            return [(delete, (old,)) for _a, _u, delete in self.handlers if delete is not None]
+        if etype in (ADDED, MODIFIED) and event.value is not None:
+            new = StoredObject(event.resource_version, event.value, key=key)
+            previous = self.objects.get(key)
+            self.objects[key] = new
+            if self.indexers:
+                self._index(key, previous, new)
+            if not self.handlers:
+                return _NO_CALLS
+            if previous is None:
+                return [(add, (new,)) for add, _u, _d in self.handlers if add is not None]
+            return [(upd, (previous, new)) for _a, upd, _d in self.handlers if upd is not None]
+        return _NO_CALLS
+
+    @staticmethod
+    def run(calls: HandlerCalls) -> None:
+        """Make the calls; a raising handler is logged and the others still run."""
+        for handler, args in calls:
+            try:
+                handler(*args)
+            except Exception:
+                # A broken handler must not stop the informer; the user sees the log.
+                _log.exception("informer handler %r failed", handler)
+
+
+def _safe_values(fn: IndexFunc, obj: StoredObject | None) -> tuple[str, ...]:
+    if obj is None:
+        return ()
+    try:
+        return tuple(fn(obj))
+    except Exception:
+        # A broken index function must not stop the informer; the user sees the log.
+        _log.exception("informer index function %r failed", fn)
+        return ()
