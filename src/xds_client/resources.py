@@ -183,6 +183,8 @@ class UnwrappedResource:
     """The resource itself; None for a heartbeat (a wrapper with no body)."""
     aliases: tuple[str, ...] = ()
     """Alternative names (VHDS) from the wrapper."""
+    metadata: Message | None = None
+    """The wrapper's ``metadata`` (``envoy.config.core.v3.Metadata``), or None when it has none."""
 
 
 _lock = threading.Lock()
@@ -423,4 +425,7 @@ def unwrap(any_message: AnyProto) -> UnwrappedResource:
     if wrapper.HasField("ttl"):
         ttl = wrapper.ttl.seconds + wrapper.ttl.nanos / 1e9
     body = wrapper.resource if wrapper.HasField("resource") else None
-    return UnwrappedResource(wrapper.name, wrapper.version, ttl, body, tuple(wrapper.aliases))
+    metadata = wrapper.metadata if wrapper.HasField("metadata") else None
+    return UnwrappedResource(
+        wrapper.name, wrapper.version, ttl, body, tuple(wrapper.aliases), metadata
+    )

@@ -273,3 +273,24 @@ def test_run_with_explicit_streams_gets_usage_errors_and_help() -> None:
     assert run(["--help"], out, err) == 0
     assert "serve" in out.getvalue()
     assert "demo" in out.getvalue()
+
+
+def test_dump_names_the_control_plane_that_answered(cli: Any) -> None:
+    from envoy.config.core.v3.base_pb2 import ControlPlane as ControlPlaneId
+    from envoy.config.listener.v3.listener_pb2 import Listener
+    from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
+
+    from tests.client._scripted_server import ScriptedServer, ScriptedStream, response
+
+    def reply(stream: ScriptedStream, request: DiscoveryRequest) -> DiscoveryResponse | None:
+        if request.response_nonce:
+            return None
+        out = response(request, "1", Listener(name="l"))
+        out.control_plane.CopyFrom(ControlPlaneId(identifier="cp-west-2"))
+        return out
+
+    with ScriptedServer(reply) as server:
+        result = cli("dump", "-s", server.address, "lds")
+    assert result.code == 0, result.err
+    assert "control plane cp-west-2" in result.err.splitlines()
+    assert ("LDS", "l", "1", "ACKED") in {tuple(line.split()) for line in result.out.splitlines()}

@@ -144,3 +144,34 @@ def test_metrics_are_checked_once_and_a_raising_hook_is_only_logged(
             assert lds.next(ResourceUpdated).version == "1"
             wait_for_ack(server.streams[0], "1")
     assert "metrics hook ack raised" in caplog.text
+
+
+def test_control_plane_and_metadata_reach_watchers_and_metrics(
+    make_client: MakeClient,
+) -> None:
+    from envoy.config.core.v3.base_pb2 import ControlPlane, Metadata
+    from envoy.service.discovery.v3.discovery_pb2 import Resource
+
+    from xds_client import CountingMetrics
+
+    def reply(stream: ScriptedStream, request: DiscoveryRequest) -> DiscoveryResponse | None:
+        if request.type_url != LISTENER or request.response_nonce:
+            return None
+        out = DiscoveryResponse(type_url=LISTENER, version_info="1", nonce="1")
+        out.control_plane.CopyFrom(ControlPlane(identifier="cp-east-1"))
+        wrapper = Resource(name="l", version="1")
+        wrapper.resource.Pack(Listener(name="l"))
+        wrapper.metadata.filter_metadata["team"].update({"owner": "blue"})
+        out.resources.add().Pack(wrapper)
+        return out
+
+    metrics = CountingMetrics()
+    with ScriptedServer(reply) as server:
+        client = make_client(server.address, metrics=metrics)
+        with client.watch(Listener, "l") as lds:
+            update = lds.next(ResourceUpdated)
+            assert update.control_plane == "cp-east-1"
+            assert isinstance(update.metadata, Metadata)
+            assert update.metadata.filter_metadata["team"]["owner"] == "blue"
+            wait_for_ack(server.streams[0], "1")
+            assert metrics.control_planes[(LISTENER, "cp-east-1")] == 1

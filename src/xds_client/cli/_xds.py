@@ -41,13 +41,17 @@ def _resolve(spec: str, api: str) -> ResourceType[Any]:
 
 
 def _make_client(
-    args: argparse.Namespace, events: queue.SimpleQueue[object], *, transport: str = "grpc"
+    args: argparse.Namespace,
+    events: queue.SimpleQueue[object],
+    *,
+    transport: str = "grpc",
+    metrics: _AnswerMetrics | None = None,
 ) -> XdsClient:
     options: dict[str, Any] = {
         "api_version": args.api,
         "transport": transport,
         "backoff": _CLI_BACKOFF,
-        "metrics": _AnswerMetrics(events),
+        "metrics": _AnswerMetrics(events) if metrics is None else metrics,
     }
     if transport == "grpc":
         options["protocol"] = "delta" if args.delta else "sotw"
@@ -94,12 +98,18 @@ class _AnswerMetrics:
 
     def __init__(self, events: queue.SimpleQueue[object]) -> None:
         self._events = events
+        self.control_planes: dict[str, str] = {}
+        """``control_plane.identifier`` of the last response per type URL (when given)."""
 
     def ack(self, type_url: str, server: str) -> None:
         self._events.put(_Answered(type_url))
 
     def nack(self, type_url: str, server: str) -> None:
         self._events.put(_Answered(type_url))
+
+    def response(self, type_url: str, server: str, accepted: bool, control_plane: str) -> None:
+        if control_plane:
+            self.control_planes[type_url] = control_plane
 
     def reconnect(self, server: str) -> None:
         pass
@@ -291,8 +301,12 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
     progress = Progress(out.err)
     progress.update("subscribing and waiting for the server to settle ...")
     events: queue.SimpleQueue[object] = queue.SimpleQueue()
+    metrics = _AnswerMetrics(events)
     try:
-        with _make_client(args, events) as client, _subscribed(client, events, rtypes, None):
+        with (
+            _make_client(args, events, metrics=metrics) as client,
+            _subscribed(client, events, rtypes, None),
+        ):
             _settle(events, rtypes, args.timeout, _where(args))
             dump = client.config_dump()
     finally:
@@ -321,6 +335,10 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
     out.note(
         f"node {dump.node.id}" + (f" (cluster {dump.node.cluster})" if dump.node.cluster else "")
     )
+    # CSDS has no field for it: which server instance answered, from the responses.
+    planes = sorted(set(metrics.control_planes.values()))
+    if planes:
+        out.note("control plane " + ", ".join(planes))
     headers = ("TYPE", "NAME", "VERSION", "STATUS") + (("LAST UPDATED", "ERROR") if wide else ())
     out.table(headers, rows)
     for line in errors:

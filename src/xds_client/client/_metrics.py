@@ -19,7 +19,11 @@ class Metrics(Protocol):
 
     Optional: a method ``authority_resources(type_url, authority, counts)``, when
     present, also gets the counts per federation authority (``"#old"`` for
-    old-style names, as gRFC A78 labels them).
+    old-style names, as gRFC A78 labels them); and a method
+    ``response(type_url, server, accepted, control_plane)``, when present, is
+    called for each response counted by :meth:`ack` or :meth:`nack`, with the
+    response's ``control_plane.identifier`` (``""`` when the server sends none),
+    to tell the server instances behind one address apart.
     """
 
     def ack(self, type_url: str, server: str) -> None:
@@ -51,6 +55,8 @@ class CountingMetrics:
         """Latest resource count per type URL and status."""
         self.authority_counts: dict[tuple[str, str], dict[str, int]] = {}
         """Latest resource count per (type URL, authority) and status (gRFC A78)."""
+        self.control_planes: Counter[tuple[str, str]] = Counter()
+        """Responses (accepted or not) per (type URL, ``control_plane.identifier``)."""
 
     def ack(self, type_url: str, server: str) -> None:
         with self._lock:
@@ -67,6 +73,11 @@ class CountingMetrics:
     def resources(self, type_url: str, counts: Mapping[str, int]) -> None:
         with self._lock:
             self.resource_counts[type_url] = dict(counts)
+
+    def response(self, type_url: str, server: str, accepted: bool, control_plane: str) -> None:
+        """One response of ``type_url``, from the server instance ``control_plane``."""
+        with self._lock:
+            self.control_planes[(type_url, control_plane)] += 1
 
     def authority_resources(self, type_url: str, authority: str, counts: Mapping[str, int]) -> None:
         """Counts of ``type_url`` resources of one authority (``"#old"``: old-style names)."""

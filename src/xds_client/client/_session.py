@@ -57,6 +57,8 @@ from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent,
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
 
+    from ._metrics import Metrics
+
 __all__ = [
     "Action",
     "CloseStream",
@@ -881,6 +883,7 @@ class Session:
             if isinstance(event, ResponseAccepted):
                 if (metrics := self.options.metrics) is not None:
                     _hook("ack", metrics.ack, event.type_url, uri)
+                    _response_hook(metrics, event.type_url, uri, True, event.control_plane)
                 cache = self._cache
                 if cache is not None:
                     if cache.wants(event.type_url):
@@ -897,6 +900,7 @@ class Session:
             if isinstance(event, ResponseRejected):
                 if (metrics := self.options.metrics) is not None:
                     _hook("nack", metrics.nack, event.type_url, uri)
+                    _response_hook(metrics, event.type_url, uri, False, event.control_plane)
                 log.warning("rejected %s version %r from %s: %s", event.type_url,
                             event.version, uri,
                             "; ".join(f"{k}: {v}" for k, v in event.errors.items()))  # fmt: skip
@@ -938,6 +942,15 @@ class Session:
                     hook = metrics.authority_resources  # type: ignore[attr-defined]
                     for label, counts in sorted(by_authority.items()):
                         _hook("authority_resources", hook, type_url, label, dict(counts))
+
+
+def _response_hook(
+    metrics: Metrics, type_url: str, server: str, accepted: bool, control_plane: str
+) -> None:
+    """The optional ``Metrics.response`` hook (with the control plane identifier)."""
+    hook = getattr(metrics, "response", None)
+    if hook is not None:
+        _hook("response", hook, type_url, server, accepted, control_plane)
 
 
 def _hook(name: str, hook: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> None:

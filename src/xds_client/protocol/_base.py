@@ -34,6 +34,8 @@ from ._events import (
     ResponseRejected,
     new_resource_updated,
 )
+from ._state import CSDS_STATUS, DNE_TIMER, Detail, Input, ResourceStates
+from ._state import Status as St
 from ._subscriptions import Subscription, normalize_names
 from ._timers import DeadlineQueue
 from ._validation import nack_message
@@ -44,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ProtocolCore", "TypeState"]
 
-_DNE = "dne"
 _DEADLINE_EXCEEDED = 4
 _NOT_FOUND = 5
 _CODE_NAMES = (
@@ -62,14 +63,6 @@ S = TypeVar("S")  # per-type, per-stream state of a subclass
 
 
 @dataclass(slots=True)
-class _Failure:
-    reason: str
-    version: str
-    at: float
-    status: str = "RECEIVED_ERROR"  # for server_errors: or TIMEOUT (A88)
-
-
-@dataclass(slots=True)
 class _Reply:
     """An ACK or NACK owed to the server for one response."""
 
@@ -84,33 +77,36 @@ class TypeState:
 
     __slots__ = (
         "cache",
-        "deletion_ignored",
-        "dne",
-        "failures",
+        "control_plane",
         "foreign_versions",
         "initial_sent",
         "last_error",
         "nonce",
         "requested",
         "rtype",
-        "server_errors",
+        "states",
         "subs",
         "type_url",
         "version",
     )
 
-    def __init__(self, type_url: str, rtype: ResourceType[Any] | None) -> None:
+    def __init__(
+        self,
+        type_url: str,
+        rtype: ResourceType[Any] | None,
+        timers: DeadlineQueue[tuple[str, str, str]],
+        timeout: float | None,
+    ) -> None:
         self.type_url = type_url
         self.rtype = rtype
         self.subs = Subscription()
         self.cache = TypeCache()
-        self.failures: dict[str, _Failure] = {}
-        self.dne: dict[str, float] = {}
-        self.server_errors: dict[str, _Failure] = {}
-        """Errors the server reported per resource (TP3), until a valid update."""
-        self.deletion_ignored: set[str] = set()
+        self.states = ResourceStates(type_url, self.cache.resolve, timers, timeout)
+        """The status of each resource (the one table, ``_state.py``)."""
         self.version = ""
         """Version of the last accepted response (SotW ``version_info``)."""
+        self.control_plane = ""
+        """``control_plane.identifier`` of the last accepted response (CSDS shows it)."""
         self.foreign_versions = False
         """The cached versions were learnt from another server: not sent to this one."""
         self.last_error: Status | None = None
@@ -119,7 +115,7 @@ class TypeState:
         self.nonce = ""
         self.initial_sent = False
         self.requested: set[str] = set()
-        """Names a request sent on this stream has subscribed (each gets one timer)."""
+        """Names a request sent on this stream has subscribed (each gets one REQUEST_SENT)."""
 
     def wanted(self, name: str) -> bool:
         """Whether the cached resource called ``name`` is still wanted."""
@@ -182,7 +178,7 @@ class ProtocolCore(Generic[S]):
             raise ProtocolUsageError(
                 f"{type_url} exists only in the delta protocol; use DeltaProtocol"
             )
-        st = TypeState(type_url, rtype)
+        st = TypeState(type_url, rtype, self._timers, self.config.does_not_exist_timeout)
         self._types[type_url] = st
         return st
 
@@ -196,6 +192,10 @@ class ProtocolCore(Generic[S]):
         explicit, wildcard = normalize_names(names, "subscribe")
         st = self._state(type_url)
         added, wildcard_added = st.subs.add(explicit, wildcard)
+        stored = st.states.status
+        for name in added:
+            if name in stored:  # held through the wildcard until now (other rows: no-ops)
+                st.states.fire(name, Input.SUBSCRIBED, 0.0)
         if added or wildcard_added:
             self._on_subscribed(st, added, wildcard_added)
 
@@ -212,26 +212,27 @@ class ProtocolCore(Generic[S]):
         removed, wildcard_removed = st.subs.remove(explicit, wildcard)
         if not (removed or wildcard_removed):
             return
+        states = st.states
+        stored = states.status
         for name in removed:
             st.requested.discard(name)  # a later subscription is a new one
-            self._timers.cancel((_DNE, type_url, name))
-            st.dne.pop(name, None)
-            st.server_errors.pop(name, None)
-            if not st.subs.wildcard:
-                st.failures.pop(name, None)
-            elif name not in st.cache:
-                st.subs.ambiguous.discard(name)  # nothing held: nothing to be unsure about
+            if name in stored:  # for the implicit statuses both inputs are no-ops
+                wanted = st.wanted(name) if name in st.cache else st.subs.wants(name)
+                states.fire(name, Input.UNNAMED if wanted else Input.UNWANTED, 0.0)
         if wildcard_removed:
             candidates: Iterable[str] = list(st.cache)
         else:
             candidates = [e.name for n in removed if (e := st.cache.resolve(n)) is not None]
         for name in candidates:
             if not st.wanted(name):
+                if name in stored:
+                    states.fire(name, Input.UNWANTED, 0.0)
                 self._forget(st, name)
+        if wildcard_removed:  # what only the wildcard held, the server's errors included
+            for name in [n for n in stored if n not in st.cache and not st.subs.wants(n)]:
+                states.fire(name, Input.UNWANTED, 0.0)
         if not st.subs.active:
-            st.failures.clear()
-            st.dne.clear()
-            st.server_errors.clear()
+            states.clear(0.0)
         self._on_unsubscribed(st, removed, wildcard_removed)
 
     def all_cached(self) -> bool:
@@ -293,6 +294,7 @@ class ProtocolCore(Generic[S]):
             st.version = ""
             st.nonce = ""
             st.foreign_versions = True
+            st.states.fire_stored(Input.SERVER_CHANGED, 0.0)
 
     def disconnected(self, now: float) -> None:
         """The stream ended. Owed ACKs are dropped; does-not-exist timers stop.
@@ -305,9 +307,9 @@ class ProtocolCore(Generic[S]):
             return
         self._connected = False
         self._replies.clear()
-        for key in self._timers.armed_keys():
-            if key[0] == _DNE:
-                self._timers.cancel(key)
+        for kind, type_url, name in self._timers.armed_keys():
+            if kind == DNE_TIMER:
+                self._types[type_url].states.fire(name, Input.STREAM_FAILED, now)
 
     def _new_stream(self) -> S:
         """Subclass hook: the per-type state of a stream that has told the server nothing."""
@@ -340,36 +342,36 @@ class ProtocolCore(Generic[S]):
             return
         subs = st.subs.names
         requested = st.requested
+        fire = st.states.fire
         for name in names:
             # Only the first request subscribing a name on this stream starts its
             # timer: a SotW ACK repeating the name (say after a TTL expiry) does not.
             if name in requested or name not in subs or is_glob_collection(name):
                 continue  # a glob collection (TP1) may be empty: it never "does not exist"
             requested.add(name)
-            if name not in st.dne and st.cache.resolve(name) is None:
-                self._timers.arm((_DNE, st.type_url, name), now + timeout)
+            fire(name, Input.REQUEST_SENT, now)  # the table decides who gets a timer
 
     def tick(self, now: float) -> list[Event]:
         """Fire every timer due at ``now``: TTL expiry and does-not-exist."""
         events: list[Event] = []
         for kind, type_url, name in self._timers.pop_due(now):
             st = self._types[type_url]
-            if kind == _DNE:
-                if name in st.subs.names and st.cache.resolve(name) is None:
-                    if self.config.resource_timer_is_transient_error:
-                        # A88: late, not absent; the next stream's request asks again.
-                        timeout = self.config.does_not_exist_timeout
-                        text = f"not received within {timeout:g}s"
-                        st.server_errors[name] = _Failure(text, "", now, "TIMEOUT")
-                        events.append(
-                            ResourceErrorReported(type_url, name, _DEADLINE_EXCEEDED, text)
-                        )
-                        continue
-                    st.dne[name] = now
-                    events.append(ResourceDoesNotExist(type_url, name))
+            if kind == DNE_TIMER:
+                # The queue has disarmed the key already; the table's cancel is a no-op.
+                if self.config.resource_timer_is_transient_error:
+                    # A88: late, not absent; the next stream's request asks again.
+                    timeout = self.config.does_not_exist_timeout
+                    text = f"not received within {timeout:g}s"
+                    st.states.fire(name, Input.TIMER_FIRED_TRANSIENT, now, Detail(text, "", now))
+                    events.append(ResourceErrorReported(type_url, name, _DEADLINE_EXCEEDED, text))
+                    continue
+                st.states.fire(name, Input.TIMER_FIRED, now)
+                events.append(ResourceDoesNotExist(type_url, name))
             else:
                 entry = st.cache.get(name)
                 if entry is not None:
+                    if st.states.status:
+                        st.states.fire(name, Input.TTL_EXPIRED, now)
                     self._forget(st, name)
                     events.append(ResourceRemoved(type_url, name, "ttl_expired", entry.aliases))
         return events
@@ -390,6 +392,8 @@ class ProtocolCore(Generic[S]):
         ttl: float | None,
         aliases: tuple[str, ...],
         resource_version: str,
+        metadata: Message | None,
+        control_plane: str,
         now: float,
         events: list[Event],
     ) -> None:
@@ -405,16 +409,16 @@ class ProtocolCore(Generic[S]):
             entry = new_cached_resource(
                 name, version, message, raw, ttl, deadline, now, aliases, resource_version
             )
+        if st.states.status:  # empty in the steady state: new names then write nothing there
+            self._arrived(st, name, aliases, now)
         st.cache.put(entry)
-        timers = self._timers.armed
-        if ttl is not None or timers:
+        if ttl is not None or self._timers.armed:
             self._arm_ttl(st, name, ttl, now)
-        if (
-            st.failures or st.deletion_ignored or st.subs.ambiguous or st.dne or timers
-            or st.server_errors
-        ):  # fmt: skip
-            self._arrived(st, name, aliases)
-        events.append(new_resource_updated(st.type_url, name, version, message, aliases))
+        events.append(
+            new_resource_updated(
+                st.type_url, name, version, message, aliases, metadata, control_plane
+            )
+        )
 
     def _refresh(
         self,
@@ -427,8 +431,8 @@ class ProtocolCore(Generic[S]):
         now: float,
     ) -> None:
         """Same bytes again, or a heartbeat: no event, but TTL and versions move."""
-        if st.server_errors:
-            st.server_errors.pop(entry.name, None)  # sent again, valid: no longer in error
+        if entry.name in st.states.status:  # sent again, valid: no longer NACKED or in error
+            st.states.fire(entry.name, Input.SAME_BYTES, now)
         deadline = None if ttl is None else now + ttl
         changed = entry.ttl != ttl or entry.ttl_deadline != deadline
         new_version = entry.version if version is None else version
@@ -442,9 +446,6 @@ class ProtocolCore(Generic[S]):
             )  # fmt: skip
         if changed:
             self._arm_ttl(st, entry.name, ttl, now)
-        st.failures.pop(entry.name, None)
-        st.deletion_ignored.discard(entry.name)
-        st.subs.ambiguous.discard(entry.name)
 
     def _arm_ttl(self, st: TypeState, name: str, ttl: float | None, now: float) -> None:
         key = (_TTL, st.type_url, name)
@@ -453,43 +454,47 @@ class ProtocolCore(Generic[S]):
         else:
             self._timers.arm(key, now + ttl)
 
-    def _arrived(self, st: TypeState, name: str, aliases: tuple[str, ...]) -> None:
-        # Empty containers are skipped: this runs once per changed resource.
-        if st.failures:
-            st.failures.pop(name, None)
-        if st.server_errors:
-            st.server_errors.pop(name, None)
-        if st.deletion_ignored:
-            st.deletion_ignored.discard(name)
-        if st.subs.ambiguous:
-            st.subs.ambiguous.discard(name)
-        if st.dne or self._timers:
-            for key in (name, *aliases):
-                st.dne.pop(key, None)
-                self._timers.cancel((_DNE, st.type_url, key))
+    def _arrived(self, st: TypeState, name: str, aliases: tuple[str, ...], now: float) -> None:
+        """A changed resource is about to be cached: it and the aliases it answers move."""
+        stored = st.states.status
+        for key in (name, *aliases) if aliases else (name,):
+            if key in stored:  # an implicit status goes to ACKED: nothing to write
+                st.states.fire(key, Input.VALID_UPDATE, now)
 
     def _delete(self, st: TypeState, name: str, now: float, events: list[Event]) -> None:
-        """The server deleted ``name`` (absent from full state, or delta removal)."""
+        """The server deleted the cached ``name`` (absent from full state, delta removal,
+        TP3 ``NOT_FOUND``)."""
+        states = st.states
         if self.config.ignore_resource_deletion:
-            if name not in st.deletion_ignored:
-                st.deletion_ignored.add(name)
+            old, _ = states.fire(name, Input.REMOVAL_IGNORED, now)
+            if old is not St.DELETION_IGNORED:
                 events.append(ResourceDeletionIgnored(st.type_url, name))
             return
         entry = st.cache.get(name)
-        self._forget(st, name)
-        for key in (name, *(entry.aliases if entry is not None else ())):
-            if key in st.subs.names:
-                st.dne[key] = now  # still wanted: CSDS shows it as not existing
         aliases = entry.aliases if entry is not None else ()
+        names = st.subs.names
+        for key in (name, *aliases):
+            # Still wanted by name: CSDS shows it as not existing.
+            if key in names:
+                states.fire(key, Input.REMOVED, now)
+            elif key == name:
+                states.fire(key, Input.REMOVED_UNNAMED, now)
+        self._forget(st, name)
         events.append(ResourceRemoved(st.type_url, name, "deleted", aliases))
 
+    def _absent(self, st: TypeState, name: str, now: float, events: list[Event]) -> None:
+        """The server says it has no ``name``, which is not cached: by name, it does not exist."""
+        if name in st.subs.names:
+            old, _ = st.states.fire(name, Input.REMOVED, now)
+            if old is not St.DOES_NOT_EXIST:
+                events.append(ResourceDoesNotExist(st.type_url, name))
+        elif name in st.states.status:
+            st.states.fire(name, Input.REMOVED_UNNAMED, now)
+
     def _forget(self, st: TypeState, name: str) -> None:
+        """Drop the cached value (its status was moved first, by the caller's input)."""
         st.cache.pop(name)
         self._timers.cancel((_TTL, st.type_url, name))
-        st.failures.pop(name, None)
-        st.server_errors.pop(name, None)
-        st.deletion_ignored.discard(name)
-        st.subs.ambiguous.discard(name)
 
     def restore(
         self,
@@ -521,12 +526,12 @@ class ProtocolCore(Generic[S]):
             except ResourceError as exc:
                 errors[name] = str(exc)
                 continue
+            if name in st.states.status:
+                st.states.fire(name, Input.RESTORED, now)
             st.cache.put(
                 new_cached_resource(name, version, message, raw, None, None, now, (),
                                     resource_version)
             )  # fmt: skip
-            self._timers.cancel((_DNE, type_url, name))
-            st.dne.pop(name, None)
             restored.append(name)
         if restored:
             self._restored.add(type_url)
@@ -554,7 +559,7 @@ class ProtocolCore(Generic[S]):
         out: list[ResourceState] = []
         for st in states:
             seen: set[str] = set()
-            for name in (*st.subs.names, *st.cache, *st.failures):
+            for name in (*st.subs.names, *st.cache, *st.states.status):
                 if name in seen:
                     continue
                 seen.add(name)
@@ -563,26 +568,27 @@ class ProtocolCore(Generic[S]):
 
     def _status(self, st: TypeState, name: str) -> ResourceState:
         entry = st.cache.resolve(name)
-        failure = st.failures.get(name)
         version = "" if entry is None else entry.version
         updated = 0.0 if entry is None else entry.last_updated
-        if failure is not None:
+        status = st.states.get(name)
+        shown = CSDS_STATUS[status]
+        detail = st.states.detail.get(name)
+        plane = st.control_plane
+        if detail is None:
             return ResourceState(
-                st.type_url, name, version, "NACKED", updated,
-                failure.reason, failure.version, failure.at,
+                st.type_url, name, version, shown, updated, control_plane=plane
             )  # fmt: skip
-        reported = st.server_errors.get(name) if st.server_errors else None
-        if reported is not None:
+        if shown == "NACKED":
             return ResourceState(
-                st.type_url, name, version,
-                "TIMEOUT" if reported.status == "TIMEOUT" else "RECEIVED_ERROR", reported.at,
-                reported.reason, reported.version, reported.at,
+                st.type_url, name, version, shown, updated,
+                detail.reason, detail.version, detail.at, plane,
             )  # fmt: skip
-        if entry is not None:
-            return ResourceState(st.type_url, name, version, "ACKED", updated)
-        if name in st.dne:
-            return ResourceState(st.type_url, name, "", "DOES_NOT_EXIST", st.dne[name])
-        return ResourceState(st.type_url, name, "", "REQUESTED", 0.0)
+        if shown == "DOES_NOT_EXIST":
+            return ResourceState(st.type_url, name, "", shown, detail.at, control_plane=plane)
+        return ResourceState(
+            st.type_url, name, version, shown, detail.at,
+            detail.reason, detail.version, detail.at, plane,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- TP3 errors
 
@@ -600,21 +606,20 @@ class ProtocolCore(Generic[S]):
             name = error.resource_name.name
             if not name or not (subs.wildcard or name in subs.names or subs.wants(name)):
                 continue
-            # The server answered for the name: its does-not-exist timer stops.
-            self._timers.cancel((_DNE, st.type_url, name))
+            # The server answered for the name: the table stops its does-not-exist timer.
             code = error.error_detail.code
             message = error.error_detail.message
             if code == _NOT_FOUND:
                 if name in st.cache:
                     self._delete(st, name, now, events)
-                elif name in subs.names and name not in st.dne:
-                    st.dne[name] = now
-                    events.append(ResourceDoesNotExist(st.type_url, name))
+                else:
+                    self._absent(st, name, now, events)
                 continue
             label = _CODE_NAMES[code] if 0 <= code < len(_CODE_NAMES) else f"code {code}"
-            st.server_errors[name] = _Failure(
-                f"{label}: {message}" if message else label, version, now
-            )
+            st.states.fire(
+                name, Input.ERROR_REPORTED, now,
+                Detail(f"{label}: {message}" if message else label, version, now),
+            )  # fmt: skip
             events.append(ResourceErrorReported(st.type_url, name, code, message))
 
     # ----------------------------------------------------------------- replies
@@ -638,6 +643,7 @@ class ProtocolCore(Generic[S]):
         """
         if not errors:
             st.version = version
+            st.control_plane = control_plane
             st.foreign_versions = False
             st.last_error = None
             self._replies.append(_Reply(st.type_url, nonce, version, None))
@@ -650,16 +656,19 @@ class ProtocolCore(Generic[S]):
         )
         st.last_error = status
         drop = self.config.fail_on_data_errors
+        fire = st.states.fire
         for name in failed:
+            # A57 (and gRPC C-core): the server did send the name, so it exists;
+            # the table cancels its does-not-exist timer like a valid arrival does.
+            detail = Detail(errors[name], version, now)
             if drop and name in st.cache:
                 # A88: the server sent bad data for it; the old value is not kept.
                 entry = st.cache.get(name)
+                fire(name, Input.DATA_ERROR_DROP, now, detail)
                 self._forget(st, name)
                 aliases = entry.aliases if entry is not None else ()
                 events.append(ResourceRemoved(st.type_url, name, "data_error", aliases))
-            st.failures[name] = _Failure(errors[name], version, now)
-            # A57 (and gRPC C-core): the server did send the name, so it exists;
-            # a NACK cancels its does-not-exist timer like a valid arrival does.
-            self._timers.cancel((_DNE, st.type_url, name))
+            else:
+                fire(name, Input.INVALID_UPDATE, now, detail)
         self._replies.append(_Reply(st.type_url, nonce, st.version, status))
         events.append(ResponseRejected(st.type_url, nonce, version, dict(errors), control_plane))

@@ -73,6 +73,9 @@ class ResourceState:
     """Version of the rejected update (NACKED only)."""
     failed_at: float | None = None
     """When the update was rejected (NACKED only)."""
+    control_plane: str = ""
+    """``control_plane.identifier`` of the last response of its type the client accepted
+    (which server instance it speaks to); ``""`` when the server sends none."""
 
 
 _new = object.__new__

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from xds_client.errors import ResourceError
 
 from ._base import ProtocolCore, TypeState, control_plane_id
-from ._events import Event, ResourceDoesNotExist
+from ._events import Event
 from ._subscriptions import WILDCARD
 from ._validation import RESPONSE_KEY, resource_check, twin_type_url
 
@@ -153,12 +153,13 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 control_plane=control_plane_id(response),
             )  # fmt: skip
             return events
-        failed = self._apply(st, parsed, removed, errors, now, events)
+        plane = control_plane_id(response)
+        failed = self._apply(st, parsed, removed, errors, now, events, plane)
         if len(response.resource_errors) and not (errors and self.config.reject_whole_response):
             self._resource_errors(st, response.resource_errors, version, now, events)
         self._finish(
             st, nonce=nonce, version=version, errors=errors, failed=failed,
-            now=now, events=events, control_plane=control_plane_id(response),
+            now=now, events=events, control_plane=plane,
         )  # fmt: skip
         return events
 
@@ -207,14 +208,17 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         errors: dict[str, str],
         now: float,
         events: list[Event],
+        control_plane: str = "",
     ) -> list[str]:
         rtype = st.rtype
         assert rtype is not None
         check = resource_check(self.config, st.type_url)
         subs = st.subs
         cache = st.cache
-        # (name, version, message, raw, ttl, aliases) per changed resource.
-        staged: list[tuple[str, str, Message, bytes, float | None, tuple[str, ...]]] = []
+        # (name, version, message, raw, ttl, aliases, metadata) per changed resource.
+        staged: list[
+            tuple[str, str, Message, bytes, float | None, tuple[str, ...], Message | None]
+        ] = []
         refreshes: list[tuple[str, str, float | None]] = []
         missing: list[str] = []
         failed: list[str] = []
@@ -261,32 +265,26 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                     errors[name] = reason
                     failed.append(name)
                     continue
-            staged.append((name, rversion, message, raw, ttl, aliases))
+            metadata: Message | None = resource.metadata if resource.HasField("metadata") else None
+            staged.append((name, rversion, message, raw, ttl, aliases, metadata))
         if errors and self.config.reject_whole_response:
             return failed
         for name, rversion, ttl in refreshes:
             entry = cache.get(name)
             assert entry is not None
             self._refresh(st, entry, ttl=ttl, version=rversion, resource_version=rversion, now=now)
-        for name, rversion, message, raw, ttl, aliases in staged:
-            self._store(st, name, rversion, message, raw, ttl, aliases, rversion, now, events)
+        for name, rversion, message, raw, ttl, aliases, metadata in staged:
+            self._store(
+                st, name, rversion, message, raw, ttl, aliases, rversion, metadata,
+                control_plane, now, events,
+            )  # fmt: skip
         for name in missing:
-            if name in subs.names and name not in st.dne:
-                st.dne[name] = now
-                self._cancel_dne(st, name)
-                events.append(ResourceDoesNotExist(st.type_url, name))
+            self._absent(st, name, now, events)
         for name in removed:
             if name in cache:
                 self._delete(st, name, now, events)
-            elif name in subs.ambiguous:
-                subs.ambiguous.discard(name)
-            elif name in subs.names and name not in st.dne:
+            else:
                 # Subscribed, never received, and the server says it has none: it
                 # does not exist now, not after the timer (or never, with no timer).
-                st.dne[name] = now
-                self._cancel_dne(st, name)
-                events.append(ResourceDoesNotExist(st.type_url, name))
+                self._absent(st, name, now, events)
         return failed
-
-    def _cancel_dne(self, st: TypeState, name: str) -> None:
-        self._timers.cancel(("dne", st.type_url, name))

@@ -43,12 +43,22 @@ class ResourceUpdated(Generic[M]):
     """The decoded message."""
     aliases: tuple[str, ...] = ()
     """Alternative names the server gave (VHDS); a subscription to any of them is satisfied."""
+    metadata: Message | None = None
+    """The ``metadata`` (``envoy.config.core.v3.Metadata``) of the
+    ``envoy.service.discovery.v3.Resource`` it came in (delta, or a SotW wrapper);
+    None when it came bare or its wrapper has none."""
+    control_plane: str = ""
+    """``control_plane.identifier`` of the response that carried it (``""`` when absent)."""
 
     def __repr__(self) -> str:
         # The message's type and size, not the whole protobuf (clusters run to kilobytes).
         resource = self.resource
         body = f"<{resource.DESCRIPTOR.full_name}, {resource.ByteSize()} bytes>"
         aliases = f", aliases={self.aliases!r}" if self.aliases else ""
+        if self.metadata is not None:
+            aliases += f", metadata=<{self.metadata.ByteSize()} bytes>"
+        if self.control_plane:
+            aliases += f", control_plane={self.control_plane!r}"
         return (
             f"ResourceUpdated(type_url={self.type_url!r}, name={self.name!r}, "
             f"version={self.version!r}, resource={body}{aliases})"
@@ -56,13 +66,20 @@ class ResourceUpdated(Generic[M]):
 
 
 _new = object.__new__
-_set_type_url, _set_name, _set_version, _set_resource, _set_aliases = (
-    getattr(ResourceUpdated, f.name).__set__ for f in fields(ResourceUpdated)
-)
+(
+    _set_type_url, _set_name, _set_version, _set_resource, _set_aliases, _set_metadata,
+    _set_control_plane,
+) = (getattr(ResourceUpdated, f.name).__set__ for f in fields(ResourceUpdated))  # fmt: skip
 
 
-def new_resource_updated(
-    type_url: str, name: str, version: str, resource: Message, aliases: tuple[str, ...]
+def new_resource_updated(  # noqa: PLR0917 - positional like the dataclass it builds
+    type_url: str,
+    name: str,
+    version: str,
+    resource: Message,
+    aliases: tuple[str, ...],
+    metadata: Message | None,
+    control_plane: str,
 ) -> ResourceUpdated[Any]:
     """``ResourceUpdated(...)`` for the hot path: slot setters instead of the frozen
     dataclass's ``object.__setattr__`` per field (about half the cost)."""
@@ -72,6 +89,8 @@ def new_resource_updated(
     _set_version(event, version)
     _set_resource(event, resource)
     _set_aliases(event, aliases)
+    _set_metadata(event, metadata)
+    _set_control_plane(event, control_plane)
     return event
 
 

@@ -102,6 +102,7 @@ class _Item:
     ttl: float | None
     resource_version: str
     aliases: tuple[str, ...]
+    metadata: Message | None = None  # the wrapper's metadata
 
 
 class SotwProtocol(ProtocolCore[_Stream]):
@@ -248,9 +249,10 @@ class SotwProtocol(ProtocolCore[_Stream]):
             )  # fmt: skip
             return events
         reported = response.resource_errors
+        plane = control_plane_id(response)
         self._apply(
             st, version=version, items=items, decoded=decoded, unnamed=unnamed, errors=errors,
-            now=now, events=events, packed_of=packed_of,
+            now=now, events=events, packed_of=packed_of, control_plane=plane,
             kept=self._reported_names(reported) if len(reported) else None,
         )  # fmt: skip
         if len(reported) and not (errors and self.config.reject_whole_response):
@@ -259,7 +261,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             st, nonce=response.nonce, version=version, errors=errors,
             failed=[n for n in errors if n in st.subs.names or n in st.cache
                     or (st.subs.wildcard and n in items)],
-            now=now, events=events, control_plane=control_plane_id(response),
+            now=now, events=events, control_plane=plane,
         )  # fmt: skip
         return events
 
@@ -421,6 +423,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 ttl = wrapped.ttl
                 rversion = wrapped.version
                 aliases = wrapped.aliases
+                metadata = wrapped.metadata
             else:
                 return (
                     f"resources[{index}] has type {packed_type}, "
@@ -445,7 +448,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if ttl is not None and ttl < 0:
                 errors[name] = f"ttl {ttl:g}s is negative"
                 continue
-            items[name] = _Item(name, raw, message, ttl, rversion, aliases)
+            items[name] = _Item(name, raw, message, ttl, rversion, aliases, metadata)
         return None, unnamed, decoded
 
     @staticmethod
@@ -473,6 +476,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         events: list[Event],
         packed_of: dict[str, bytes],
         kept: set[str] | None = None,
+        control_plane: str = "",
     ) -> None:
         rtype = st.rtype
         assert rtype is not None
@@ -488,7 +492,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         staged: list[str] = []
         staged_items: list[tuple[_Item, Message]] = []
         refreshes: list[_Item] = []
-        quiet = not (st.failures or st.deletion_ignored or subs.ambiguous or st.server_errors)
+        quiet = not st.states.held  # no cached resource is NACKED, in error or kept (A53)
         todo: Iterable[tuple[str, _Item | bytes | None]] = items.items()
         if quiet and not cache.renewable:
             # No cached entry has a TTL or a per-resource version, so a resource sent
@@ -570,13 +574,16 @@ class SotwProtocol(ProtocolCore[_Stream]):
             for name in staged:
                 raw = items[name]
                 if type(raw) is bytes:
-                    store(st, name, version, decoded[name], raw, None, (), "", now, events)
+                    store(
+                        st, name, version, decoded[name], raw, None, (), "", None,
+                        control_plane, now, events,
+                    )  # fmt: skip
                 else:
                     item, message = next(wrapped)
                     assert item.raw is not None
                     store(
                         st, name, version, message, item.raw, item.ttl, item.aliases,
-                        item.resource_version, now, events,
+                        item.resource_version, item.metadata, control_plane, now, events,
                     )  # fmt: skip
                     if name_field is not None and getattr(message, name_field) != name:
                         cache.renamed.add(name)

@@ -1,4 +1,4 @@
-"""What a client wants of each type: explicit names, wildcard, ambiguous names.
+"""What a client wants of each type: explicit names and the wildcard.
 
 SotW and delta share this bookkeeping; only how it is framed on the wire
 differs. ``"*"`` given as a name means the wildcard.
@@ -45,16 +45,13 @@ def normalize_names(names: Iterable[str] | None, what: str) -> tuple[list[str], 
 class Subscription:
     """The subscription of one type, independent of any stream."""
 
-    __slots__ = ("ambiguous", "has_globs", "names", "wildcard")
+    __slots__ = ("has_globs", "names", "wildcard")
 
     def __init__(self) -> None:
         self.names: dict[str, None] = {}
         """Explicitly subscribed names (insertion-ordered set)."""
         self.wildcard = False
         """Whether every resource of the type is wanted."""
-        self.ambiguous: set[str] = set()
-        """Names unsubscribed while the wildcard was active that the server has
-        neither resent nor removed since: it may or may not still send them."""
         self.has_globs = False
         """Whether an ``xdstp://.../*`` glob collection was ever subscribed (TP1)."""
 
@@ -80,7 +77,6 @@ class Subscription:
                 added.append(name)
                 if not self.has_globs and is_glob_collection(name):
                     self.has_globs = True
-            self.ambiguous.discard(name)
         wildcard_added = wildcard and not self.wildcard
         if wildcard:
             self.wildcard = True
@@ -96,8 +92,4 @@ class Subscription:
         wildcard_removed = wildcard and self.wildcard
         if wildcard_removed:
             self.wildcard = False
-            self.ambiguous.clear()
-        elif self.wildcard:
-            # The wildcard still covers these names; the server decides.
-            self.ambiguous.update(removed)
         return removed, wildcard_removed
