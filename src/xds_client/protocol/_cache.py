@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, Generic, Literal, TypeVar
 
 from google.protobuf.message import Message
@@ -79,6 +80,7 @@ class ResourceState:
 
 
 _new = object.__new__
+_raw_of = attrgetter("raw")
 (
     _set_name, _set_version, _set_resource, _set_raw, _set_ttl, _set_deadline, _set_updated,
     _set_aliases, _set_rversion,
@@ -193,9 +195,11 @@ class TypeCache:
         self.entries: dict[str, CachedResource[Any]] = {}
         self._by_raw: dict[bytes, str] = {}
         self._by_alias: dict[str, str] = {}
-        # Serialized ``Any`` of a resource as a raw SotW response carried it, both ways.
-        self._by_packed: dict[bytes, str] = {}
-        self._packed: dict[str, bytes] = {}
+        # The hash of the serialized ``Any`` a raw SotW response carried a resource in,
+        # both ways. Only the hash is kept (the bytes would be a second copy of every
+        # resource): a hit is confirmed by the ``Any`` ending with the entry's ``raw``.
+        self._by_packed: dict[int, str] = {}
+        self._packed: dict[str, int] = {}
         # How many entries have a TTL or a per-resource version (a same-bytes resend renews them).
         self.renewable = 0
         # Names whose bytes came in a wrapper named otherwise than the body: the same
@@ -220,17 +224,38 @@ class TypeCache:
         return self._by_raw.get(raw)
 
     def name_of_packed(self, packed: bytes) -> str | None:
-        """Name of the cached resource that arrived as exactly these serialized ``Any`` bytes."""
-        return self._by_packed.get(packed)
+        """Name of the cached resource that arrived as these serialized ``Any`` bytes."""
+        name = self._by_packed.get(hash(packed))
+        if name is not None:
+            entry = self.entries.get(name)
+            if entry is not None and packed.endswith(entry.raw):
+                return name
+        return None
 
-    def packed_names(self) -> Mapping[bytes, str]:
-        """The live serialized ``Any`` -> name index (callers must not mutate it)."""
+    def packed_names(self) -> Mapping[int, str]:
+        """The live ``hash(serialized Any)`` -> name index (callers must not mutate it).
+
+        A hit is a candidate only: confirm it with :meth:`same_packed`.
+        """
         return self._by_packed
 
-    def index_packed(self, packed: Mapping[str, bytes]) -> None:
-        """Remember that each cached ``name`` arrived as the serialized ``Any`` ``packed[name]``.
+    def same_packed(self, packed: Iterable[bytes], names: Iterable[str]) -> bool:
+        """Whether each ``packed[i]`` (a hit of :meth:`packed_names`) carries ``names[i]``.
 
-        An entry keeps it until its bytes change or it leaves the cache.
+        Each serialized ``Any`` must end with the cached entry's bytes (one pass in C).
+        """
+        try:
+            raws = map(_raw_of, map(self.entries.__getitem__, names))
+            return all(map(bytes.endswith, packed, raws))
+        except KeyError:
+            return False
+
+    def index_packed(self, packed: Mapping[str, int]) -> None:
+        """Remember that each cached ``name`` arrived as an ``Any`` hashing to ``packed[name]``.
+
+        An entry keeps it until its bytes change or it leaves the cache. The caller
+        hashes each ``Any`` as it reads it, so its bytes are freed at once (held to the
+        end of a large response, they would leave the heap full of holes).
         """
         if self._packed:
             for name in packed.keys() & self._packed.keys():

@@ -239,7 +239,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         events: list[Event] = []
         version = response.version_info
         errors: dict[str, str] = {}
-        packed_of: dict[str, bytes] = {}
+        packed_of: dict[str, int] = {}
         whole, items, unnamed, decoded = self._parse(st, response, errors, packed_of)
         if whole is not None:
             self._finish(
@@ -270,7 +270,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         st: TypeState,
         response: DiscoveryResponse | RawDiscoveryResponse,
         errors: dict[str, str],
-        packed_of: dict[str, bytes],
+        packed_of: dict[str, int],
     ) -> tuple[str | None, dict[str, _Item | bytes | None], bool, dict[str, Message]]:
         """Name every resource; a problem of the whole response comes back first.
 
@@ -285,28 +285,31 @@ class SotwProtocol(ProtocolCore[_Stream]):
         arrived as the same bytes before is named by one pass in C, and only
         the others go through the loop, where each is parsed into an ``Any``
         and goes the same way as in an ordinary response. The bytes of a
-        changed bare one are put in ``packed_of`` for the cache.
+        changed bare one are hashed into ``packed_of`` for the cache.
         """
         type_url = st.type_url
         if st.rtype is None:
             return f"type URL {type_url} is not registered with this client", {}, False, {}
         resources: Sequence[AnyMessage | bytes] = response.resources
         items: dict[str, _Item | bytes | None] = {}
-        todo: Iterable[tuple[int, AnyMessage | bytes]] = enumerate(resources)
+        todo: Iterable[tuple[int, AnyMessage | bytes]]
         batched = False
         index = st.cache.packed_names()
         if index and resources and type(resources[0]) is bytes:
-            names = list(map(index.get, resources))  # type: ignore[arg-type]
+            blobs: list[bytes] = list(resources)  # type: ignore[arg-type] # read (copied) once
+            names = list(map(index.get, map(hash, blobs)))
             hits = list(filter(None, names))
             if hits:
                 items = dict.fromkeys(hits)
-                if len(items) == len(hits):
-                    # Only the misses are read again (each read copies the bytes).
+                if len(items) == len(hits) and st.cache.same_packed(compress(blobs, names), hits):
                     misses = compress(range(len(names)), map(is_, names, repeat(None)))
-                    todo = [(i, resources[i]) for i in misses]
+                    todo = [(i, blobs[i]) for i in misses]
                     batched = True
                 else:  # the same bytes twice: the loop finds the first problem in order
                     items = {}
+            resources = blobs
+        if not batched:
+            todo = enumerate(resources)  # the list read once above, when there is one
         whole, unnamed, decoded = self._name_all(
             st, todo, items, errors, packed_of, lookup=not batched
         )
@@ -328,7 +331,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         resources: Iterable[tuple[int, AnyMessage | bytes]],
         items: dict[str, _Item | bytes | None],
         errors: dict[str, str],
-        packed_of: dict[str, bytes],
+        packed_of: dict[str, int],
         *,
         lookup: bool,
     ) -> tuple[str | None, bool, dict[str, Message]]:
@@ -345,6 +348,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         # resource_name() inlined for the common case; called on failure for its error.
         name_field = name_field_of(rtype.message_class)
         by_packed = cache.packed_names() if lookup else {}
+        name_of_packed = cache.name_of_packed
         prefix = _any_prefix(type_url)
         twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parse_any = AnyMessage.FromString
@@ -355,7 +359,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if type(given) is bytes:  # a raw response: the serialized Any
                 blob = given
                 if by_packed:
-                    name = by_packed.get(blob)
+                    name = name_of_packed(blob)
                     if name is not None:  # the same bytes as a cached bare resource
                         if name in items:
                             return f"resource name {name!r} appears more than once", False, {}
@@ -397,7 +401,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     items[name] = value
                     decoded[name] = bare
                     if blob is not None:
-                        packed_of[name] = blob
+                        packed_of[name] = hash(blob)  # not the bytes: freed at once
                     continue
                 if name in items:
                     return f"resource name {name!r} appears more than once", False, {}
@@ -474,7 +478,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         errors: dict[str, str],
         now: float,
         events: list[Event],
-        packed_of: dict[str, bytes],
+        packed_of: dict[str, int],
         kept: set[str] | None = None,
         control_plane: str = "",
     ) -> None:
@@ -588,7 +592,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     if name_field is not None and getattr(message, name_field) != name:
                         cache.renamed.add(name)
         if packed_of:
-            cache.index_packed(packed_of)  # each one stored above, as these Any bytes
+            cache.index_packed(packed_of)  # each one stored above, from Any bytes of this hash
         if rtype.full_state and not unnamed:
             # LDS/CDS: a resource we hold that the response leaves out was deleted.
             # Skipped when a resource could not even be named: it may be that one.
