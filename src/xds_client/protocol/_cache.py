@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from operator import attrgetter
 from typing import Any, Generic, Literal, TypeVar
 
 from google.protobuf.message import Message
@@ -80,7 +79,6 @@ class ResourceState:
 
 
 _new = object.__new__
-_raw_of = attrgetter("raw")
 (
     _set_name, _set_version, _set_resource, _set_raw, _set_ttl, _set_deadline, _set_updated,
     _set_aliases, _set_rversion,
@@ -235,20 +233,10 @@ class TypeCache:
     def packed_names(self) -> Mapping[int, str]:
         """The live ``hash(serialized Any)`` -> name index (callers must not mutate it).
 
-        A hit is a candidate only: confirm it with :meth:`same_packed`.
+        A hit is trusted on the hash (a false one is a 64-bit keyed-hash collision);
+        :meth:`name_of_packed` also compares the bytes.
         """
         return self._by_packed
-
-    def same_packed(self, packed: Iterable[bytes], names: Iterable[str]) -> bool:
-        """Whether each ``packed[i]`` (a hit of :meth:`packed_names`) carries ``names[i]``.
-
-        Each serialized ``Any`` must end with the cached entry's bytes (one pass in C).
-        """
-        try:
-            raws = map(_raw_of, map(self.entries.__getitem__, names))
-            return all(map(bytes.endswith, packed, raws))
-        except KeyError:
-            return False
 
     def index_packed(self, packed: Mapping[str, int]) -> None:
         """Remember that each cached ``name`` arrived as an ``Any`` hashing to ``packed[name]``.
