@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeVar
 
@@ -15,6 +15,7 @@ __all__ = [
     "TypeCache",
     "new_cached_resource",
     "new_lazy_cached_resource",
+    "new_plain_entries",
     "with_changes",
 ]
 
@@ -112,6 +113,30 @@ def new_cached_resource(  # noqa: PLR0917 - positional like the dataclass it bui
     _set_aliases(entry, aliases)
     _set_rversion(entry, resource_version)
     return entry
+
+
+def new_plain_entries(
+    names: Sequence[str], version: str, messages: Sequence[Message], raws: Sequence[bytes],
+    last_updated: float,
+) -> list[CachedResource[Any]]:  # fmt: skip
+    """:func:`new_cached_resource` for many resources with no TTL, aliases or
+    per-resource version (bare SotW resources): one call per response, not per entry."""
+    out: list[CachedResource[Any]] = []
+    append = out.append
+    new = _new
+    for name, message, raw in zip(names, messages, raws, strict=True):
+        entry: CachedResource[Any] = new(CachedResource)
+        _set_name(entry, name)
+        _set_version(entry, version)
+        _set_resource(entry, message)
+        _set_raw(entry, raw)
+        _set_ttl(entry, None)
+        _set_deadline(entry, None)
+        _set_updated(entry, last_updated)
+        _set_aliases(entry, ())
+        _set_rversion(entry, "")
+        append(entry)
+    return out
 
 
 class _LazyCachedResource(CachedResource[M]):
@@ -273,6 +298,14 @@ class TypeCache:
         self._by_raw[entry.raw] = entry.name
         for alias in entry.aliases:
             self._by_alias[alias] = entry.name
+
+    def add_new(
+        self, names: Sequence[str], entries: Sequence[CachedResource[Any]], raws: Sequence[bytes]
+    ) -> None:
+        """Insert ``entries`` (called ``names``, of bytes ``raws``), none of them cached
+        yet, with no TTL, per-resource version or aliases (:func:`new_plain_entries`)."""
+        self.entries.update(zip(names, entries, strict=True))
+        self._by_raw.update(zip(raws, names, strict=True))
 
     def pop(self, name: str) -> CachedResource[Any] | None:
         """Remove and return the resource called ``name``."""

@@ -15,8 +15,9 @@ from google.protobuf.message import DecodeError
 from xds_client.errors import ProtocolUsageError, ResourceError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unwrap
 
-from ._base import ProtocolCore, TypeState, control_plane_id
-from ._events import Event
+from ._base import _TTL, ProtocolCore, TypeState, control_plane_id
+from ._cache import new_plain_entries
+from ._events import Event, new_plain_updates
 from ._subscriptions import WILDCARD
 from ._validation import (
     RESPONSE_KEY,
@@ -296,8 +297,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
         batched = False
         index = st.cache.packed_names()
         if index and resources and type(resources[0]) is bytes:
-            blobs: list[bytes] = list(resources)  # type: ignore[arg-type] # read (copied) once
-            names = list(map(index.get, map(hash, blobs)))
+            # Each read of a resource copies it: read, hashed and freed one by one.
+            names = list(map(index.get, map(hash, resources)))
             hits = list(filter(None, names))
             if hits:
                 items = dict.fromkeys(hits)
@@ -306,13 +307,12 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 # against the cache would double the cost of a re-push).
                 if len(items) == len(hits):
                     misses = compress(range(len(names)), map(is_, names, repeat(None)))
-                    todo = [(i, blobs[i]) for i in misses]
+                    todo = [(i, resources[i]) for i in misses]  # only the misses read again
                     batched = True
                 else:  # the same bytes twice: the loop finds the first problem in order
                     items = {}
-            resources = blobs
         if not batched:
-            todo = enumerate(resources)  # the list read once above, when there is one
+            todo = enumerate(resources)
         whole, unnamed, decoded = self._name_all(
             st, todo, items, errors, packed_of, lookup=not batched
         )
@@ -459,6 +459,23 @@ class SotwProtocol(ProtocolCore[_Stream]):
         return None, unnamed, decoded
 
     @staticmethod
+    def _store_new(  # noqa: PLR0917 - positional like _store
+        st: TypeState,
+        names: list[str],
+        items: dict[str, _Item | bytes | None],
+        decoded: dict[str, Message],
+        version: str,
+        control_plane: str,
+        now: float,
+        events: list[Event],
+    ) -> None:
+        """``_store()`` of new bare resources with no state row and no timer, in bulk."""
+        messages = list(map(decoded.__getitem__, names))
+        raws: list[bytes] = list(map(items.__getitem__, names))  # type: ignore[arg-type]
+        st.cache.add_new(names, new_plain_entries(names, version, messages, raws, now), raws)
+        events.extend(new_plain_updates(st.type_url, names, version, messages, control_plane))
+
+    @staticmethod
     def _reported_names(reported: Iterable[Any]) -> set[str]:
         names: set[str] = set()
         for given in reported:
@@ -578,8 +595,25 @@ class SotwProtocol(ProtocolCore[_Stream]):
             store = self._store
             name_field = name_field_of(rtype.message_class)
             wrapped = iter(staged_items)
+            # A new bare resource with no state row and no timer is what _store() would
+            # cache and announce with no side effect: such runs go in one call each.
+            batch = not self.config.lazy_decode
+            entries = cache.entries
+            status = st.states.status
+            armed = self._timers.armed
+            type_url = st.type_url
+            run: list[str] = []
             for name in staged:
                 raw = items[name]
+                if (
+                    batch and type(raw) is bytes and name not in entries and name not in status
+                    and not (armed and (_TTL, type_url, name) in armed)
+                ):  # fmt: skip
+                    run.append(name)
+                    continue
+                if run:
+                    self._store_new(st, run, items, decoded, version, control_plane, now, events)
+                    run = []
                 if type(raw) is bytes:
                     store(
                         st, name, version, decoded[name], raw, None, (), "", None,
@@ -594,6 +628,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     )  # fmt: skip
                     if name_field is not None and getattr(message, name_field) != name:
                         cache.renamed.add(name)
+            if run:
+                self._store_new(st, run, items, decoded, version, control_plane, now, events)
         if packed_of:
             cache.index_packed(packed_of)  # each one stored above, from Any bytes of this hash
         if rtype.full_state and not unnamed:
