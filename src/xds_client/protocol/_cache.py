@@ -79,6 +79,16 @@ class ResourceState:
     (which server instance it speaks to); ``""`` when the server sends none."""
 
 
+def varint(n: int) -> bytes:
+    """``n`` as a protobuf varint."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 _new = object.__new__
 (
     _set_name, _set_version, _set_resource, _set_raw, _set_ttl, _set_deadline, _set_updated,
@@ -211,18 +221,18 @@ class TypeCache:
     """
 
     __slots__ = (
-        "_by_alias", "_by_packed", "_by_raw", "_packed", "entries", "renamed", "renewable",
+        "_by_alias", "_by_packed", "_by_raw", "_prefix", "entries", "renamed", "renewable",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.entries: dict[str, CachedResource[Any]] = {}
         self._by_raw: dict[bytes, str] = {}
         self._by_alias: dict[str, str] = {}
-        # The hash of the serialized ``Any`` a raw SotW response carried a resource in,
-        # both ways. Only the hash is kept (the bytes would be a second copy of every
-        # resource): a hit is confirmed by the ``Any`` ending with the entry's ``raw``.
+        # The hash of the plain serialized ``Any`` (``_prefix``, the length, ``raw``) a
+        # raw SotW response carried a resource in. Only the hash is kept (the bytes would
+        # be a second copy of every resource); it is computed again to unindex one.
         self._by_packed: dict[int, str] = {}
-        self._packed: dict[str, int] = {}
+        self._prefix = b""
         # How many entries have a TTL or a per-resource version (a same-bytes resend renews them).
         self.renewable = 0
         # Names whose bytes came in a wrapper named otherwise than the body: the same
@@ -263,17 +273,14 @@ class TypeCache:
         """
         return self._by_packed
 
-    def index_packed(self, packed: Mapping[str, int]) -> None:
+    def index_packed(self, packed: Mapping[str, int], prefix: bytes) -> None:
         """Remember that each cached ``name`` arrived as an ``Any`` hashing to ``packed[name]``.
 
         An entry keeps it until its bytes change or it leaves the cache. The caller
         hashes each ``Any`` as it reads it, so its bytes are freed at once (held to the
         end of a large response, they would leave the heap full of holes).
         """
-        if self._packed:
-            for name in packed.keys() & self._packed.keys():
-                self._unindex_packed(name)
-        self._packed.update(packed)
+        self._prefix = prefix
         self._by_packed.update(zip(packed.values(), packed.keys(), strict=True))
 
     def resolve(self, name_or_alias: str) -> CachedResource[Any] | None:
@@ -290,8 +297,8 @@ class TypeCache:
         old = self.entries.get(entry.name)
         if old is not None:
             self._unindex(old)
-            if self._packed and old.raw != entry.raw:
-                self._unindex_packed(old.name)
+            if self._by_packed and old.raw != entry.raw:
+                self._unindex_packed(old.name, old.raw)
         if entry.ttl is not None or entry.resource_version:
             self.renewable += 1
         self.entries[entry.name] = entry
@@ -312,18 +319,18 @@ class TypeCache:
         old = self.entries.pop(name, None)
         if old is not None:
             self._unindex(old)
-            if self._packed:
-                self._unindex_packed(name)
+            if self._by_packed:
+                self._unindex_packed(name, old.raw)
         return old
 
     def view(self) -> Mapping[str, CachedResource[Any]]:
         """The live name -> resource mapping (callers must not mutate it)."""
         return self.entries
 
-    def _unindex_packed(self, name: str) -> None:
-        packed = self._packed.pop(name, None)
-        if packed is not None and self._by_packed.get(packed) == name:
-            del self._by_packed[packed]
+    def _unindex_packed(self, name: str, raw: bytes) -> None:
+        key = hash(self._prefix + varint(len(raw)) + raw)
+        if self._by_packed.get(key) == name:
+            del self._by_packed[key]
 
     def _unindex(self, entry: CachedResource[Any]) -> None:
         if entry.ttl is not None or entry.resource_version:

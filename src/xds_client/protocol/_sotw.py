@@ -16,7 +16,7 @@ from xds_client.errors import ProtocolUsageError, ResourceError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unwrap
 
 from ._base import _TTL, ProtocolCore, TypeState, control_plane_id
-from ._cache import new_plain_entries
+from ._cache import new_plain_entries, varint
 from ._events import Event, new_plain_updates
 from ._subscriptions import WILDCARD
 from ._validation import (
@@ -47,16 +47,7 @@ _NO_ANY = AnyMessage()
 def _any_prefix(type_url: str) -> bytes:
     """How the plain encoding of an ``Any`` of ``type_url`` starts, up to the value's length."""
     url = type_url.encode()
-    return b"\n" + _varint(len(url)) + url + b"\x12"
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return b"\n" + varint(len(url)) + url + b"\x12"
 
 
 def _bare_value(blob: bytes, prefix: bytes) -> bytes | None:
@@ -359,6 +350,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         for index, given in resources:
             blob: bytes | None = None
             value: bytes | None = None
+            plain = False
             if type(given) is bytes:  # a raw response: the serialized Any
                 blob = given
                 if by_packed:
@@ -369,7 +361,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         items[name] = None
                         continue
                 value = _bare_value(blob, prefix)
-                if value is None:  # not the plain encoding of a bare resource
+                plain = value is not None
+                if not plain:  # not the plain encoding of a bare resource
                     try:
                         packed = parse_any(blob)
                     except DecodeError:
@@ -403,8 +396,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         return f"resource name {name!r} appears more than once", False, {}
                     items[name] = value
                     decoded[name] = bare
-                    if blob is not None:
-                        packed_of[name] = hash(blob)  # not the bytes: freed at once
+                    if plain:  # indexed by hash, not by the bytes: they are freed at once
+                        packed_of[name] = hash(blob)
                     continue
                 if name in items:
                     return f"resource name {name!r} appears more than once", False, {}
@@ -631,7 +624,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if run:
                 self._store_new(st, run, items, decoded, version, control_plane, now, events)
         if packed_of:
-            cache.index_packed(packed_of)  # each one stored above, from Any bytes of this hash
+            cache.index_packed(packed_of, _any_prefix(st.type_url))  # each one stored above
         if rtype.full_state and not unnamed:
             # LDS/CDS: a resource we hold that the response leaves out was deleted.
             # Skipped when a resource could not even be named: it may be that one.
