@@ -10,7 +10,9 @@ from google.protobuf.message import Message
 from xds_client.errors import ResourceError, ResourceValidationError
 
 from ._config import ProtocolConfig, Validator
-from ._rules import check_rules
+
+RuleCheck = Callable[..., "str | None"]
+"""``check_rules(message, now=None)``: the NACK reason under ``(validate.rules)``."""
 
 __all__ = [
     "MAX_ERROR_MESSAGE",
@@ -21,6 +23,20 @@ __all__ = [
     "twin_type_url",
     "run_validator",
 ]
+
+check_rules: RuleCheck | None = None
+"""``_rules.check_rules``, imported with the first check (the compiler is not needed to
+import the client)."""
+
+
+def _rule_checker() -> RuleCheck:
+    global check_rules  # noqa: PLW0603 - loaded once, on first use
+    if check_rules is None:
+        from ._rules import check_rules as loaded
+
+        check_rules = loaded
+    return check_rules
+
 
 MAX_ERROR_MESSAGE = 4096
 """Longest ``error_detail.message`` we send: servers log it, keep it bounded."""
@@ -121,7 +137,8 @@ def resource_check(
 
     def rules(message: Message) -> str | None:
         # Looked up at each call (tests count the calls by replacing it).
-        return check_rules(message) if wall is None else check_rules(message, wall)
+        check = check_rules or _rule_checker()
+        return check(message) if wall is None else check(message, wall)
 
     if validator is None:
         return rules
