@@ -240,20 +240,8 @@ def _string_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
     has = r.HasField
     if has("const"):
         conds.append((f"v == {_put(env, r.const)}", f"must equal {r.const!r}"))
-    if has("len"):
-        conds.append((f"len(v) == {r.len}", f"length must be {r.len} characters"))
-    if has("min_len"):
-        conds.append((f"len(v) >= {r.min_len}", f"length must be at least {r.min_len} characters"))
-    if has("max_len"):
-        conds.append((f"len(v) <= {r.max_len}", f"length must be at most {r.max_len} characters"))
-    for name, op, word in (
-        ("len_bytes", "==", ""),
-        ("min_bytes", ">=", "at least "),
-        ("max_bytes", "<=", "at most "),
-    ):
-        if has(name):
-            n = getattr(r, name)
-            conds.append((f"len(v.encode()) {op} {n}", f"length must be {word}{n} bytes"))
+    conds += _length_conds(r, ("len", "min_len", "max_len"), "len(v)", "characters")
+    conds += _length_conds(r, ("len_bytes", "min_bytes", "max_bytes"), "len(v.encode())", "bytes")
     conds += _affix_conds(r, env)
     if has("not_contains"):
         conds.append(
@@ -277,6 +265,18 @@ def _string_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
     elif kind is not None and getattr(r, kind):
         test, text = _WELL_KNOWN_STRING[kind]
         conds.append((f"{_put(env, test)}(v)", text))
+    return conds
+
+
+def _length_conds(r: Any, names: tuple[str, str, str], measure: str, unit: str) -> list[Cond]:
+    """The exact, least and most length rules named ``names``, on ``measure`` of ``v``."""
+    conds: list[Cond] = []
+    for name, op, word in zip(
+        names, ("==", ">=", "<="), ("", "at least ", "at most "), strict=True
+    ):
+        if r.HasField(name):
+            n = getattr(r, name)
+            conds.append((f"{measure} {op} {n}", f"length must be {word}{n} {unit}"))
     return conds
 
 
@@ -314,14 +314,7 @@ def _bytes_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
     has = r.HasField
     if has("const"):
         conds.append((f"v == {_put(env, r.const)}", f"must equal {r.const!r}"))
-    for name, op, word in (
-        ("len", "==", ""),
-        ("min_len", ">=", "at least "),
-        ("max_len", "<=", "at most "),
-    ):
-        if has(name):
-            n = getattr(r, name)
-            conds.append((f"len(v) {op} {n}", f"length must be {word}{n} bytes"))
+    conds += _length_conds(r, ("len", "min_len", "max_len"), "len(v)", "bytes")
     conds += _affix_conds(r, env)
     kind = r.WhichOneof("well_known")
     if kind is not None and getattr(r, kind):
