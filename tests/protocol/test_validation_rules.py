@@ -185,6 +185,12 @@ CASES: list[tuple[str, str, Any, bool]] = [
     ("Duration", "duration { in: [{ seconds: 1 }, { nanos: 1000 }] }", "dur:1", True),
     ("Duration", "duration { in: [{ seconds: 1 }, { nanos: 1000 }] }", "dur:2", False),
     ("Duration", "duration { const: { seconds: 3 } }", "dur:3", True),
+    # a lower bound alone is settled by whole seconds when it can be, by nanos otherwise
+    ("Duration", "duration { gte { seconds: 1 nanos: 500000000 } }", "dur:1.4", False),
+    ("Duration", "duration { gte { seconds: 1 nanos: 500000000 } }", "dur:1.5", True),
+    ("Duration", "duration { gte { seconds: 1 nanos: 500000000 } }", "dur:2", True),
+    ("Duration", "duration { gt { seconds: -2 } }", "dur:-1.5", True),
+    ("Duration", "duration { gt { seconds: -2 } }", "dur:-2.5", False),
     ("Timestamp", "timestamp { required: true }", None, False),
     ("Timestamp", "timestamp { gt { seconds: 16 } }", "ts:17", True),
     ("Timestamp", "timestamp { gt { seconds: 16 } }", "ts:16", False),
