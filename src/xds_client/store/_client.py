@@ -466,8 +466,7 @@ class ResourceStoreClient:
         outside the informer's lock: they may read the informer.
         """
         self._check_open()
-        state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
-        return Informer(
+        informer = Informer(
             lambda: StoreWatch(self, state),
             on_add=on_add,
             on_update=on_update,
@@ -476,6 +475,16 @@ class ResourceStoreClient:
             resync_period=resync_period,
             backoff=backoff,
         )
+        # The watch reads the informer's dict as what it knows (the informer applies
+        # every event it emits), so each object is held once, not by both.
+        state = WatchState(
+            prefix,
+            to_requirements(labels),
+            initial="list",
+            policy=self.retry,
+            store=informer._cache.objects,
+        )
+        return informer
 
 
 class ListIterator(Iterator[StoredObject]):

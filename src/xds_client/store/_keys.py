@@ -110,11 +110,12 @@ def key_from_doc(prefix: ResourceKey, doc: object) -> ResourceKey:
     meta = metadata_of(doc)
     name = meta.get("name")
     namespace = meta.get("namespace")
+    if not isinstance(namespace, str) or namespace == prefix.namespace:
+        # The prefix's own string: a cache of N objects of one namespace keeps one
+        # copy of it, not N equal strings decoded from N documents.
+        namespace = prefix.namespace
     return ResourceKey(
-        prefix.group,
-        prefix.resource,
-        namespace if isinstance(namespace, str) else prefix.namespace,
-        name if isinstance(name, str) else "",
+        prefix.group, prefix.resource, namespace, name if isinstance(name, str) else ""
     )
 
 
