@@ -80,9 +80,13 @@ class AsyncInformer:
 
     @property
     def objects(self) -> Mapping[ResourceKey, StoredObject]:
-        """A snapshot of the cached objects."""
+        """A read-only snapshot of the cached objects (later changes do not reach it).
+
+        Copy on write: taking it is free; the informer's next change copies the dict
+        for the snapshots still alive.
+        """
         with self._lock:
-            return dict(self._cache.objects)
+            return self._cache.snapshot()
 
     def get(self, key: ResourceKey) -> StoredObject | None:
         """The cached object of ``key``, or None."""

@@ -12,7 +12,8 @@ generated from one source (``_async_informer.py``); this module is what they sha
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from xds_client.store._keys import ResourceKey, StoredObject
 from xds_client.store._watch import ADDED, BOOKMARK, DELETED, MODIFIED, StoreWatchEvent
@@ -52,6 +53,35 @@ def label_index(label: str) -> IndexFunc:
     return values
 
 
+class Snapshot(Mapping[ResourceKey, StoredObject]):
+    """A read-only mapping of the informer's objects as they were when it was taken.
+
+    Copy on write: it reads the informer's own dict until the informer next
+    changes, which first gives it a copy. Taking a snapshot of an unchanged
+    informer thus costs nothing, however many objects it holds.
+    """
+
+    __slots__ = ("__weakref__", "_objects")
+
+    def __init__(self, objects: dict[ResourceKey, StoredObject]) -> None:
+        self._objects = objects
+
+    def __getitem__(self, key: ResourceKey) -> StoredObject:
+        return self._objects[key]
+
+    def __iter__(self) -> Iterator[ResourceKey]:
+        return iter(self._objects)
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._objects
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {len(self._objects)} objects>"
+
+
 class InformerCache:
     """The informer's dict, indexes and handlers; says which handler calls are due."""
 
@@ -70,8 +100,25 @@ class InformerCache:
         """Every registered (on_add, on_update, on_delete), called in order."""
         if on_add or on_update or on_delete:
             self.handlers.append((on_add, on_update, on_delete))
+        self._snapshot: weakref.ref[Snapshot] | None = None
         self.indexers: dict[str, IndexFunc] = dict(indexers or {})
         self._indexes: dict[str, dict[str, set[ResourceKey]]] = {n: {} for n in self.indexers}
+
+    def snapshot(self) -> Snapshot:
+        """The objects as they are now; later changes do not reach it (copy on write)."""
+        ref = self._snapshot
+        snap = ref() if ref is not None else None
+        if snap is None:
+            snap = Snapshot(self.objects)
+            self._snapshot = weakref.ref(snap)
+        return snap
+
+    def _detach(self) -> None:
+        # Before a change: a snapshot still reading the live dict gets its own copy.
+        ref, self._snapshot = self._snapshot, None
+        snap = ref() if ref is not None else None
+        if snap is not None:
+            snap._objects = dict(self.objects)
 
     def add_handler(
         self,
@@ -119,6 +166,8 @@ class InformerCache:
         key = event.key
         if key is None:
             return _NO_CALLS
+        if self._snapshot is not None:
+            self._detach()
         if etype == DELETED:
             old = self.objects.pop(key, None)
             if old is not None:
