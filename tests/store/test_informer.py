@@ -168,13 +168,12 @@ def test_objects_is_a_snapshot_that_later_changes_do_not_reach(
     server: ResourceStoreServer,
 ) -> None:
     server.put(key("a"), doc("A"))
-    with connect(server) as client:
-        with client.informer(PREFIX) as informer:
-            informer.wait_synced(5)
-            before = informer.objects
-            assert informer.objects == before  # unchanged: an equal snapshot
-            client.create(key("b"), doc("B"))
-            run_blocking(until(lambda: key("b") in informer.objects, "b added"))
-            assert set(before) == {key("a")}
-            assert len(before) == 1 and before[key("a")].key == key("a")
-            assert set(informer.objects) == {key("a"), key("b")}
+    with connect(server) as client, client.informer(PREFIX) as informer:
+        informer.wait_synced(5)
+        before = informer.objects
+        assert informer.objects == before  # unchanged: an equal snapshot
+        client.create(key("b"), doc("B"))
+        run_blocking(until(lambda: key("b") in informer.objects, "b added"))
+        assert set(before) == {key("a")}
+        assert len(before) == 1 and before[key("a")].key == key("a")
+        assert set(informer.objects) == {key("a"), key("b")}
