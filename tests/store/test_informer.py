@@ -175,5 +175,6 @@ def test_objects_is_a_snapshot_that_later_changes_do_not_reach(
         client.create(key("b"), doc("B"))
         run_blocking(until(lambda: key("b") in informer.objects, "b added"))
         assert set(before) == {key("a")}
-        assert len(before) == 1 and before[key("a")].key == key("a")
+        assert len(before) == 1
+        assert before[key("a")].key == key("a")
         assert set(informer.objects) == {key("a"), key("b")}
