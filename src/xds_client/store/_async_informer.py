@@ -86,7 +86,7 @@ class AsyncInformer:
         for the snapshots still alive.
         """
         with self._lock:
-            return self._cache.snapshot()
+            return self._cache.snapshot(self._lock)
 
     def get(self, key: ResourceKey) -> StoredObject | None:
         """The cached object of ``key``, or None."""

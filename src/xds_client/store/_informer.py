@@ -83,7 +83,7 @@ class Informer:
         for the snapshots still alive.
         """
         with self._lock:
-            return self._cache.snapshot()
+            return self._cache.snapshot(self._lock)
 
     def get(self, key: ResourceKey) -> StoredObject | None:
         """The cached object of ``key``, or None."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from contextlib import AbstractContextManager
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from xds_client.store._keys import ResourceKey, StoredObject
@@ -39,6 +40,9 @@ HandlerCalls = Sequence[tuple[Callable[..., None], tuple[StoredObject, ...]]]
 
 _NO_CALLS: HandlerCalls = ()
 
+AbstractLock = AbstractContextManager[object]
+"""The informer's lock (a ``threading.Lock``): entered to read or change the cache."""
+
 IndexFunc = Callable[[StoredObject], Iterable[str]]
 """Index values of an object (client-go's ``IndexFunc``)."""
 
@@ -56,30 +60,56 @@ def label_index(label: str) -> IndexFunc:
 class Snapshot(Mapping[ResourceKey, StoredObject]):
     """A read-only mapping of the informer's objects as they were when it was taken.
 
-    Copy on write: it reads the informer's own dict until the informer next
-    changes, which first gives it a copy. Taking a snapshot of an unchanged
+    Copy on write: it reads the informer's own dict (under the informer's lock, so
+    a reader on another thread never sees a change half made) until the informer
+    next changes, which first gives it a copy. Taking a snapshot of an unchanged
     informer thus costs nothing, however many objects it holds.
     """
 
-    __slots__ = ("__weakref__", "_objects")
+    __slots__ = ("__weakref__", "_lock", "_objects")
 
-    def __init__(self, objects: dict[ResourceKey, StoredObject]) -> None:
+    def __init__(self, objects: dict[ResourceKey, StoredObject], lock: AbstractLock) -> None:
         self._objects = objects
+        self._lock: AbstractLock | None = lock
+        """The informer's lock while this reads the live dict; None once it has a copy."""
+
+    def _detach(self) -> None:
+        # Called under the informer's lock, before the live dict changes: the copy
+        # is in place before the lock is dropped, so a reader that saw no lock
+        # reads the copy.
+        self._objects = dict(self._objects)
+        self._lock = None
 
     def __getitem__(self, key: ResourceKey) -> StoredObject:
-        return self._objects[key]
+        lock = self._lock
+        if lock is None:
+            return self._objects[key]
+        with lock:
+            return self._objects[key]
 
     def __iter__(self) -> Iterator[ResourceKey]:
-        return iter(self._objects)
+        lock = self._lock
+        if lock is None:
+            return iter(self._objects)
+        with lock:  # the keys now: the live dict may change once the lock is dropped
+            return iter(list(self._objects))
 
     def __len__(self) -> int:
-        return len(self._objects)
+        lock = self._lock
+        if lock is None:
+            return len(self._objects)
+        with lock:
+            return len(self._objects)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._objects
+        lock = self._lock
+        if lock is None:
+            return key in self._objects
+        with lock:
+            return key in self._objects
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} of {len(self._objects)} objects>"
+        return f"<{type(self).__name__} of {len(self)} objects>"
 
 
 class InformerCache:
@@ -104,12 +134,15 @@ class InformerCache:
         self.indexers: dict[str, IndexFunc] = dict(indexers or {})
         self._indexes: dict[str, dict[str, set[ResourceKey]]] = {n: {} for n in self.indexers}
 
-    def snapshot(self) -> Snapshot:
-        """The objects as they are now; later changes do not reach it (copy on write)."""
+    def snapshot(self, lock: AbstractLock) -> Snapshot:
+        """The objects as they are now; later changes do not reach it (copy on write).
+
+        Call it under ``lock``, the lock every change to the cache is made under.
+        """
         ref = self._snapshot
         snap = ref() if ref is not None else None
         if snap is None:
-            snap = Snapshot(self.objects)
+            snap = Snapshot(self.objects, lock)
             self._snapshot = weakref.ref(snap)
         return snap
 
@@ -118,7 +151,7 @@ class InformerCache:
         ref, self._snapshot = self._snapshot, None
         snap = ref() if ref is not None else None
         if snap is not None:
-            snap._objects = dict(self.objects)
+            snap._detach()
 
     def add_handler(
         self,
