@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import weakref
-from contextlib import AbstractContextManager
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 
 from xds_client.store._keys import ResourceKey, StoredObject
 from xds_client.store._watch import ADDED, BOOKMARK, DELETED, MODIFIED, StoreWatchEvent
