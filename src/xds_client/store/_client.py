@@ -518,26 +518,40 @@ class ListIterator(Iterator[StoredObject]):
     def _generate(self) -> Iterator[StoredObject]:
         pager, client = self._pager, self._client
         method = client._stub.List
-        items = client._call(method, pager.request(), pager.on_page_items)
+        prefix = pager.prefix
+        page = client._call(method, pager.request(), pager.on_page_wire)
         while True:
-            if pager.done:
-                yield from items
-                return
-            # The next page is requested before this one is handed out, so the
-            # server's work overlaps with the caller's. Any failure of that early
-            # request is left to the ordinary call (and its retries) below.
-            request = pager.request()
-            ahead = start_call(method, request, timeout=client.timeout, metadata=client._metadata)
+            ahead = None
+            if not pager.done:
+                # The next page is requested before this one is handed out, so the
+                # server's work overlaps with the caller's. Any failure of that early
+                # request is left to the ordinary call (and its retries) below.
+                request = pager.request()
+                ahead = start_call(
+                    method, request, timeout=client.timeout, metadata=client._metadata
+                )
+            objects, wire = page
             try:
-                yield from items
+                if objects is not None:
+                    for item in objects:
+                        yield item
+                elif wire is not None:
+                    # Built here, one at a time: positional arguments, no nested
+                    # generator, and an object dropped at once never outlives a
+                    # collection.
+                    for w in wire:
+                        yield StoredObject(w.resource_version, w.value, None, prefix)
             except BaseException:
-                ahead.cancel()  # the caller stopped early (GeneratorExit) or failed
+                if ahead is not None:
+                    ahead.cancel()  # the caller stopped early (GeneratorExit) or failed
                 raise
+            if ahead is None:
+                return
             client._check_open()
             try:
-                items = pager.on_page_items(*finish_call(ahead))
+                page = pager.on_page_wire(*finish_call(ahead))
             except _PAGE_FAILURES:
-                items = client._call(method, request, pager.on_page_items)
+                page = client._call(method, request, pager.on_page_wire)
 
 
 class StoreWatch(Iterator[StoreWatchEvent]):
