@@ -535,8 +535,9 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
             objects, wire = page
             try:
                 if objects is not None:
-                    for item in objects:
-                        yield item
+                    for item in objects:  # async-only
+                        yield item  # async-only
+                    # sync-only: yield from objects
                 elif wire is not None:
                     # Built here, one at a time: positional arguments, no nested
                     # generator, and an object dropped at once never outlives a

@@ -533,8 +533,7 @@ class ListIterator(Iterator[StoredObject]):
             objects, wire = page
             try:
                 if objects is not None:
-                    for item in objects:
-                        yield item
+                    yield from objects
                 elif wire is not None:
                     # Built here, one at a time: positional arguments, no nested
                     # generator, and an object dropped at once never outlives a
