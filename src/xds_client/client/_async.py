@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 from typing_extensions import Self, Unpack
 
 from xds_client._backends.asyncio import (
+    AsyncClosing,
     AsyncDispatcher,
     AsyncEvent,
     AsyncInbox,
@@ -77,7 +78,7 @@ log = logging.getLogger("xds_client.client")
 _JOIN_TIMEOUT = 1.0
 
 
-class AsyncWatch(Generic[M]):
+class AsyncWatch(AsyncClosing, Generic[M]):
     """Events about watched resources, as an iterator (``async for`` over an AsyncWatch).
 
     Iteration ends when the watch or the client closes. Use it as a context
@@ -163,24 +164,7 @@ class AsyncWatch(Generic[M]):
         """The same as :meth:`close` (one spelling of closing for every async object)."""
         self.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
-
     # end async-only
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
 
 
 @dataclass
