@@ -474,6 +474,7 @@ class ResourceStoreClient:
             indexers=indexers,
             resync_period=resync_period,
             backoff=backoff,
+            prefix=prefix.prefix(),
         )
         # The watch reads the informer's dict as what it knows (the informer applies
         # every event it emits), so each object is held once, not by both.

@@ -50,9 +50,11 @@ class Informer:
         indexers: Mapping[str, IndexFunc] | None = None,
         resync_period: float | None = None,
         backoff: ReflectorBackoff | None = None,
+        prefix: ResourceKey | None = None,
     ) -> None:
         self._open_watch = open_watch
-        self._cache = InformerCache(on_add, on_update, on_delete, indexers)
+        # With the listed prefix the cache holds each object by name, not by a key.
+        self._cache = InformerCache(on_add, on_update, on_delete, indexers, prefix)
         self.resync_period = resync_period
         """Seconds between resyncs (``on_update(obj, obj)`` for every object); None: never."""
         self.backoff = backoff if backoff is not None else ReflectorBackoff()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
 
 from xds_client.store._keys import ResourceKey, StoredObject
@@ -57,6 +57,88 @@ def label_index(label: str) -> IndexFunc:
     return values
 
 
+class ObjectTable(MutableMapping[ResourceKey, StoredObject]):
+    """The informer's objects by key.
+
+    Under a prefix that names its namespace, an object of that prefix is held by
+    its name alone and its :class:`ResourceKey` is built when asked (a key per
+    object is 64 bytes, a tenth of a typical dashboard); any other key is held
+    as it is.
+    """
+
+    __slots__ = ("_by_key", "_by_name", "_prefix")
+
+    def __init__(self, prefix: ResourceKey | None = None) -> None:
+        self._prefix = prefix if prefix is not None and prefix.namespace else None
+        self._by_name: dict[str, StoredObject] = {}
+        self._by_key: dict[ResourceKey, StoredObject] = {}
+
+    def _name(self, key: ResourceKey) -> str | None:
+        p = self._prefix
+        if (
+            p is not None
+            and key.namespace == p.namespace
+            and key.resource == p.resource
+            and key.group == p.group
+        ):
+            return key.name
+        return None
+
+    def make(self, resource_version: int, value: bytes, key: ResourceKey) -> StoredObject:
+        """The object to keep for ``key`` (by name under the prefix)."""
+        name = self._name(key)
+        if name is None:
+            return StoredObject(resource_version, value, key)
+        obj = StoredObject(resource_version, value, None, self._prefix)
+        obj._key = name  # the key is built from the prefix and the name when asked
+        return obj
+
+    def __getitem__(self, key: ResourceKey) -> StoredObject:
+        name = self._name(key)
+        return self._by_key[key] if name is None else self._by_name[name]
+
+    def __setitem__(self, key: ResourceKey, obj: StoredObject) -> None:
+        name = self._name(key)
+        if name is None:
+            self._by_key[key] = obj
+        else:
+            self._by_name[name] = obj
+
+    def __delitem__(self, key: ResourceKey) -> None:
+        name = self._name(key)
+        if name is None:
+            del self._by_key[key]
+        else:
+            del self._by_name[name]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, ResourceKey):
+            return False
+        name = self._name(key)
+        return key in self._by_key if name is None else name in self._by_name
+
+    def __iter__(self) -> Iterator[ResourceKey]:
+        p = self._prefix
+        if p is not None:
+            for name in self._by_name:
+                yield ResourceKey(p.group, p.resource, p.namespace, name)
+        yield from self._by_key
+
+    def __len__(self) -> int:
+        return len(self._by_name) + len(self._by_key)
+
+    def all(self) -> list[StoredObject]:
+        """Every object (without building keys)."""
+        return [*self._by_name.values(), *self._by_key.values()]
+
+    def copy(self) -> ObjectTable:
+        """A table of the same objects that later changes to this one do not reach."""
+        out = ObjectTable(self._prefix)
+        out._by_name = dict(self._by_name)
+        out._by_key = dict(self._by_key)
+        return out
+
+
 class Snapshot(Mapping[ResourceKey, StoredObject]):
     """A read-only mapping of the informer's objects as they were when it was taken.
 
@@ -68,7 +150,7 @@ class Snapshot(Mapping[ResourceKey, StoredObject]):
 
     __slots__ = ("__weakref__", "_lock", "_objects")
 
-    def __init__(self, objects: dict[ResourceKey, StoredObject], lock: AbstractLock) -> None:
+    def __init__(self, objects: ObjectTable, lock: AbstractLock) -> None:
         self._objects = objects
         self._lock: AbstractLock | None = lock
         """The informer's lock while this reads the live dict; None once it has a copy."""
@@ -77,7 +159,7 @@ class Snapshot(Mapping[ResourceKey, StoredObject]):
         # Called under the informer's lock, before the live dict changes: the copy
         # is in place before the lock is dropped, so a reader that saw no lock
         # reads the copy.
-        self._objects = dict(self._objects)
+        self._objects = self._objects.copy()
         self._lock = None
 
     def __getitem__(self, key: ResourceKey) -> StoredObject:
@@ -121,8 +203,10 @@ class InformerCache:
         on_update: UpdateHandler | None,
         on_delete: DeleteHandler | None,
         indexers: Mapping[str, IndexFunc] | None = None,
+        prefix: ResourceKey | None = None,
     ) -> None:
-        self.objects: dict[ResourceKey, StoredObject] = {}
+        self.objects = ObjectTable(prefix)
+        """The objects by key (by name under ``prefix`` when it names a namespace)."""
         self.synced = False
         self.handlers: list[
             tuple[AddHandler | None, UpdateHandler | None, DeleteHandler | None]
@@ -163,7 +247,7 @@ class InformerCache:
         self.handlers.append((on_add, on_update, on_delete))
         if on_add is None:
             return _NO_CALLS
-        return [(on_add, (obj,)) for obj in self.objects.values()]
+        return [(on_add, (obj,)) for obj in self.objects.all()]
 
     def by_index(self, name: str, value: str) -> list[StoredObject]:
         """The cached objects whose index ``name`` has ``value``."""
@@ -175,7 +259,7 @@ class InformerCache:
     def resync(self) -> HandlerCalls:
         """``on_update(obj, obj)`` calls for every cached object (client-go's resync)."""
         updates = [update for _add, update, _delete in self.handlers if update is not None]
-        return [(update, (obj, obj)) for obj in self.objects.values() for update in updates]
+        return [(update, (obj, obj)) for obj in self.objects.all() for update in updates]
 
     def _index(self, key: ResourceKey, old: StoredObject | None, new: StoredObject | None) -> None:
         for name, fn in self.indexers.items():
@@ -211,7 +295,7 @@ class InformerCache:
                 return _NO_CALLS
             return [(delete, (old,)) for _a, _u, delete in self.handlers if delete is not None]
         if etype in (ADDED, MODIFIED) and event.value is not None:
-            new = StoredObject(event.resource_version, event.value, key=key)
+            new = self.objects.make(event.resource_version, event.value, key)
             previous = self.objects.get(key)
             self.objects[key] = new
             if self.indexers:
