@@ -15,6 +15,7 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
+from typing import Any, TypeVar, overload
 
 from xds_client.store._keys import ResourceKey, StoredObject
 from xds_client.store._watch import ADDED, BOOKMARK, DELETED, MODIFIED, StoreWatchEvent
@@ -39,6 +40,8 @@ HandlerCalls = Sequence[tuple[Callable[..., None], tuple[StoredObject, ...]]]
 """Handler calls still to make: (handler, arguments), in order."""
 
 _NO_CALLS: HandlerCalls = ()
+
+_T = TypeVar("_T")
 
 AbstractLock = AbstractContextManager[object]
 """The informer's lock (a ``threading.Lock``): entered to read or change the cache."""
@@ -96,6 +99,15 @@ class ObjectTable(MutableMapping[ResourceKey, StoredObject]):
     def __getitem__(self, key: ResourceKey) -> StoredObject:
         name = self._name(key)
         return self._by_key[key] if name is None else self._by_name[name]
+
+    @overload
+    def get(self, key: ResourceKey) -> StoredObject | None: ...
+    @overload
+    def get(self, key: ResourceKey, default: StoredObject | _T) -> StoredObject | _T: ...
+    def get(self, key: ResourceKey, default: Any = None) -> Any:
+        """The object of ``key``, or ``default`` (no KeyError raised and caught per miss)."""
+        name = self._name(key)
+        return self._by_key.get(key, default) if name is None else self._by_name.get(name, default)
 
     def __setitem__(self, key: ResourceKey, obj: StoredObject) -> None:
         name = self._name(key)
