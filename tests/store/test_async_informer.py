@@ -168,3 +168,20 @@ async def test_a_closed_client_stops_the_informer(server: ResourceStoreServer) -
         await run_blocking(until(lambda: informer.error is not None, "the informer to give up"))
     assert "closed" in str(informer.error)
     assert not informer.has_synced
+
+
+@run_async  # async-only
+async def test_objects_is_a_snapshot_that_later_changes_do_not_reach(
+    server: ResourceStoreServer,
+) -> None:
+    server.put(key("a"), doc("A"))
+    async with connect(server) as client, client.informer(PREFIX) as informer:
+        await informer.wait_synced(5)
+        before = informer.objects
+        assert informer.objects == before  # unchanged: an equal snapshot
+        await client.create(key("b"), doc("B"))
+        await run_blocking(until(lambda: key("b") in informer.objects, "b added"))
+        assert set(before) == {key("a")}
+        assert len(before) == 1
+        assert before[key("a")].key == key("a")
+        assert set(informer.objects) == {key("a"), key("b")}

@@ -468,8 +468,7 @@ class AsyncResourceStoreClient:
         outside the informer's lock: they may read the informer.
         """
         self._check_open()
-        state = WatchState(prefix, to_requirements(labels), initial="list", policy=self.retry)
-        return AsyncInformer(
+        informer = AsyncInformer(
             lambda: AsyncStoreWatch(self, state),
             on_add=on_add,
             on_update=on_update,
@@ -477,7 +476,18 @@ class AsyncResourceStoreClient:
             indexers=indexers,
             resync_period=resync_period,
             backoff=backoff,
+            prefix=prefix.prefix(),
         )
+        # The watch reads the informer's dict as what it knows (the informer applies
+        # every event it emits), so each object is held once, not by both.
+        state = WatchState(
+            prefix,
+            to_requirements(labels),
+            initial="list",
+            policy=self.retry,
+            store=informer._cache.objects,
+        )
+        return informer
 
 
 class AsyncListIterator(AsyncIterator[StoredObject]):
@@ -511,30 +521,41 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
     async def _generate(self) -> AsyncIterator[StoredObject]:
         pager, client = self._pager, self._client
         method = client._stub.List
-        items = await client._call(method, pager.request(), pager.on_page_items)
+        prefix = pager.prefix
+        page = await client._call(method, pager.request(), pager.on_page_wire)
         while True:
-            if pager.done:
-                for item in items:  # async-only
-                    yield item  # async-only
-                # sync-only: yield from items
-                return
-            # The next page is requested before this one is handed out, so the
-            # server's work overlaps with the caller's. Any failure of that early
-            # request is left to the ordinary call (and its retries) below.
-            request = pager.request()
-            ahead = start_call(method, request, timeout=client.timeout, metadata=client._metadata)
+            ahead = None
+            if not pager.done:
+                # The next page is requested before this one is handed out, so the
+                # server's work overlaps with the caller's. Any failure of that early
+                # request is left to the ordinary call (and its retries) below.
+                request = pager.request()
+                ahead = start_call(
+                    method, request, timeout=client.timeout, metadata=client._metadata
+                )
+            objects, wire = page
             try:
-                for item in items:  # async-only
-                    yield item  # async-only
-                # sync-only: yield from items
+                if objects is not None:
+                    for item in objects:  # async-only
+                        yield item  # async-only
+                    # sync-only: yield from objects
+                elif wire is not None:
+                    # Built here, one at a time: positional arguments, no nested
+                    # generator, and an object dropped at once never outlives a
+                    # collection.
+                    for w in wire:
+                        yield StoredObject(w.resource_version, w.value, None, prefix)
             except BaseException:
-                ahead.cancel()  # the caller stopped early (GeneratorExit) or failed
+                if ahead is not None:
+                    ahead.cancel()  # the caller stopped early (GeneratorExit) or failed
                 raise
+            if ahead is None:
+                return
             client._check_open()
             try:
-                items = pager.on_page_items(*await finish_call(ahead))
+                page = pager.on_page_wire(*await finish_call(ahead))
             except _PAGE_FAILURES:
-                items = await client._call(method, request, pager.on_page_items)
+                page = await client._call(method, request, pager.on_page_wire)
 
 
 class AsyncStoreWatch(AsyncIterator[StoreWatchEvent]):

@@ -50,9 +50,11 @@ class Informer:
         indexers: Mapping[str, IndexFunc] | None = None,
         resync_period: float | None = None,
         backoff: ReflectorBackoff | None = None,
+        prefix: ResourceKey | None = None,
     ) -> None:
         self._open_watch = open_watch
-        self._cache = InformerCache(on_add, on_update, on_delete, indexers)
+        # With the listed prefix the cache holds each object by name, not by a key.
+        self._cache = InformerCache(on_add, on_update, on_delete, indexers, prefix)
         self.resync_period = resync_period
         """Seconds between resyncs (``on_update(obj, obj)`` for every object); None: never."""
         self.backoff = backoff if backoff is not None else ReflectorBackoff()
@@ -77,9 +79,13 @@ class Informer:
 
     @property
     def objects(self) -> Mapping[ResourceKey, StoredObject]:
-        """A snapshot of the cached objects."""
+        """A read-only snapshot of the cached objects (later changes do not reach it).
+
+        Copy on write: taking it is free; the informer's next change copies the dict
+        for the snapshots still alive.
+        """
         with self._lock:
-            return dict(self._cache.objects)
+            return self._cache.snapshot(self._lock)
 
     def get(self, key: ResourceKey) -> StoredObject | None:
         """The cached object of ``key``, or None."""

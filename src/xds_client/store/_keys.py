@@ -110,11 +110,12 @@ def key_from_doc(prefix: ResourceKey, doc: object) -> ResourceKey:
     meta = metadata_of(doc)
     name = meta.get("name")
     namespace = meta.get("namespace")
+    if not isinstance(namespace, str) or namespace == prefix.namespace:
+        # The prefix's own string: a cache of N objects of one namespace keeps one
+        # copy of it, not N equal strings decoded from N documents.
+        namespace = prefix.namespace
     return ResourceKey(
-        prefix.group,
-        prefix.resource,
-        namespace if isinstance(namespace, str) else prefix.namespace,
-        name if isinstance(name, str) else "",
+        prefix.group, prefix.resource, namespace, name if isinstance(name, str) else ""
     )
 
 
@@ -136,7 +137,9 @@ class StoredObject:
     ) -> None:
         self._rv = resource_version
         self._value = value
-        self._key = key
+        # A ResourceKey; None for a listed object (its key comes from the JSON); or,
+        # for an informer's object, only its name under ``prefix`` (see ObjectTable).
+        self._key: ResourceKey | str | None = key
         self._prefix = prefix
         self._doc: Any = _UNSET
 
@@ -164,6 +167,10 @@ class StoredObject:
         if key is None:
             prefix = self._prefix or ResourceKey("", "")
             key = self._key = key_from_doc(prefix, self.json())
+        elif isinstance(key, str):
+            # Built when asked, not kept: 64 bytes an object in a large informer.
+            p = self._prefix or ResourceKey("", "")
+            return ResourceKey(p.group, p.resource, p.namespace, key)
         return key
 
     @property

@@ -20,6 +20,9 @@ __all__ = ["ListPage", "ListPager"]
 
 DEFAULT_PAGE_SIZE = 500
 
+WirePage = tuple[list[StoredObject] | None, Sequence[Any] | None]
+"""A checked page for an iterator: filtered objects, or the wire items to build them from."""
+
 
 def _error(resp: Any) -> pb.ErrorResult | None:
     return resp.error if resp.HasField("error") else None
@@ -206,6 +209,28 @@ class ListPager:
         self.token = resp.next_page_token
         self.done = not self.token
         return ListPage(items, self.token, resp.resource_version, resp.remaining_item_count)
+
+    def on_page_wire(self, resp: pb.ListResponse, trailing: Sequence[Any] | None) -> WirePage:
+        """Like :meth:`on_page_items`, for a list iterator that builds the objects itself.
+
+        ``(objects, None)`` with a client-side filter; ``(None, resp.items)`` without
+        one: the iterator then makes each :class:`StoredObject` in its own loop as
+        it hands it out (one generator frame per item instead of two).
+        """
+        if self._reqs or self._fields:
+            return self.on_page(resp, trailing).items, None
+        check_result(_error(resp), trailing)
+        self.pages += 1
+        if self.resource_version == 0:
+            self.resource_version = resp.resource_version
+        self.token = resp.next_page_token
+        self.done = not self.token
+        return None, resp.items
+
+    @property
+    def prefix(self) -> ResourceKey:
+        """The listed prefix (listed objects take their group and resource from it)."""
+        return self._prefix
 
     def on_page_items(
         self, resp: pb.ListResponse, trailing: Sequence[Any] | None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from enum import Enum
 from typing import Any, Literal
 
@@ -186,6 +186,7 @@ class WatchState:
         policy: RetryPolicy,
         known: Iterable[StoredObject] = (),
         fields: tuple[Requirement, ...] = (),
+        store: MutableMapping[ResourceKey, StoredObject] | None = None,
     ) -> None:
         self.prefix = prefix.prefix()
         self.requirements = requirements
@@ -214,15 +215,19 @@ class WatchState:
         self.pending: deque[StoreWatchEvent] = deque()
         """Events to hand out before reading more from the wire."""
         self._progress = False
-        self._known: dict[tuple[str, str], tuple[int, bytes]] = {}
+        # What the consumer holds, by key. With ``store`` (an informer's dict) the
+        # consumer keeps it current by applying every event this state emits, and
+        # the state only reads it: one dict and one object per resource, not two.
+        self._external = store is not None
+        self._known: MutableMapping[ResourceKey, StoredObject] = {} if store is None else store
         # What the consumer already holds (e.g. the list that gave ``since``): a
         # relist after a 410 then also reports deletions of those objects.
         for obj in known:
-            self._known[self._tuple_key(obj.json())] = (obj.resource_version, obj.value)
+            self._known[self._key_of(obj.json())] = obj
         self._unfolded: list[StoreWatchEvent] = []
-        self._seen: set[tuple[str, str]] | None = None
-        if self.in_initial:
-            self._seen = set()
+        self._seen: set[ResourceKey] | None = None
+        self._reconciling = False
+        """Between the start and the end of a reconcile (a list or the initial events)."""
 
     # ------------------------------------------------------------ requests
 
@@ -295,10 +300,11 @@ class WatchState:
             out = StoreWatchEvent(
                 MODIFIED if etype == _MODIFIED else ADDED, rv, res.value, prev, self.prefix
             )
-        unfolded = self._unfolded
-        unfolded.append(out)
-        if len(unfolded) >= _FOLD_AT:
-            self._fold()
+        if not self._external:
+            unfolded = self._unfolded
+            unfolded.append(out)
+            if len(unfolded) >= _FOLD_AT:
+                self._fold()
         return out
 
     def _bookmark(self, rv: int) -> StoreWatchEvent | None:
@@ -324,27 +330,29 @@ class WatchState:
     def _selected_change(self, rv: int, value: bytes, prev: bytes | None) -> StoreWatchEvent | None:
         # Label selectors see an object leave (deleted) or enter (added) the selection.
         doc = json.loads(value)
-        k = self._tuple_key(doc)
+        k = self._key_of(doc)
         now = self._selects(doc)
         known = self._known.get(k)
         before = self._selects(json.loads(prev)) if prev is not None else known is not None
         if now:
-            self._known[k] = (rv, value)
+            if not self._external:
+                self._known[k] = StoredObject(rv, value, k)
             etype = MODIFIED if before else ADDED
-            return _with_doc(StoreWatchEvent(etype, rv, value, prev, self.prefix), doc)
+            return self._keyed(StoreWatchEvent(etype, rv, value, prev, self.prefix), k, doc)
         if before:
-            self._known.pop(k, None)
-            old = prev if prev is not None else (known[1] if known else None)
-            return StoreWatchEvent(DELETED, rv, None, old, self.prefix)
+            if not self._external:
+                self._known.pop(k, None)
+            old = prev if prev is not None else (known.value if known else None)
+            return self._keyed(StoreWatchEvent(DELETED, rv, None, old, self.prefix), k, None)
         return None
 
     def _selected_delete(self, rv: int, removed: bytes) -> StoreWatchEvent | None:
         doc = json.loads(removed)
-        k = self._tuple_key(doc)
-        known = self._known.pop(k, None)
+        k = self._key_of(doc)
+        known = self._known.get(k) if self._external else self._known.pop(k, None)
         if known is None and not self._selects(doc):
             return None
-        return _with_doc(StoreWatchEvent(DELETED, rv, None, removed, self.prefix), doc)
+        return self._keyed(StoreWatchEvent(DELETED, rv, None, removed, self.prefix), k, doc)
 
     # ------------------------------------------------------------ lists
 
@@ -426,57 +434,71 @@ class WatchState:
     def _selects(self, doc: Any) -> bool:
         return matches(self.requirements, labels_of(doc)) and fields_match(self.fields, doc)
 
-    def _tuple_key(self, doc: Any) -> tuple[str, str]:
-        key = key_from_doc(self.prefix, doc)
-        return key.namespace, key.name
+    def _key_of(self, doc: Any) -> ResourceKey:
+        return key_from_doc(self.prefix, doc)
+
+    def _keyed(self, event: StoreWatchEvent, key: ResourceKey, doc: Any) -> StoreWatchEvent:
+        event._key = key
+        # An informer keeps only the bytes: a page of decoded documents would
+        # outlive the key extraction for nothing. A plain watch hands out the
+        # decoded document with the event, so ``json()`` does not decode again.
+        if doc is not None and not self._external:
+            event._doc = doc
+        return event
 
     def _fold(self) -> None:
         known = self._known
         for ev in self._unfolded:
-            k = self._tuple_key(ev.json())
+            k = ev.key
+            if k is None:
+                continue
             if ev.type == DELETED:
                 known.pop(k, None)
             elif ev.value is not None:
-                known[k] = (ev.resource_version, ev.value)
+                known[k] = StoredObject(ev.resource_version, ev.value, k)
         self._unfolded.clear()
 
     def _begin_reconcile(self) -> None:
         self._fold()
-        self._seen = set()
+        # Nothing known yet (a first list): nothing can be deleted, so the keys
+        # seen need not be collected (a set of every key, at the peak of the list).
+        self._seen = set() if self._known else None
+        self._reconciling = True
 
     def _reconcile_item(self, rv: int, value: bytes) -> StoreWatchEvent | None:
         doc = json.loads(value)
         if self._filtered and not self._selects(doc):
             return None
-        k = self._tuple_key(doc)
+        k = self._key_of(doc)
         if self._seen is not None:
             self._seen.add(k)
         known = self._known.get(k)
-        self._known[k] = (rv, value)
+        if not self._external:
+            self._known[k] = StoredObject(rv, value, k)
         if known is None:
-            return _with_doc(StoreWatchEvent(ADDED, rv, value, None, self.prefix), doc)
-        if known[0] != rv:
-            return _with_doc(StoreWatchEvent(MODIFIED, rv, value, known[1], self.prefix), doc)
+            return self._keyed(StoreWatchEvent(ADDED, rv, value, None, self.prefix), k, doc)
+        if known.resource_version != rv:
+            event = StoreWatchEvent(MODIFIED, rv, value, known.value, self.prefix)
+            return self._keyed(event, k, doc)
         return None
 
     def _end_reconcile(self, rv: int) -> list[StoreWatchEvent]:
         seen, self._seen = self._seen, None
+        if not self._reconciling:
+            return []
+        self._reconciling = False
+        self.last_rv = max(self.last_rv, rv)
         if seen is None:
             return []
         gone = [k for k in self._known if k not in seen]
         out = []
         for k in gone:
-            _old_rv, old = self._known.pop(k)
-            out.append(StoreWatchEvent(DELETED, rv, None, old, self.prefix))
-        self.last_rv = max(self.last_rv, rv)
+            old = self._known[k] if self._external else self._known.pop(k)
+            event = StoreWatchEvent(DELETED, rv, None, old.value, self.prefix)
+            out.append(self._keyed(event, k, None))
         return out
 
     def known_count(self) -> int:
         """How many objects the state currently knows (folds pending events)."""
         self._fold()
         return len(self._known)
-
-
-def _with_doc(event: StoreWatchEvent, doc: Any) -> StoreWatchEvent:
-    event._doc = doc
-    return event

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -74,7 +73,10 @@ def read_pem(source: PemSource | None, *, what: str) -> bytes | None:
     if source is None or isinstance(source, bytes):
         return source
     try:
-        return Path(source).read_bytes()
+        # open(), not pathlib: pathlib (and urllib.parse under it) would be imported
+        # by every client for a file read only with TLS.
+        with open(source, "rb") as f:
+            return f.read()
     except OSError as exc:
         raise UsageError(f"cannot read {what} from {os.fspath(source)!r}: {exc}") from exc
 
