@@ -9,12 +9,15 @@ handler deadlocked.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import grpc
 import pytest
 
 from xds_client._backends.threads import Event, run_blocking
 from xds_client.store import (
     ReflectorBackoff,
+    ResourceKey,
     ResourceStoreClient,
     StoredObject,
     label_index,
@@ -51,6 +54,28 @@ def test_handlers_may_read_the_informer(server: ResourceStoreServer) -> None:
             assert done.wait(5), f"the handler did not complete; saw {seen}"
             informer.add_handler(on_add=lambda o: seen.append((o.key.name, True, -1, -1)))
     assert seen == [("a", True, 1, 1), ("b", True, 2, 2), ("a", True, -1, -1), ("b", True, -1, -1)]
+
+
+def test_index_functions_may_read_the_informer(server: ResourceStoreServer) -> None:
+    # Index functions run under the informer's lock; reading the informer there
+    # (an older ``objects`` snapshot included) re-enters it instead of deadlocking.
+    server.put(key("a"), doc("A", team="x"))
+    seen: list[int] = []
+    held: list[Mapping[ResourceKey, StoredObject]] = []
+
+    def team(obj: StoredObject) -> list[str]:
+        if held:
+            seen.append(len(list(held[0])) + len(informer.objects))
+        return list(label_index("team")(obj))
+
+    with connect(server) as client:
+        informer = client.informer(PREFIX, indexers={"t": team})
+        with informer:
+            informer.wait_synced(5)
+            held.append(informer.objects)
+            client.create(key("b"), doc("B", team="x"))
+            run_blocking(until(lambda: len(informer.by_index("t", "x")) == 2, "b indexed"))
+    assert seen, "the index function never ran after the snapshot was taken"
 
 
 def test_informer_keeps_a_current_dict(server: ResourceStoreServer) -> None:

@@ -61,8 +61,9 @@ class Informer:
         """Delays between relists after failures (800 ms to 30 s, as client-go)."""
         self.restarts = 0
         """How many times the informer listed again after an error."""
-        # A plain lock: readers on other threads see whole updates (nothing awaits under it).
-        self._lock = threading.Lock()
+        # Readers on other threads see whole updates (nothing awaits under it); reentrant,
+        # because index functions run under it and may read the informer themselves.
+        self._lock = threading.RLock()
         self._synced = Event()
         self._worker: Worker | None = None
         self._watch: Any = None

@@ -44,7 +44,7 @@ _NO_CALLS: HandlerCalls = ()
 _T = TypeVar("_T")
 
 AbstractLock = AbstractContextManager[object]
-"""The informer's lock (a ``threading.Lock``): entered to read or change the cache."""
+"""The informer's lock (a ``threading.RLock``): entered to read or change the cache."""
 
 IndexFunc = Callable[[StoredObject], Iterable[str]]
 """Index values of an object (client-go's ``IndexFunc``)."""
