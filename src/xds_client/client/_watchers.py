@@ -102,6 +102,8 @@ class EventBuffer:
         self.closed = False
         self.coalesced = 0
         """How many events were dropped in favour of a later one (for tests and metrics)."""
+        self.on_drained: Callable[[], None] | None = None
+        """Called when a pop takes the last pending event, and on close (flow control)."""
 
     def set_wake(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` after every put and on close (set before events flow)."""
@@ -146,13 +148,21 @@ class EventBuffer:
         """The oldest pending event, or None."""
         with self._lock:
             if self._events:
-                return self._events.popleft()
-            if self._latest:
+                event = self._events.popleft()
+                if self._events or self.on_drained is None:
+                    return event
+            elif self._latest:
                 event = self._latest.popitem(last=False)[1]
-                if not self._latest:
-                    self._latest = None  # drained: back to plain FIFO
-                return event
-            return None
+                if self._latest:
+                    return event
+                self._latest = None  # drained: back to plain FIFO
+                if self.on_drained is None:
+                    return event
+            else:
+                return None
+        if self.on_drained is not None:
+            self.on_drained()
+        return event
 
     def __len__(self) -> int:
         with self._lock:
@@ -165,6 +175,8 @@ class EventBuffer:
             self.cond.notify_all()
         if self._wake is not None:
             self._wake()
+        if self.on_drained is not None:
+            self.on_drained()
 
     def wait(self, timeout: float | None) -> bool:
         """Block the calling thread until an event is pending or the buffer closes."""
