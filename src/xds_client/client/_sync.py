@@ -198,7 +198,8 @@ class XdsClient:
     ``backoff`` (:class:`Backoff`), ``does_not_exist_timeout`` (15 s),
     ``ignore_resource_deletion``, ``node_in_every_request``,
     ``reject_whole_response``, ``validators`` (type -> callable that raises to
-    NACK), ``queue_size`` (per watch, before coalescing), ``metrics``
+    NACK), ``queue_size`` (per watch, before coalescing), ``flow_control`` (read the
+    next response, and ACK the last, only once watchers took it), ``metrics``
     (:class:`Metrics`), ``fallback_probe_interval``, ``lazy_decode`` (cache only the
     bytes and decode on access of ``CachedResource.resource``: less memory).
     """
