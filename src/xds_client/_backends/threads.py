@@ -154,26 +154,33 @@ class Waiter:
     waiter clears the flag before it looks at the buffer).
     """
 
-    __slots__ = ("_queue", "_set")
+    __slots__ = ("_queue", "_set", "_waiting")
     wants_wake = True
     """The buffer must call :meth:`wake` on every put."""
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._set = False
+        self._waiting = 0
+        """Threads blocked in :meth:`wait` (several may read one watch): one token each."""
 
     def wake(self) -> None:
         if not self._set:
             self._set = True
-            self._queue.put(None)
+            for _ in range(self._waiting or 1):
+                self._queue.put(None)
 
     def clear(self) -> None:
         self._set = False
 
     def wait(self, buffer: Any, timeout: float | None) -> None:
         """Block until woken (an event is pending, the buffer closed) or ``timeout`` passes."""
-        with contextlib.suppress(queue.Empty):
-            self._queue.get(timeout=timeout)
+        self._waiting += 1
+        try:
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=timeout)
+        finally:
+            self._waiting -= 1
 
 
 def spawn(target: Callable[..., None], *args: Any, name: str) -> Worker:
