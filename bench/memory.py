@@ -8,7 +8,8 @@ the reconnected stream's first request (with N ``initial_resource_versions``)
 is measured by the server.
 
 Modes: ``sdk`` (XdsClient, one wildcard watch), ``lean`` (the same with
-``lazy_decode=True``: bytes kept, decoded on access), ``raw`` (generated stub,
+``lazy_decode=True``: bytes kept, decoded on access), ``aio`` and ``aio_lean``
+(the same with AsyncXdsClient), ``raw`` (generated stub,
 ``Cluster.FromString`` into a dict of messages, and for delta the versions for
 the reconnect). Each mode runs fed by delta (responses of 1,000) and by SotW (one
 response of all N); the reconnect is measured on delta.
@@ -63,6 +64,32 @@ def _child_sdk(address: str, n: int, lean: bool, protocol: Literal["sotw", "delt
                 seen += 1
         _say("cached", _settled_rss(), len(client.resources(Cluster)))
         sys.stdin.readline()  # the parent drops the stream meanwhile; the client reconnects
+
+
+def _child_aio(address: str, n: int, lean: bool, protocol: Literal["sotw", "delta"]) -> None:
+    import asyncio
+
+    from envoy.config.cluster.v3.cluster_pb2 import Cluster
+
+    from xds_client import AsyncXdsClient, ResourceUpdated
+
+    options: dict[str, Any] = {"lazy_decode": True} if lean else {}
+
+    async def main() -> None:
+        async with AsyncXdsClient(
+            address, node=node(), protocol=protocol, does_not_exist_timeout=None, **options
+        ) as client:
+            watch = client.watch(Cluster)
+            await asyncio.sleep(0.3)
+            _say("ready", _settled_rss())
+            seen = 0
+            while seen < n:
+                if isinstance(await watch.get(timeout=_TIMEOUT), ResourceUpdated):
+                    seen += 1
+            _say("cached", _settled_rss(), len(client.resources(Cluster)))
+            await asyncio.to_thread(sys.stdin.readline)  # the client reconnects meanwhile
+
+    asyncio.run(main())
 
 
 def _child_raw_sotw(address: str, n: int) -> None:
@@ -215,11 +242,12 @@ def run(server: ServerProcess, cfg: Config) -> list[Row]:
     n = cfg.rss_clusters
     server.call("prepare_bulk", n, 1000)
     server.call("prepare_sotw", n, 0, "rss")
-    results: dict[str, list[tuple[float, float]]] = {"sdk": [], "lean": [], "raw": []}
-    sotw: dict[str, list[float]] = {"sdk": [], "lean": [], "raw": []}
+    modes = ("raw", "sdk", "lean", "aio", "aio_lean")
+    results: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    sotw: dict[str, list[float]] = {mode: [] for mode in modes}
     reps = max(1, min(cfg.reps, 3))  # each run caches 100,000 clusters in a new process
     for _ in range(reps):
-        for mode in ("raw", "sdk", "lean"):
+        for mode in modes:
             results[mode].append(_run_child(server, mode, n))
             sotw[mode].append(_run_sotw_child(server, mode, n))
     server.call("forget", "rss")
@@ -230,18 +258,22 @@ def run(server: ServerProcess, cfg: Config) -> list[Row]:
     rows = []
     for feed, rss in (("SotW-fed", sotw), ("delta-fed", delta)):
         scenario = f"RSS per cached Cluster, {n:,} cached, {feed}"
-        rows += [
-            Row(
-                scenario, "XdsClient (decoded)", "B", median(rss["sdk"]), median(rss["raw"]),
-                target="<= 1.15x raw dict of messages", check=ratio_at_most(1.15),
-                samples_sdk=rss["sdk"], samples_raw=rss["raw"],
-            ),
-            Row(
-                scenario, "XdsClient(lazy_decode=True)", "B", median(rss["lean"]),
-                median(rss["raw"]), target="<= 0.5x raw dict of messages",
-                check=ratio_at_most(0.5), samples_sdk=rss["lean"], samples_raw=rss["raw"],
-            ),
-        ]  # fmt: skip
+        for decoded, lean, client in (
+            ("sdk", "lean", "XdsClient"),
+            ("aio", "aio_lean", "AsyncXdsClient"),
+        ):
+            rows += [
+                Row(
+                    scenario, f"{client} (decoded)", "B", median(rss[decoded]), median(rss["raw"]),
+                    target="<= 1.15x raw dict of messages", check=ratio_at_most(1.15),
+                    samples_sdk=rss[decoded], samples_raw=rss["raw"],
+                ),
+                Row(
+                    scenario, f"{client}(lazy_decode=True)", "B", median(rss[lean]),
+                    median(rss["raw"]), target="<= 0.5x raw dict of messages",
+                    check=ratio_at_most(0.5), samples_sdk=rss[lean], samples_raw=rss["raw"],
+                ),
+            ]  # fmt: skip
     return [
         *rows,
         Row(
@@ -265,6 +297,10 @@ if __name__ == "__main__":
     if mode == "raw":
         (_child_raw if feed == "delta" else _child_raw_sotw)(address, count)
     else:
-        _child_sdk(
-            address, count, lean=mode == "lean", protocol="delta" if feed == "delta" else "sotw"
+        child = _child_aio if mode.startswith("aio") else _child_sdk
+        child(
+            address,
+            count,
+            lean=mode.endswith("lean"),
+            protocol="delta" if feed == "delta" else "sotw",
         )

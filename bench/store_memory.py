@@ -4,7 +4,8 @@ Each client runs in a fresh subprocess (``python -m bench.store_memory MODE ADDR
 so its peak RSS is its own: the peak is reset before the sync (Linux ``clear_refs``)
 and the RSS at that moment is subtracted from the peak once the N objects are held.
 ``informer``: ``client.informer(prefix)`` until ``wait_synced()``.
-``list``: ``list(client.list(prefix))`` kept in a variable.
+``aio_informer``: the same with ``AsyncResourceStoreClient`` (an ``AsyncInformer``).
+``list``: ``list(client.list(prefix))`` kept in a variable (the raw of both).
 """
 
 from __future__ import annotations
@@ -72,6 +73,28 @@ def _child(mode: str, address: str, n: int) -> None:
     print(after - before, flush=True)
 
 
+def _child_aio(address: str, n: int) -> None:
+    import asyncio
+
+    from xds_client.store import AsyncResourceStoreClient
+
+    async def main() -> tuple[int, int]:
+        async with AsyncResourceStoreClient(address) as client:
+            await client.is_healthy()
+            before = _reset_peak()
+            informer = client.informer(store_prefix(_NS)).start()
+            await informer.wait_synced(_TIMEOUT)
+            count = len(informer.objects)
+            after = _peak()
+            await informer.stop()
+        if count != n:
+            raise SystemExit(f"aio_informer: {count} objects, expected {n}")
+        return before, after
+
+    before, after = asyncio.run(main())
+    print(after - before, flush=True)
+
+
 def _run_child(address: str, mode: str, n: int) -> float:
     out = subprocess.run(
         [sys.executable, "-m", "bench.store_memory", mode, address, str(n)],
@@ -87,19 +110,24 @@ def run(server: ServerProcess, cfg: Config) -> list[Row]:
     n = cfg.informer_items
     address = str(server.call("store_start"))
     server.call("store_load", _NS, n)
-    peaks: dict[str, list[float]] = {"informer": [], "list": []}
+    peaks: dict[str, list[float]] = {"informer": [], "aio_informer": [], "list": []}
     for _ in range(max(1, min(cfg.reps, 3))):
-        for mode in ("list", "informer"):
+        for mode in ("list", "informer", "aio_informer"):
             peaks[mode].append(_run_child(address, mode, n))
     return [
         Row(
-            f"ResourceStore informer sync of {n:,} objects", "peak RSS growth per object",
-            "B", median(peaks["informer"]), median(peaks["list"]),
+            f"ResourceStore informer sync of {n:,} objects",
+            f"{metric}: peak RSS growth per object", "B",
+            median(peaks[mode]), median(peaks["list"]),
             target="<= 1.2x keeping a plain list()", check=ratio_at_most(1.2),
-            samples_sdk=peaks["informer"], samples_raw=peaks["list"],
+            samples_sdk=peaks[mode], samples_raw=peaks["list"],
         )
+        for mode, metric in (("informer", "Informer"), ("aio_informer", "AsyncInformer"))
     ]  # fmt: skip
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    if sys.argv[1] == "aio_informer":
+        _child_aio(sys.argv[2], int(sys.argv[3]))
+    else:
+        _child(sys.argv[1], sys.argv[2], int(sys.argv[3]))

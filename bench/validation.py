@@ -6,7 +6,9 @@ bytes each, with a TLS ``Any`` whose payload is checked too), parsed the way the
 gRPC driver parses it (raw ``Any`` bytes). "SDK" is ``validate_rules=True`` (the
 default), "raw" the same push with ``validate_rules=False``. A second row is the
 re-push of the same bytes, which must stay free: unchanged resources are not
-decoded, so not checked.
+decoded, so not checked. The time is this process's CPU time (the core is
+single-threaded and does no I/O), so other processes on a shared machine weigh
+less than on a wall clock.
 
 Run alone with ``python -m bench.validation``.
 """
@@ -55,9 +57,9 @@ def _push_once(data: bytes, *, rules: bool, repush: bool) -> float:
         for request in core.requests_to_send():
             core.request_sent(request, 0.0)
     response = parse(data)
-    start = time.perf_counter()
+    start = time.process_time()
     core.receive(response, 0.0)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def run(server: object, cfg: Config) -> list[Row]:
@@ -78,9 +80,9 @@ def run(server: object, cfg: Config) -> list[Row]:
                 unit="s",
                 sdk=median(on),
                 raw=median(off),
-                # The push has no target yet (recorded); the re-push must stay free.
-                target="recorded" if not repush else "<= 1.1x off",
-                check=None if not repush else ratio_at_most(1.1),
+                # Validation may add 10% to a push of new resources; a re-push stays free.
+                target="<= 1.1x off",
+                check=ratio_at_most(1.1),
                 note="raw = validate_rules=False; the core only, no I/O",
                 samples_sdk=on,
                 samples_raw=off,

@@ -22,6 +22,10 @@ SCENARIO_LINES = (
     "ResourceStore list of",
     "ResourceStore watch of",
     "informer sync of",
+    # issue #18: each target with both clients where both exist
+    "AsyncXdsClient (decoded)",
+    "AsyncXdsClient(lazy_decode=True)",
+    "AsyncInformer: peak RSS",
     'python -c "from xds_client import XdsClient, AsyncXdsClient, Node"',
     'python -c "import xds_client"',
 )

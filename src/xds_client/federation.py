@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
 
 from xds_client.errors import ResourceNameError
 
@@ -65,6 +64,8 @@ def authority_label(name: str) -> str:
 
 def percent_encode_path(text: str) -> str:
     """Percent-encode what may not stand in a URI path (A47: RFC 3986 section 3.3)."""
+    from urllib.parse import quote
+
     return quote(text, safe=_PATH_SAFE)
 
 
@@ -95,6 +96,8 @@ class XdstpName:
     def __str__(self) -> str:
         text = f"{_PREFIX}{self.authority}/{self.resource_type}/{self.id}"
         if self.context_params:
+            from urllib.parse import quote
+
             text += "?" + "&".join(
                 f"{quote(k, safe=_QUERY_SAFE)}={quote(v, safe=_QUERY_SAFE)}"
                 for k, v in self.context_params
@@ -129,6 +132,8 @@ def parse_xdstp(name: str) -> XdstpName:
         raise ResourceNameError(name, "has no id after the resource type")
     params: dict[str, str] = {}
     if query:
+        from urllib.parse import unquote
+
         for part in query.split("&"):
             if not part:
                 continue

@@ -33,3 +33,36 @@ def test_config_dump_and_redact_still_load_them_on_first_use() -> None:
         "assert callable(redact)\n"
     )
     assert set(_CSDS) <= loaded
+
+
+_ON_USE = (
+    "tenacity",  # only for a user's own backoff strategy and the ResourceStore client
+    "xds_client.protocol._rules",  # the (validate.rules) compiler: with the first check
+    "hashlib",  # the persisted cache: only with cache_dir
+    "tempfile",
+    "html",  # the HTML view of the cache
+    "google.protobuf.json_format",  # a bootstrap's node
+)
+
+
+def test_threaded_client_import_loads_nothing_it_does_not_use() -> None:
+    loaded = _modules_after("from xds_client import XdsClient, Node")
+    assert not loaded & set(_ON_USE), sorted(loaded & set(_ON_USE))
+    # asyncio is not ours to avoid: ``import grpc`` loads it (grpc.aio) for every user.
+    assert "xds_client.client._async" not in loaded
+
+
+def test_both_clients_import_without_the_rule_compiler() -> None:
+    loaded = _modules_after("from xds_client import XdsClient, AsyncXdsClient, Node")
+    assert not loaded & set(_ON_USE), sorted(loaded & set(_ON_USE))
+
+
+def test_validate_loads_the_rule_compiler_on_first_use() -> None:
+    loaded = _modules_after(
+        "from xds_client import validate\n"
+        "from xds_client.protocol import validate as same\n"
+        "assert validate is same\n"
+        "from envoy.config.cluster.v3.cluster_pb2 import Cluster\n"
+        "validate(Cluster(name='c'))\n"
+    )
+    assert "xds_client.protocol._rules" in loaded

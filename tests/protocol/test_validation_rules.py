@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.core.v3.base_pb2 import Node
 from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.config.route.v3.route_pb2 import RouteConfiguration
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
@@ -28,6 +29,7 @@ import xds_client
 from xds_client import resources
 from xds_client.errors import ResourceValidationError, RuleViolationError
 from xds_client.protocol import (
+    ProtocolConfig,
     ResourceUpdated,
     ResponseAccepted,
     ResponseRejected,
@@ -183,6 +185,12 @@ CASES: list[tuple[str, str, Any, bool]] = [
     ("Duration", "duration { in: [{ seconds: 1 }, { nanos: 1000 }] }", "dur:1", True),
     ("Duration", "duration { in: [{ seconds: 1 }, { nanos: 1000 }] }", "dur:2", False),
     ("Duration", "duration { const: { seconds: 3 } }", "dur:3", True),
+    # a lower bound alone is settled by whole seconds when it can be, by nanos otherwise
+    ("Duration", "duration { gte { seconds: 1 nanos: 500000000 } }", "dur:1.4", False),
+    ("Duration", "duration { gte { seconds: 1 nanos: 500000000 } }", "dur:1.5", True),
+    ("Duration", "duration { gte { seconds: 1 nanos: 500000000 } }", "dur:2", True),
+    ("Duration", "duration { gt { seconds: -2 } }", "dur:-1.5", True),
+    ("Duration", "duration { gt { seconds: -2 } }", "dur:-2.5", False),
     ("Timestamp", "timestamp { required: true }", None, False),
     ("Timestamp", "timestamp { gt { seconds: 16 } }", "ts:17", True),
     ("Timestamp", "timestamp { gt { seconds: 16 } }", "ts:16", False),
@@ -192,6 +200,25 @@ CASES: list[tuple[str, str, Any, bool]] = [
     ("Any", 'any { not_in: ["type.googleapis.com/google.protobuf.Timestamp"] }', "any:ts", False),
     ("Any", "", "any:embed:0", False),  # the payload's own rules
     ("Any", "", "any:embed:1", True),
+]
+
+# PGV's timestamp rules against the current time (harness: wkt_timestamp.proto, with
+# the values of executor/cases.go as seconds from ``NOW``; None is the epoch).
+NOW = 1_700_000_000.0
+NOW_CASES: list[tuple[str, float | None, bool]] = [
+    ("timestamp { lt_now: true }", None, True),
+    ("timestamp { lt_now: true }", 7200, False),
+    ("timestamp { gt_now: true }", 7200, True),
+    ("timestamp { gt_now: true }", None, False),
+    ("timestamp { within { seconds: 3600 } }", 0, True),
+    ("timestamp { within { seconds: 3600 } }", None, False),
+    ("timestamp { within { seconds: 3600 } }", 7200, False),
+    ("timestamp { lt_now: true within { seconds: 3600 } }", -1800, True),
+    ("timestamp { lt_now: true within { seconds: 3600 } }", 1800, False),
+    ("timestamp { lt_now: true within { seconds: 3600 } }", -7200, False),
+    ("timestamp { gt_now: true within { seconds: 3600 } }", 1800, True),
+    ("timestamp { gt_now: true within { seconds: 3600 } }", -1800, False),
+    ("timestamp { gt_now: true within { seconds: 3600 } }", 7200, False),
 ]
 
 
@@ -261,6 +288,8 @@ def _build_cases() -> list[type[Any]]:
     _field(embed, "int64", "int64 { gt: 0 }")
     for index, (decl, rules, _, _) in enumerate(CASES):
         _field(fdp.message_type.add(name=f"Case{index}"), decl, rules)
+    for index, (rules, _, _) in enumerate(NOW_CASES):
+        _field(fdp.message_type.add(name=f"NowCase{index}"), "Timestamp", rules)
     # A required oneof, as in the harness's oneofs.proto.
     oneof = fdp.message_type.add(name="OneOfRequired")
     oneof.oneof_decl.add(name="choice").options.Extensions[pgv.required] = True
@@ -278,12 +307,15 @@ def _build_cases() -> list[type[Any]]:
     except KeyError:
         pool.AddSerializedFile(fdp.SerializeToString())
     names = [f"Case{i}" for i in range(len(CASES))] + ["Embed", "OneOfRequired", "Disabled"]
+    names += [f"NowCase{i}" for i in range(len(NOW_CASES))]
     return [
         message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{PACKAGE}.{n}")) for n in names
     ]
 
 
-CLASSES = _build_cases()
+_ALL_CLASSES = _build_cases()
+CLASSES = _ALL_CLASSES[: len(CASES) + 3]
+NOW_CLASSES = _ALL_CLASSES[len(CASES) + 3 :]
 EMBED, ONEOF_REQUIRED, DISABLED = CLASSES[-3:]
 
 
@@ -329,6 +361,52 @@ def test_harness_case(index: int, decl: str, rules: str, value: Any, valid: bool
     with pytest.raises(RuleViolationError) as caught:
         validate(message)
     assert caught.value.path.startswith("val"), caught.value.path
+
+
+def _now_case(index: int, offset: float | None) -> Any:
+    stamp = Timestamp(seconds=0 if offset is None else int(NOW + offset))
+    return NOW_CLASSES[index](val=stamp)
+
+
+@pytest.mark.parametrize(
+    ("index", "rules", "offset", "valid"),
+    [(i, *case) for i, case in enumerate(NOW_CASES)],
+    ids=[f"{i}-{r}-{o}" for i, (r, o, _) in enumerate(NOW_CASES)],
+)
+def test_timestamp_rules_against_now(
+    index: int, rules: str, offset: float | None, valid: bool
+) -> None:
+    message = _now_case(index, offset)
+    validate(message)  # without ``now`` these rules are not checked: no clock is read
+    validate(NOW_CLASSES[index]())  # unset: not checked
+    if valid:
+        validate(message, now=NOW)
+        return
+    with pytest.raises(RuleViolationError, match="now") as caught:
+        validate(message, now=NOW)
+    assert caught.value.path == "val"
+
+
+def test_timestamp_now_rules_name_the_bound() -> None:
+    with pytest.raises(RuleViolationError) as caught:
+        validate(_now_case(9, -7200), now=NOW)
+    assert caught.value.reason == "must be less than now within 3600s"
+    assert check_rules(_now_case(1, 7200), NOW) == "val: must be less than now"
+
+
+def test_the_core_gives_the_now_rules_the_drivers_wall_time() -> None:
+    message = _now_case(1, 7200)  # lt_now, two hours ahead of NOW
+    type_url = "type.googleapis.com/" + message.DESCRIPTOR.full_name
+    config = ProtocolConfig(node=Node(id="n"), wall_time=lambda monotonic: NOW + monotonic)
+    check = _validation.resource_check(config, type_url, 0.0)
+    assert check is not None
+    assert check(message) == "val: must be less than now"
+    later = _validation.resource_check(config, type_url, 3 * 3600.0)  # now past the value
+    assert later is not None
+    assert later(message) is None
+    unset = _validation.resource_check(ProtocolConfig(node=Node(id="n")), type_url, 0.0)
+    assert unset is not None
+    assert unset(message) is None
 
 
 def test_required_oneof_and_disabled_messages() -> None:

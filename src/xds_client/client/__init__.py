@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._async import AsyncWatch, AsyncXdsClient
 from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
 from ._federation import Authority
 from ._metrics import CountingMetrics, Metrics
@@ -19,6 +18,7 @@ from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
 
 if TYPE_CHECKING:
+    from ._async import AsyncWatch, AsyncXdsClient
     from ._csds import redact
     from ._protojson import to_dict, to_json
 
@@ -46,8 +46,14 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The CSDS protos (about 7 ms of imports) load only when a dump, a redaction or a
     # JSON view is needed.
+    # The asyncio driver loads with the first use of AsyncXdsClient, so a threaded
+    # program does not import it.
     value: Any
-    if name == "redact":
+    if name in ("AsyncXdsClient", "AsyncWatch"):
+        from . import _async
+
+        value = getattr(_async, name)
+    elif name == "redact":
         from ._csds import redact as value
     elif name in ("to_dict", "to_json"):
         from . import _protojson

@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 from typing_extensions import Self, Unpack
 
 from xds_client._backends.asyncio import (
+    AsyncClosing,
     AsyncDispatcher,
     AsyncEvent,
     AsyncInbox,
@@ -79,7 +80,7 @@ _TAKEN_RECHECK = 0.5
 """Flow control: how often a held reader looks again (for a stop) while watchers lag."""
 
 
-class AsyncWatch(Generic[M]):
+class AsyncWatch(AsyncClosing, Generic[M]):
     """Events about watched resources, as an iterator (``async for`` over an AsyncWatch).
 
     Iteration ends when the watch or the client closes. Use it as a context
@@ -165,24 +166,7 @@ class AsyncWatch(Generic[M]):
         """The same as :meth:`close` (one spelling of closing for every async object)."""
         self.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
-
     # end async-only
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
 
 
 @dataclass

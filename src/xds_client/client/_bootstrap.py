@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
-from google.protobuf import json_format
 
 from xds_client._version import __version__
 from xds_client.errors import BootstrapError
@@ -171,6 +170,8 @@ def _node(raw: Any) -> NodeProto:
         _expect(raw["locality"], dict, "node.locality")
     if "metadata" in raw:
         _expect(raw["metadata"], dict, "node.metadata")
+    from google.protobuf import json_format  # only for a bootstrap's node
+
     node = NodeProto()
     try:
         json_format.ParseDict(raw, node, ignore_unknown_fields=True)

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +111,8 @@ class ConfigCache:
 
     def path_for(self, server: str, type_url: str, protocol: str) -> Path:
         """The file of one (server, type, protocol)."""
+        import hashlib
+
         digest = hashlib.sha256(f"{server}\n{type_url}\n{protocol}".encode()).hexdigest()[:24]
         return self.directory / f"{digest}.json"
 
@@ -151,6 +151,8 @@ class ConfigCache:
         target = self.path_for(record.server, record.type_url, record.protocol)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            import tempfile
+
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.directory)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as out:

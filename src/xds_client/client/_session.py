@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from typing_extensions import ParamSpec
 
+from xds_client._clock import monotonic_to_wall
 from xds_client.errors import ClientClosedError, ResourceNameError, UsageError
 from xds_client.federation import authority_label, is_xdstp, normalize_name, parse_xdstp
 from xds_client.protocol import (
@@ -228,6 +229,7 @@ class Session:
             resource_timer_is_transient_error=options.resource_timer_is_transient_error,
             validators=dict(options.validators),
             lazy_decode=options.lazy_decode,
+            wall_time=monotonic_to_wall,  # PGV's lt_now/gt_now/within rules
         )
         # A47: one list of distinct servers; each authority uses some of them in order.
         self._router = AuthorityRouter(options.servers, options.authorities)

@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 from typing_extensions import Self, Unpack
 
 from xds_client._backends.threads import (
+    Closing,
     Dispatcher,
     Empty,
     Event,
@@ -78,7 +79,7 @@ _TAKEN_RECHECK = 0.5
 """Flow control: how often a held reader looks again (for a stop) while watchers lag."""
 
 
-class Watch(Generic[M]):
+class Watch(Closing, Generic[M]):
     """Events about watched resources, as an iterator (``for`` over an Watch).
 
     Iteration ends when the watch or the client closes. Use it as a context
@@ -158,15 +159,6 @@ class Watch(Generic[M]):
         """Stop watching; the last watcher of a name unsubscribes it."""
         self._client._session.remove_watch(self._entry)
         self._client._wake()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
 
 
 @dataclass

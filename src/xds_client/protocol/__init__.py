@@ -8,6 +8,8 @@ watchers. See ``docs/protocol.md`` for the exact behaviour.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from xds_client.errors import ProtocolUsageError
 
 from ._cache import CachedResource, ResourceState, ResourceStatus
@@ -24,10 +26,12 @@ from ._events import (
     ResponseAccepted,
     ResponseRejected,
 )
-from ._rules import validate
 from ._sotw import SotwProtocol
 from ._subscriptions import WILDCARD
 from ._validation import MAX_ERROR_MESSAGE, RESPONSE_KEY
+
+if TYPE_CHECKING:
+    from ._rules import validate
 
 __all__ = [
     # state machines
@@ -57,3 +61,13 @@ __all__ = [
     "RESPONSE_KEY",
     "MAX_ERROR_MESSAGE",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The rule compiler (regexes, ipaddress, urllib) loads with the first check.
+    if name == "validate":
+        from ._rules import validate as value
+
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'xds_client.protocol' has no attribute {name!r}")

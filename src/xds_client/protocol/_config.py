@@ -57,6 +57,11 @@ class ProtocolConfig:
     """Memory-lean cache: keep only the serialized bytes of each cached resource and
     decode them on every access of ``CachedResource.resource``. Events still carry the
     message decoded on arrival. A decoded Cluster costs several times its bytes."""
+    wall_time: Callable[[float], float] | None = None
+    """Turns the ``now`` given to ``receive`` (the driver's monotonic seconds) into Unix
+    seconds, for the ``(validate.rules)`` timestamp rules that compare with the current
+    time (``lt_now``, ``gt_now``, ``within``). None (the default: the core reads no
+    clock) leaves those rules unchecked; the clients pass one."""
 
     def __post_init__(self) -> None:
         timeout = self.does_not_exist_timeout

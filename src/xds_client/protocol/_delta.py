@@ -226,7 +226,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
     ) -> list[str]:
         rtype = st.rtype
         assert rtype is not None
-        check = resource_check(self.config, st.type_url)
+        check = resource_check(self.config, st.type_url, now)
         subs = st.subs
         cache = st.cache
         # (name, version, message, raw, ttl, aliases, metadata) per changed resource.

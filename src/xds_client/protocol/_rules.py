@@ -37,7 +37,8 @@ from xds_client.errors import RuleViolationError
 
 __all__ = ["check_rules", "rule_violation", "validate"]
 
-Check = Callable[[Any], None]
+Check = Callable[[Any, "float | None"], None]
+"""``check(value, now)``: raises :class:`_RuleBrokenError` when ``value`` breaks a rule."""
 
 
 class _RuleBrokenError(Exception):
@@ -88,21 +89,16 @@ def _fmt(value: object) -> str:
 _NUMBER_NAMES = {"inf": math.inf, "nan": math.nan}
 """What ``repr()`` of a float bound may contain, for the generated conditions."""
 
-
-def _cond(condition: str, reason: str) -> Callable[[Any], str | None]:
-    """A test from a condition on ``v``; it keeps the condition for generated code."""
-    holds = eval(f"lambda v: {condition}", dict(_NUMBER_NAMES))
-    test: Any = lambda v: None if holds(v) else reason  # noqa: E731
-    test.condition = (condition, reason)
-    return cast("Callable[[Any], str | None]", test)
+Cond = tuple[str, str]
+"""``(python condition on v that holds when the value is valid, reason)``."""
 
 
 def _ordered(
-    rules: Any, convert: Callable[[Any], Any], fmt: Callable[[Any], str]
-) -> list[Callable[[Any], str | None]]:
-    """Tests of the const/lt/lte/gt/gte/in/not_in rules shared by numbers, durations, timestamps."""
-    tests: list[Callable[[Any], str | None]] = []
-
+    rules: Any, convert: Callable[[Any], Any], fmt: Callable[[Any], str], env: dict[str, Any]
+) -> list[Cond]:
+    """Conditions of the const/lt/lte/gt/gte/in/not_in rules of numbers, durations,
+    timestamps and enums (an ``in`` list is a frozenset put in ``env``)."""
+    conds: list[Cond] = []
     fields = rules.DESCRIPTOR.fields_by_name
 
     def has(name: str) -> bool:
@@ -110,7 +106,7 @@ def _ordered(
 
     if has("const"):
         const = convert(rules.const)
-        tests.append(_cond(f"v == {const!r}", f"must equal {fmt(const)}"))
+        conds.append((f"v == {const!r}", f"must equal {fmt(const)}"))
     upper = (
         ("lt", convert(rules.lt))
         if has("lt")
@@ -134,60 +130,49 @@ def _ordered(
         below = f"v {ops[ukind]} {hi!r}"
         if hi > lo or (hi == lo and ukind == "lte" and lkind == "gte"):
             text = f"must be inside range {left}{fmt(lo)}, {fmt(hi)}{right}"
-            tests.append(_cond(f"{above} and {below}", text))
+            conds.append((f"{above} and {below}", text))
         else:  # PGV: lt below gt means "outside the range between them"
             text = f"must be outside range ({fmt(hi)}, {fmt(lo)})"
-            tests.append(_cond(f"{above} or {below}", text))
+            conds.append((f"{above} or {below}", text))
     elif upper:
         kind, hi = upper
         word = "less than" if kind == "lt" else "less than or equal to"
-        tests.append(_cond(f"v {ops[kind]} {hi!r}", f"must be {word} {fmt(hi)}"))
+        conds.append((f"v {ops[kind]} {hi!r}", f"must be {word} {fmt(hi)}"))
     elif lower:
         kind, lo = lower
         word = "greater than" if kind == "gt" else "greater than or equal to"
-        tests.append(_cond(f"v {ops[kind]} {lo!r}", f"must be {word} {fmt(lo)}"))
+        conds.append((f"v {ops[kind]} {lo!r}", f"must be {word} {fmt(lo)}"))
     if "in" in fields and len(getattr(rules, "in")):
         allowed = frozenset(convert(x) for x in getattr(rules, "in"))
         text = "must be in list [" + ", ".join(fmt(x) for x in sorted(allowed)) + "]"
-        tests.append(lambda v: None if v in allowed else text)
+        conds.append((f"v in {_put(env, allowed)}", text))
     if "not_in" in fields and len(rules.not_in):
         banned = frozenset(convert(x) for x in rules.not_in)
         text = "must not be in list [" + ", ".join(fmt(x) for x in sorted(banned)) + "]"
-        tests.append(lambda v: text if v in banned else None)
-    return tests
+        conds.append((f"v not in {_put(env, banned)}", text))
+    return conds
 
 
-def _ordered_exprs(
-    rules: Any, convert: Callable[[Any], Any], fmt: Callable[[Any], str]
-) -> list[tuple[str, str]] | None:
-    """``(python condition on v that holds when valid, reason)`` per rule, for rules
-    that compare with constants; None when a rule needs more (in, not_in)."""
-    fields = rules.DESCRIPTOR.fields_by_name
-    for name in ("in", "not_in"):
-        if name in fields and len(getattr(rules, name)):
-            return None
-    out: list[tuple[str, str]] = []
-    for test in _ordered(rules, convert, fmt):
-        code = getattr(test, "condition", None)
-        if code is None:
-            return None
-        out.append(code)
-    return out
-
-
-def _all(tests: list[Callable[[Any], str | None]], ignore_empty: bool = False) -> Check | None:
-    if not tests:
-        return None
-
-    def check(value: Any) -> None:
-        if ignore_empty and not value:
-            return
-        for test in tests:
-            reason = test(value)
-            if reason is not None:
-                raise _RuleBrokenError(reason)
-
-    return check
+def _now_conds(rules: Any) -> list[Cond]:
+    """PGV's ``lt_now``, ``gt_now`` and ``within`` on a timestamp ``v`` (nanoseconds),
+    against ``now`` (Unix seconds, given by the caller; None skips them)."""
+    lt_now, gt_now = rules.lt_now, rules.gt_now
+    within = _nanos(rules.within) if rules.HasField("within") else None
+    now = "now * 1000000000"
+    if lt_now and within is not None:
+        text = f"must be less than now within {_fmt_duration(within)}"
+        return [(f"now is None or {now} - {within} <= v < {now}", text)]
+    if lt_now:
+        return [(f"now is None or v < {now}", "must be less than now")]
+    if gt_now and within is not None:
+        text = f"must be greater than now within {_fmt_duration(within)}"
+        return [(f"now is None or {now} < v <= {now} + {within}", text)]
+    if gt_now:
+        return [(f"now is None or v > {now}", "must be greater than now")]
+    if within is not None:
+        text = f"must be within {_fmt_duration(within)} of now"
+        return [(f"now is None or {now} - {within} <= v <= {now} + {within}", text)]
+    return []
 
 
 # ------------------------------------------------------------------ strings and bytes
@@ -250,119 +235,94 @@ def _pattern(pattern: str) -> re.Pattern[str] | None:
         return None
 
 
-def _string_tests(r: Any) -> list[Callable[[Any], str | None]]:
-    tests: list[Callable[[Any], str | None]] = []
+def _string_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
+    conds: list[Cond] = []
     has = r.HasField
     if has("const"):
-        const = r.const
-        tests.append(lambda v: None if v == const else f"must equal {const!r}")
-    if has("len"):
-        n = r.len
-        tests.append(lambda v: None if len(v) == n else f"length must be {n} characters")
-    if has("min_len"):
-        lo = r.min_len
-        tests.append(lambda v: None if len(v) >= lo else f"length must be at least {lo} characters")
-    if has("max_len"):
-        hi = r.max_len
-        tests.append(lambda v: None if len(v) <= hi else f"length must be at most {hi} characters")
-    for name, op, word in (
-        ("len_bytes", "==", ""),
-        ("min_bytes", ">=", "at least "),
-        ("max_bytes", "<=", "at most "),
-    ):
-        if has(name):
-            tests.append(_byte_len(getattr(r, name), op, word, encode=True))
-    tests.extend(_affix_tests(r))
+        conds.append((f"v == {_put(env, r.const)}", f"must equal {r.const!r}"))
+    conds += _length_conds(r, ("len", "min_len", "max_len"), "len(v)", "characters")
+    conds += _length_conds(r, ("len_bytes", "min_bytes", "max_bytes"), "len(v.encode())", "bytes")
+    conds += _affix_conds(r, env)
     if has("not_contains"):
-        needle = r.not_contains
-        tests.append(lambda v: f"must not contain {needle!r}" if needle in v else None)
+        conds.append(
+            (f"{_put(env, r.not_contains)} not in v", f"must not contain {r.not_contains!r}")
+        )
     kind = r.WhichOneof("well_known")
     if kind == "well_known_regex":
         strict = r.strict if r.HasField("strict") else True
         known = r.well_known_regex
+        regex: re.Pattern[str] | None = None
         if not strict:
             regex, what = _HEADER_LOOSE, "header"
         elif known == pgv.HTTP_HEADER_NAME:
             regex, what = _HEADER_NAME, "header name"
         elif known == pgv.HTTP_HEADER_VALUE:
             regex, what = _HEADER_VALUE, "header value"
-        else:
-            regex = None
         if regex is not None:
-            compiled = regex
-            text = f"must be a valid HTTP {what}"
-            tests.append(lambda v: None if compiled.match(v) else text)
+            conds.append(
+                (f"{_put(env, regex.match)}(v) is not None", f"must be a valid HTTP {what}")
+            )
     elif kind is not None and getattr(r, kind):
         test, text = _WELL_KNOWN_STRING[kind]
-        tests.append(lambda v: None if test(v) else text)
-    return tests
+        conds.append((f"{_put(env, test)}(v)", text))
+    return conds
 
 
-def _byte_len(n: int, op: str, word: str, *, encode: bool) -> Callable[[Any], str | None]:
-    def size(v: Any) -> int:
-        return len(v.encode()) if encode else len(v)
+def _length_conds(r: Any, names: tuple[str, str, str], measure: str, unit: str) -> list[Cond]:
+    """The exact, least and most length rules named ``names``, on ``measure`` of ``v``."""
+    conds: list[Cond] = []
+    for name, op, word in zip(
+        names, ("==", ">=", "<="), ("", "at least ", "at most "), strict=True
+    ):
+        if r.HasField(name):
+            n = getattr(r, name)
+            conds.append((f"{measure} {op} {n}", f"length must be {word}{n} {unit}"))
+    return conds
 
-    text = f"length must be {word}{n} bytes"
-    if op == "==":
-        return lambda v: None if size(v) == n else text
-    if op == ">=":
-        return lambda v: None if size(v) >= n else text
-    return lambda v: None if size(v) <= n else text
 
-
-def _affix_tests(r: Any) -> list[Callable[[Any], str | None]]:
-    tests: list[Callable[[Any], str | None]] = []
+def _affix_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
+    conds: list[Cond] = []
     has = r.HasField
     if has("pattern"):
         regex = _pattern(r.pattern)
         if regex is not None:
             text = f"does not match regex pattern {r.pattern!r}"
+            search = _put(env, regex.search)
             if r.DESCRIPTOR.name == "BytesRules":
-                tests.append(lambda v: None if regex.search(v.decode("utf-8", "replace")) else text)
+                conds.append((f"{search}(v.decode('utf-8', 'replace')) is not None", text))
             else:
-                tests.append(lambda v: None if regex.search(v) else text)
+                conds.append((f"{search}(v) is not None", text))
     if has("prefix"):
-        prefix = r.prefix
-        tests.append(lambda v: None if v.startswith(prefix) else f"does not have prefix {prefix!r}")
+        conds.append((f"v.startswith({_put(env, r.prefix)})", f"does not have prefix {r.prefix!r}"))
     if has("suffix"):
-        suffix = r.suffix
-        tests.append(lambda v: None if v.endswith(suffix) else f"does not have suffix {suffix!r}")
+        conds.append((f"v.endswith({_put(env, r.suffix)})", f"does not have suffix {r.suffix!r}"))
     if has("contains"):
-        needle = r.contains
-        tests.append(lambda v: None if needle in v else f"does not contain {needle!r}")
+        conds.append((f"{_put(env, r.contains)} in v", f"does not contain {r.contains!r}"))
     if len(getattr(r, "in")):
         allowed = frozenset(getattr(r, "in"))
         text = "must be in list [" + ", ".join(sorted(repr(x) for x in allowed)) + "]"
-        tests.append(lambda v: None if v in allowed else text)
+        conds.append((f"v in {_put(env, allowed)}", text))
     if len(r.not_in):
         banned = frozenset(r.not_in)
         text = "must not be in list [" + ", ".join(sorted(repr(x) for x in banned)) + "]"
-        tests.append(lambda v: text if v in banned else None)
-    return tests
+        conds.append((f"v not in {_put(env, banned)}", text))
+    return conds
 
 
-def _bytes_tests(r: Any) -> list[Callable[[Any], str | None]]:
-    tests: list[Callable[[Any], str | None]] = []
+def _bytes_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
+    conds: list[Cond] = []
     has = r.HasField
     if has("const"):
-        const = r.const
-        tests.append(lambda v: None if v == const else f"must equal {const!r}")
-    if has("len"):
-        tests.append(_byte_len(r.len, "==", "", encode=False))
-    if has("min_len"):
-        tests.append(_byte_len(r.min_len, ">=", "at least ", encode=False))
-    if has("max_len"):
-        tests.append(_byte_len(r.max_len, "<=", "at most ", encode=False))
-    tests.extend(_affix_tests(r))
+        conds.append((f"v == {_put(env, r.const)}", f"must equal {r.const!r}"))
+    conds += _length_conds(r, ("len", "min_len", "max_len"), "len(v)", "bytes")
+    conds += _affix_conds(r, env)
     kind = r.WhichOneof("well_known")
     if kind is not None and getattr(r, kind):
         want = {"ip": (4, 16), "ipv4": (4,), "ipv6": (16,)}[kind]
         text = f"must be a valid {kind.upper() if kind != 'ip' else 'IP'} address in bytes"
-        tests.append(lambda v: None if len(v) in want else text)
-    return tests
+        conds.append((f"len(v) in {want!r}", text))
+    return conds
 
-
-# ------------------------------------------------------------------ compiling fields
 
 _NUMBER_KINDS = frozenset(
     (
@@ -376,52 +336,92 @@ _WRAPPERS = frozenset(
 )
 
 
-def _count_tests(r: Any, suffix: str, word: str) -> list[Callable[[Any], str | None]]:
-    """``min_<suffix>``/``max_<suffix>`` of repeated (items) and map (pairs) rules."""
-    tests: list[Callable[[Any], str | None]] = []
-    if r.HasField(f"min_{suffix}"):
-        lo = getattr(r, f"min_{suffix}")
-        tests.append(lambda v: None if len(v) >= lo else f"must contain at least {lo} {word}(s)")
-    if r.HasField(f"max_{suffix}"):
-        hi = getattr(r, f"max_{suffix}")
-        tests.append(lambda v: None if len(v) <= hi else f"must contain at most {hi} {word}(s)")
-    return tests
-
-
-def _scalar_check(kind: str | None, fd: FieldDescriptor | None, rules: Any) -> Check | None:
-    """The check of one scalar value under FieldRules ``rules`` of kind ``kind``."""
+def _scalar_conds(
+    kind: str | None, fd: FieldDescriptor, rules: Any, env: dict[str, Any]
+) -> tuple[list[Cond], bool]:
+    """The conditions on one scalar value ``v`` under FieldRules of kind ``kind``,
+    and whether an empty value skips them (``ignore_empty``)."""
     if kind is None:
-        return None
+        return [], False
     r = getattr(rules, kind)
     if kind in _NUMBER_KINDS:
-        return _all(_ordered(r, lambda x: x, _fmt), r.ignore_empty)
+        return _ordered(r, lambda x: x, _fmt, env), r.ignore_empty
     if kind == "bool":
-        if r.HasField("const"):
-            const = r.const
-            return _all([lambda v: None if v == const else f"must equal {const}"])
-        return None
+        return (
+            [(f"v == {r.const!r}", f"must equal {r.const}")] if r.HasField("const") else []
+        ), False
     if kind == "string":
-        return _all(_string_tests(r), r.ignore_empty)
+        return _string_conds(r, env), r.ignore_empty
     if kind == "bytes":
-        return _all(_bytes_tests(r), r.ignore_empty)
+        return _bytes_conds(r, env), r.ignore_empty
     if kind == "enum":
-        tests = _ordered(r, lambda x: x, _fmt)  # const, in, not_in (no lt/gt in EnumRules)
-        if r.defined_only and fd is not None and fd.enum_type is not None:
+        conds = _ordered(r, lambda x: x, _fmt, env)  # const, in, not_in (no lt/gt in EnumRules)
+        if r.defined_only and fd.enum_type is not None:
             defined = frozenset(fd.enum_type.values_by_number)
-            tests.append(
-                lambda v: None if v in defined else "must be one of the defined enum values"
-            )
-        return _all(tests)
-    return None
+            conds.append((f"v in {_put(env, defined)}", "must be one of the defined enum values"))
+        return conds, False
+    return [], False
+
+
+def _cond_lines(conds: list[Cond], env: dict[str, Any], ignore_empty: bool = False) -> list[str]:
+    """``if not (condition): raise`` per condition, on the value in ``v``."""
+    lines: list[str] = []
+    for condition, reason in conds:
+        lines += [f"if not ({condition}):", f"    raise broken({_put(env, reason)})"]
+    if ignore_empty and lines:
+        lines = ["if v:", *_indent(lines)]
+    return lines
+
+
+def _indent(lines: list[str], by: int = 1) -> list[str]:
+    pad = "    " * by
+    return [pad + line for line in lines]
+
+
+def _segment(lines: list[str], segment: str, *, literal: bool = True) -> list[str]:
+    """``lines`` with ``segment`` added to the path of a failure on the way out (a
+    try block costs nothing when nothing fails)."""
+    if not lines:
+        return []
+    added = repr(segment) if literal else segment
+    return [
+        "try:",
+        *_indent(lines),
+        "except E as e:",
+        f"    e.segments.append({added})",
+        "    raise",
+    ]
+
+
+# ------------------------------------------------------------------ compiling messages
+
+_ASK_EACH_UP_TO = 8
+"""Up to this many checked fields, a generated check asks each field (HasField); with
+more it lists what the message sets (ListFields, in C), so a sparse Cluster does not pay
+for its forty unset checked fields."""
+_INLINE_DEPTH = 8
+_INLINE_LINES = 20
+"""The longest nested check written into its parent; longer ones are called (the
+generated code, compiled once per process, stays small)."""
+"""How deep the checks of nested messages are written into their parent's function."""
 
 
 class _Compiler:
-    """Per-type checkers, built once per process and shared by every protocol object."""
+    """Per-type checkers, built once per process and shared by every protocol object.
+
+    A checker is one generated function per message type, written the way PGV
+    generates code: the checks of small nested messages are inlined into it (no
+    call per sub-message), nested messages without a rule at any depth are never
+    touched, set-ness is asked only of checked fields, and the failing field's path
+    is built only on the way out of a failure.
+    """
 
     def __init__(self) -> None:
         self._holders: dict[str, list[Check | None]] = {}
         self._reach: dict[str, bool] = {}
-        self._any: dict[str, tuple[type[Message], Check] | None] = {}
+        self._checked: dict[str, int] = {}
+        self.too_long: set[str] = set()  # types whose checks are called, not inlined
+        self._any: dict[str, tuple[Callable[[bytes], Message], Check] | None] = {}
 
     # A type needs a checker when it, or a type it reaches, has a rule or an Any.
     def needs_check(self, desc: Descriptor) -> bool:
@@ -447,14 +447,29 @@ class _Compiler:
         self._reach[desc.full_name] = found
         return found
 
+    def checked_fields(self, desc: Descriptor) -> int:
+        """How many fields of ``desc`` may need a check (a rule, or a checked type)."""
+        count = self._checked.get(desc.full_name)
+        if count is None:
+            count = 0
+            for fd in desc.fields:
+                sub = fd.message_type
+                if fd.GetOptions().HasExtension(pgv.rules) or (
+                    sub is not None and self.needs_check(sub)
+                ):
+                    count += 1
+            self._checked[desc.full_name] = count
+        return count
+
     def checker(self, desc: Descriptor) -> Check | None:
+        """``check(message, now)`` for messages of ``desc``, or None when nothing applies."""
         holder = self._holders.get(desc.full_name)
         if holder is None:
             holder = self._holders[desc.full_name] = [None]
             holder[0] = self._compile(desc)
         return holder[0]
 
-    def _ref(self, desc: Descriptor) -> Check:
+    def ref(self, desc: Descriptor) -> Check:
         """A call to ``desc``'s checker, which may still be under construction (cycles)."""
         holder = self._holders.get(desc.full_name)
         if holder is None:
@@ -464,74 +479,203 @@ class _Compiler:
         if built is not None:
             return built
 
-        def call(value: Any) -> None:
+        def call(value: Any, now: float | None) -> None:
             check = holder[0]
             if check is not None:
-                check(value)
+                check(value, now)
 
         return call
 
     def _compile(self, desc: Descriptor) -> Check | None:
         if _disabled(desc) or not self.needs_check(desc):
             return None
-        # One function per message type, generated as PGV generates code, with the
-        # path added on the way out of a failure only (a try block costs nothing
-        # when nothing fails). A message with few checked fields asks each one
-        # (HasField); one with many lists what it sets (ListFields, in C), so a
-        # sparse Cluster does not pay for its forty unset checked fields.
         env: dict[str, Any] = {"E": _RuleBrokenError, "broken": _broken, **_NUMBER_NAMES}
-        plans = [plan for fd in desc.fields if (plan := self._field_plan(fd, env)) is not None]
-        absent_oneofs: list[str] = []
+        gen = _Gen(self, env, desc)
+        if self.checked_fields(desc) <= _ASK_EACH_UP_TO:
+            body = gen.message(desc, 0)
+        else:
+            body = gen.listed(desc)
+        if not body:
+            return None
+        return gen.define(body)
+
+    def any_check(self, rules: Any) -> Check:
+        """The check of an ``Any``: its type URL rules, then the payload's own rules."""
+        allowed = frozenset(getattr(rules, "in")) if rules is not None else frozenset()
+        banned = frozenset(rules.not_in) if rules is not None else frozenset()
+        payload = self.any_payload
+        if not allowed and not banned:
+            return payload
+        text_in = "type URL must be in list [" + ", ".join(sorted(allowed)) + "]"
+        text_out = "type URL must not be in list [" + ", ".join(sorted(banned)) + "]"
+
+        def check(value: Any, now: float | None) -> None:
+            type_url = value.type_url
+            if allowed and type_url not in allowed:
+                raise _RuleBrokenError(text_in)
+            if type_url in banned:
+                raise _RuleBrokenError(text_out)
+            payload(value, now)
+
+        return check
+
+    def any_payload(self, value: Any, now: float | None) -> None:
+        type_url = value.type_url
+        try:
+            known = self._any[type_url]
+        except KeyError:
+            known = self._any[type_url] = self._any_type(type_url)
+        if known is None:
+            return  # a type this process does not know, or without rules: not ours to judge
+        parse, check = known
+        try:
+            inner = parse(value.value)
+        except DecodeError as exc:
+            raise _RuleBrokenError(f"cannot decode {type_url}: {exc}") from None
+        try:
+            check(inner, now)
+        except _RuleBrokenError as exc:
+            exc.segments.append(f"({inner.DESCRIPTOR.full_name})")
+            raise
+
+    def _any_type(self, type_url: str) -> tuple[Callable[[bytes], Message], Check] | None:
+        full = type_url.rpartition("/")[2]
+        try:
+            desc = descriptor_pool.Default().FindMessageTypeByName(full)
+        except KeyError:
+            return None
+        check = self.checker(desc)
+        if check is None:
+            return None
+        return message_factory.GetMessageClass(desc).FromString, check
+
+
+class _Gen:
+    """Writes the body of one generated check. Variables: ``m<d>`` the message at
+    depth d, ``c<d>``/``i<d>``/``k<d>`` a repeated or map field of it and its index or
+    key, ``v`` the scalar under test; ``now`` the caller's Unix time or None."""
+
+    def __init__(self, compiler: _Compiler, env: dict[str, Any], root: Descriptor) -> None:
+        self.c = compiler
+        self.env = env
+        self.inlining = [root.full_name]
+        self.defs: list[str] = []  # functions defined beside the check (ListFields dispatch)
+        self.fill: list[tuple[dict[Any, Check], Any, str]] = []
+
+    def define(self, body: list[str]) -> Check:
+        """Compile ``body`` as ``check(m0, now)``, with the functions it dispatches to,
+        in one go."""
+        check = _define("check", [*self.defs, "def check(m0, now):", *_indent(body)], self.env)
+        for dispatch, fd, fname in self.fill:
+            dispatch[fd] = self.env.pop(fname)
+        return check
+
+    def put(self, value: Any) -> str:
+        return _put(self.env, value)
+
+    # ---------------------------------------------------------------- whole messages
+
+    def message(self, desc: Descriptor, depth: int) -> list[str]:
+        """Lines checking message ``m<depth>`` of type ``desc``, asking each field."""
+        lines: list[str] = []
+        for fd in desc.fields:
+            lines += self.field(fd, depth)
+        return lines + self._oneofs(desc, depth)
+
+    def listed(self, desc: Descriptor) -> list[str]:
+        """Lines checking ``m0`` through the fields it sets (one function per field)."""
+        dispatch: dict[Any, Check] = {}
+        absent: list[str] = []
+        for fd in desc.fields:
+            plan = self._field(fd, 0)
+            if plan is None:
+                continue
+            param, body, present, failure = plan
+            if body:
+                fname = f"field_{fd.number}"
+                self.defs += [f"def {fname}({param}, now):", *_indent(_segment(body, fd.name))]
+                self.fill.append((dispatch, fd, fname))
+            if failure is not None:
+                absent += [f"if not {present}:", f"    raise broken(*{failure})"]
+        lines = absent + self._oneofs(desc, 0)
+        if not self.fill:
+            return lines
+        return [
+            "for fd, x in m0.ListFields():",
+            f"    f = {self.put(dispatch.get)}(fd)",
+            "    if f is not None:",
+            "        f(x, now)",
+            *lines,
+        ]
+
+    def _oneofs(self, desc: Descriptor, depth: int) -> list[str]:
+        lines: list[str] = []
         for oneof in desc.oneofs:
             opts = oneof.GetOptions()
             if opts.HasExtension(pgv.required) and opts.Extensions[pgv.required]:
-                key = _put(env, ("is required (set one of its fields)", [oneof.name]))
-                absent_oneofs += [
-                    f"    if m.WhichOneof({oneof.name!r}) is None:",
-                    f"        raise broken(*{key})",
+                key = self.put(("is required (set one of its fields)", [oneof.name]))
+                lines += [
+                    f"if m{depth}.WhichOneof({oneof.name!r}) is None:",
+                    f"    raise broken(*{key})",
                 ]
-        if not plans and not absent_oneofs:
-            return None
-        body: list[str] = []
-        if len(plans) <= _ASK_EACH_UP_TO:
-            for plan in plans:
-                body += plan.direct()
-        else:
-            dispatch: dict[Any, Check] = {}
-            for plan in plans:
-                dispatch[plan.fd] = plan.function(env)
-                body += plan.absent()
-            env["D"] = dispatch.get
-            body = [
-                "    for fd, v in m.ListFields():",
-                "        f = D(fd)",
-                "        if f is not None:",
-                "            f(v)",
-                *body,
-            ]
-        body += absent_oneofs
-        return _define(f"rules of {desc.full_name}", ["def check(m):", *body], env)
+        return lines
 
-    def _field_plan(self, fd: FieldDescriptor, env: dict[str, Any]) -> _FieldPlan | None:
-        """How the generated check treats field ``fd``; None when no rule applies."""
+    # ---------------------------------------------------------------- fields
+
+    def field(self, fd: FieldDescriptor, depth: int) -> list[str]:
+        """Lines checking field ``fd`` of ``m<depth>``, set or not."""
+        plan = self._field(fd, depth)
+        if plan is None:
+            return []
+        param, body, present, failure = plan
+        checked = _segment(body, fd.name)
+        lines: list[str] = []
+        if checked and present.startswith(f"m{depth}.HasField("):
+            lines = [f"if {present}:", f"    {param} = {_getter(f'm{depth}', fd.name)}"]
+            lines += _indent(checked)
+        elif checked:  # unset and empty are falsy: the failure of an unset one decides
+            lines = [f"{param} = {present}", f"if {param}:", *_indent(checked)]
+        if failure is not None:
+            if not lines:
+                return [f"if not {present}:", f"    raise broken(*{failure})"]
+            lines += ["else:", f"    raise broken(*{failure})"]
+        return lines
+
+    def _field(
+        self, fd: FieldDescriptor, depth: int
+    ) -> tuple[str, list[str], str, str | None] | None:
+        """(the variable holding the field's value, the lines checking a set value,
+        the test that the field is set, the key of an unset field's failure or None)."""
         opts = fd.GetOptions()
         rules = opts.Extensions[pgv.rules] if opts.HasExtension(pgv.rules) else None
-        name = fd.name
         entry = fd.message_type
+        get = _getter(f"m{depth}", fd.name)
         if fd.is_repeated:
+            param = f"c{depth}"
             if entry is not None and entry.GetOptions().map_entry:
-                check = self._map(fd, rules)
+                body, failure = self._map(fd, rules, depth)
             else:
-                check = self._repeated(fd, rules)
-            if check is None:
+                body, failure = self._repeated(fd, rules, depth)
+            if not body and failure is None:
                 return None
-            key = _put(env, check)  # it names its own path
-            found = _failure_of(check, [])
-            return _FieldPlan(
-                fd, "container", [f"{key}(v)"], None if found is None else _put(env, found)
-            )
+            return param, body, get, failure
+        if entry is None:  # a scalar
+            kind = rules.WhichOneof("type") if rules is not None else None
+            conds, ignore_empty = _scalar_conds(kind, fd, rules, self.env)
+            body = _cond_lines(conds, self.env, ignore_empty)
+            if not body:
+                return None
+            if fd.has_presence:
+                return "v", body, f"m{depth}.HasField({fd.name!r})", None
+            failure = None
+            if not ignore_empty:
+                found = _rejects(conds, self.env, fd.default_value)
+                failure = None if found is None else self.put((found, [fd.name]))
+            return "v", body, get, failure
+        param = f"m{depth + 1}"
+        body = self._message_value(entry, rules, depth + 1)
         required = False
-        if rules is not None and entry is not None:
+        if rules is not None:
             # ``message`` sits beside the ``type`` oneof of FieldRules, not in it.
             kind = rules.WhichOneof("type")
             sub = getattr(rules, kind) if kind in ("duration", "timestamp", "any") else None
@@ -542,218 +686,152 @@ class _Compiler:
             # them), so "required" on a member never fires when another is chosen.
             if fd.containing_oneof is not None:
                 required = False
-        presence = "presence" if fd.has_presence else "plain"
-        failure: tuple[str, list[str]] | None = None
-        lines: list[str] = []
-        inline = _inline_rules(fd, rules)
-        if inline is not None:
-            unpack, conditions = inline
-            if unpack != "v":
-                lines.append(f"v = {unpack}")
-            for condition, reason in conditions:
-                key = _put(env, (reason, [name]))
-                lines += [f"if not ({condition}):", f"    raise broken(*{key})"]
-                holds = eval(f"lambda v: {condition}", dict(_NUMBER_NAMES))
-                if presence == "plain" and failure is None and not holds(fd.default_value):
-                    failure = (reason, [name])
-        else:
-            value = self._value(fd, rules)
-            if value is None and not required:
-                return None
-            if value is not None:
-                key = _put(env, value)
-                lines = [
-                    "try:",
-                    f"    {key}(v)",
-                    "except E as e:",
-                    f"    e.segments.append({name!r})",
-                    "    raise",
-                ]
-                if presence == "plain":
-                    found = _failure_of(value, fd.default_value)
-                    failure = None if found is None else (found[0], [*found[1], name])
-        if required:
-            failure = ("is required", [name])
-        if not lines and failure is None:
+        if not body and not required:
             return None
-        return _FieldPlan(fd, presence, lines, None if failure is None else _put(env, failure))
+        failure = self.put(("is required", [fd.name])) if required else None
+        return param, body, f"m{depth}.HasField({fd.name!r})", failure
 
-    def _value(self, fd: FieldDescriptor, rules: Any) -> Check | None:
-        """The check of one value of field ``fd`` (an item, for repeated fields)."""
+    def _message_value(self, desc: Descriptor, rules: Any, depth: int) -> list[str]:
+        """Lines checking the message in ``m<depth>`` under a field's ``rules``."""
         kind = rules.WhichOneof("type") if rules is not None else None
-        desc = fd.message_type
-        if desc is None:
-            return _scalar_check(kind, fd, rules)
-        full = desc.full_name
         if rules is not None and rules.HasField("message") and rules.message.skip:
-            return None
-        own: Check | None = None
-        if full in _WRAPPERS and kind is not None and kind not in ("message",):
-            inner = _scalar_check(kind, desc.fields_by_name["value"], rules)
-            if inner is not None:
-                wrapped = inner
-
-                def own(w: Any) -> None:
-                    wrapped(w.value)
-
-        elif full == "google.protobuf.Duration" and kind == "duration":
-            own = _all(_ordered(rules.duration, _nanos, _fmt_duration))
-            if own is not None:
-                dur = own
-
-                def own(d: Any) -> None:
-                    dur(_nanos(d))
-
-        elif full == "google.protobuf.Timestamp" and kind == "timestamp":
-            ts = _all(_ordered(rules.timestamp, _nanos, _fmt_timestamp))
-            if ts is not None:
-                tcheck = ts
-
-                def own(t: Any) -> None:
-                    tcheck(_nanos(t))
-
+            return []
+        full = desc.full_name
+        m = f"m{depth}"
+        if full in _WRAPPERS and kind is not None and kind != "message":
+            conds, ignore_empty = _scalar_conds(kind, desc.fields_by_name["value"], rules, self.env)
+            body = _cond_lines(conds, self.env, ignore_empty)
+            return [f"v = {m}.value", *body] if body else []
+        if full == "google.protobuf.Duration":
+            if kind != "duration":
+                return []
+            r = rules.duration
+            conds = _ordered(r, _nanos, _fmt_duration, self.env)
+            lower = _lower_bound_only(r)
+            if lower is not None and lower >= 0 and len(conds) == 1:
+                # The common "gt: 0s": whole seconds above the bound settle it (a
+                # positive duration has no negative nanos), one field read.
+                (condition, reason) = conds[0]
+                full_value = f"{m}.seconds * 1000000000 + {m}.nanos"
+                fast = f"{m}.seconds > {lower // 1_000_000_000}"
+                return [
+                    f"if not ({fast} or {condition.replace('v', full_value, 1)}):",
+                    f"    raise broken({self.put(reason)})",
+                ]
+            body = _cond_lines(conds, self.env)
+            return [f"v = {m}.seconds * 1000000000 + {m}.nanos", *body] if body else []
+        if full == "google.protobuf.Timestamp":
+            if kind != "timestamp":
+                return []
+            r = rules.timestamp
+            conds = _ordered(r, _nanos, _fmt_timestamp, self.env) + _now_conds(r)
+            body = _cond_lines(conds, self.env)
+            return [f"v = {m}.seconds * 1000000000 + {m}.nanos", *body] if body else []
         if full == "google.protobuf.Any":
-            return self._any_value(rules.any if kind == "any" else None)
-        nested = self._ref(desc) if self.needs_check(desc) else None
-        if own is None:
-            return nested
-        if nested is None:
-            return own
-        first, second = own, nested
+            check = self.c.any_check(rules.any if kind == "any" else None)
+            return [f"{self.put(check)}({m}, now)"]
+        if _disabled(desc) or not self.c.needs_check(desc):
+            return []
+        if (
+            full not in self.inlining
+            and full not in self.c.too_long
+            and depth < _INLINE_DEPTH
+            and self.c.checked_fields(desc) <= _ASK_EACH_UP_TO
+        ):
+            self.inlining.append(full)
+            try:
+                body = self.message(desc, depth)
+            finally:
+                self.inlining.pop()
+            if len(body) <= _INLINE_LINES:
+                return body
+            self.c.too_long.add(full)
+        return [f"{self.put(self.c.ref(desc))}({m}, now)"]
 
-        def both(value: Any) -> None:
-            first(value)
-            second(value)
+    def _items(
+        self, fd: FieldDescriptor, desc: Descriptor | None, rules: Any, depth: int
+    ) -> tuple[str, list[str]]:
+        """(variable, lines) checking one item of a repeated field or one map value."""
+        if desc is None:
+            kind = rules.WhichOneof("type") if rules is not None else None
+            conds, ignore_empty = _scalar_conds(kind, fd, rules, self.env)
+            return "v", _cond_lines(conds, self.env, ignore_empty)
+        return f"m{depth + 1}", self._message_value(desc, rules, depth + 1)
 
-        return both
+    def _counts(self, r: Any, suffix: str, word: str, depth: int) -> list[Cond]:
+        conds: list[Cond] = []
+        if r.HasField(f"min_{suffix}"):
+            lo = getattr(r, f"min_{suffix}")
+            conds.append((f"len(c{depth}) >= {lo}", f"must contain at least {lo} {word}(s)"))
+        if r.HasField(f"max_{suffix}"):
+            hi = getattr(r, f"max_{suffix}")
+            conds.append((f"len(c{depth}) <= {hi}", f"must contain at most {hi} {word}(s)"))
+        return conds
 
-    def _any_value(self, rules: Any) -> Check:
-        tests: list[Callable[[Any], str | None]] = []
-        if rules is not None and len(getattr(rules, "in")):
-            allowed = frozenset(getattr(rules, "in"))
-            text = "type URL must be in list [" + ", ".join(sorted(allowed)) + "]"
-            tests.append(lambda a: None if a.type_url in allowed else text)
-        if rules is not None and len(rules.not_in):
-            banned = frozenset(rules.not_in)
-            text = "type URL must not be in list [" + ", ".join(sorted(banned)) + "]"
-            tests.append(lambda a: text if a.type_url in banned else None)
-        payload = self._any_payload
+    def _empty_failure(self, conds: list[Cond], name: str, depth: int) -> str | None:
+        """The failure of an empty container under the count ``conds``, if any."""
+        found = _rejects([(c.replace(f"c{depth}", "v"), r) for c, r in conds], self.env, ())
+        return None if found is None else self.put((found, [name]))
 
-        def check(value: Any) -> None:
-            for test in tests:
-                reason = test(value)
-                if reason is not None:
-                    raise _RuleBrokenError(reason)
-            payload(value)
-
-        return check
-
-    def _any_payload(self, value: Any) -> None:
-        type_url = value.type_url
-        try:
-            known = self._any[type_url]
-        except KeyError:
-            known = self._any[type_url] = self._any_type(type_url)
-        if known is None:
-            return  # a type this process does not know: not ours to judge
-        cls, check = known
-        try:
-            inner = cls.FromString(value.value)
-        except DecodeError as exc:
-            raise _RuleBrokenError(f"cannot decode {type_url}: {exc}") from None
-        try:
-            check(inner)
-        except _RuleBrokenError as exc:
-            exc.segments.append(f"({cls.DESCRIPTOR.full_name})")
-            raise
-
-    def _any_type(self, type_url: str) -> tuple[type[Message], Check] | None:
-        full = type_url.rpartition("/")[2]
-        try:
-            desc = descriptor_pool.Default().FindMessageTypeByName(full)
-        except KeyError:
-            return None
-        check = self.checker(desc)
-        if check is None:
-            return None
-        return message_factory.GetMessageClass(desc), check
-
-    def _repeated(self, fd: FieldDescriptor, rules: Any) -> Check | None:
-        name = fd.name
+    def _repeated(
+        self, fd: FieldDescriptor, rules: Any, depth: int
+    ) -> tuple[list[str], str | None]:
         r = rules.repeated if rules is not None and rules.HasField("repeated") else None
         item_rules = r.items if r is not None and r.HasField("items") else None
-        item = self._value(fd, item_rules)
-        tests: list[Callable[[Any], str | None]] = []
+        var, item = self._items(fd, fd.message_type, item_rules, depth)
+        conds: list[Cond] = []
         ignore_empty = False
         if r is not None:
             ignore_empty = r.ignore_empty
-            tests.extend(_count_tests(r, "items", "item"))
+            conds += self._counts(r, "items", "item", depth)
             if r.unique and fd.message_type is None:
-                tests.append(
-                    lambda v: None if len(set(v)) == len(v) else "must contain unique items"
-                )
-        if item is None and not tests:
-            return None
+                conds.append((f"len(set(c{depth})) == len(c{depth})", "must contain unique items"))
+        lines = _cond_lines(conds, self.env)
+        if item:
+            lines += [
+                f"for i{depth}, {var} in enumerate(c{depth}):",
+                *_indent(_segment(item, f"f'[{{i{depth}}}]'", literal=False)),
+            ]
+        failure = None if ignore_empty else self._empty_failure(conds, fd.name, depth)
+        return lines, failure
 
-        def check(values: Any) -> None:
-            if ignore_empty and not values:
-                return
-            for test in tests:
-                reason = test(values)
-                if reason is not None:
-                    exc = _RuleBrokenError(reason)
-                    exc.segments.append(name)
-                    raise exc
-            if item is not None:
-                for index, value in enumerate(values):
-                    try:
-                        item(value)
-                    except _RuleBrokenError as exc:
-                        exc.segments.extend((f"[{index}]", name))
-                        raise
-
-        return check
-
-    def _map(self, fd: FieldDescriptor, rules: Any) -> Check | None:
-        name = fd.name
+    def _map(self, fd: FieldDescriptor, rules: Any, depth: int) -> tuple[list[str], str | None]:
         entry = fd.message_type
         assert entry is not None
         r = rules.map if rules is not None and rules.HasField("map") else None
-        key = self._value(
-            entry.fields_by_name["key"], r.keys if r is not None and r.HasField("keys") else None
-        )
-        val = self._value(
-            entry.fields_by_name["value"],
-            r.values if r is not None and r.HasField("values") else None,
-        )
-        tests: list[Callable[[Any], str | None]] = []
+        key_fd, value_fd = entry.fields_by_name["key"], entry.fields_by_name["value"]
+        key_rules = r.keys if r is not None and r.HasField("keys") else None
+        _, key = self._items(key_fd, None, key_rules, depth)
+        value_rules = r.values if r is not None and r.HasField("values") else None
+        var, value = self._items(value_fd, value_fd.message_type, value_rules, depth)
+        conds: list[Cond] = []
         ignore_empty = False
         if r is not None:
             ignore_empty = r.ignore_empty
-            tests.extend(_count_tests(r, "pairs", "pair"))
-        if key is None and val is None and not tests:
-            return None
+            conds += self._counts(r, "pairs", "pair", depth)
+        lines = _cond_lines(conds, self.env)
+        if key or value:
+            body = ([f"v = k{depth}", *key] if key else []) + value
+            if value:  # keys only otherwise: a map's items() is a Python-level view
+                body = [f"{var} = c{depth}[k{depth}]", *body]
+            lines += [
+                f"for k{depth} in c{depth}:",
+                *_indent(_segment(body, f"f'[{{k{depth}!r}}]'", literal=False)),
+            ]
+        failure = None if ignore_empty else self._empty_failure(conds, fd.name, depth)
+        return lines, failure
 
-        def check(values: Any) -> None:
-            if ignore_empty and not values:
-                return
-            for test in tests:
-                reason = test(values)
-                if reason is not None:
-                    exc = _RuleBrokenError(reason)
-                    exc.segments.append(name)
-                    raise exc
-            for k in values:
-                try:
-                    if key is not None:
-                        key(k)
-                    if val is not None:
-                        val(values[k])
-                except _RuleBrokenError as exc:
-                    exc.segments.extend((f"[{k!r}]", name))
-                    raise
 
-        return check
+def _lower_bound_only(r: Any) -> int | None:
+    """The bound in nanoseconds of DurationRules with only ``gt`` or ``gte``, else None."""
+    fields = [fd.name for fd, _ in r.ListFields() if fd.name != "required"]
+    if len(fields) == 1 and fields[0] in ("gt", "gte"):
+        return _nanos(getattr(r, fields[0]))
+    return None
+
+
+def _getter(message: str, name: str) -> str:
+    return f"getattr({message}, {name!r})" if keyword.iskeyword(name) else f"{message}.{name}"
 
 
 def _disabled(desc: Descriptor) -> bool:
@@ -775,36 +853,6 @@ def _own_rules(desc: Descriptor) -> bool:
     return False
 
 
-def _inline_rules(fd: FieldDescriptor, rules: Any) -> tuple[str, list[tuple[str, str]]] | None:
-    """(the compared number, from the field's value ``v``; conditions on it) when
-    ``fd``'s rules compare a number, a number wrapper or a duration; else None."""
-    if rules is None or fd.is_repeated:
-        return None
-    kind = rules.WhichOneof("type")
-    desc = fd.message_type
-    if kind in _NUMBER_KINDS:
-        r = getattr(rules, kind)
-        if r.ignore_empty:
-            return None
-        if desc is None:
-            unpack = "v"
-        elif desc.full_name in _WRAPPERS:
-            unpack = "v.value"
-        else:
-            return None
-        conditions = _ordered_exprs(r, lambda v: v, _fmt)
-    elif kind == "duration" and desc is not None and desc.full_name == "google.protobuf.Duration":
-        unpack = "v.seconds * 1000000000 + v.nanos"
-        conditions = _ordered_exprs(rules.duration, _nanos, _fmt_duration)
-    else:
-        return None
-    return None if conditions is None else (unpack, conditions)
-
-
-_ASK_EACH_UP_TO = 6
-"""Up to this many checked fields, a generated check asks each field (HasField)."""
-
-
 def _put(env: dict[str, Any], value: Any) -> str:
     """Store ``value`` in the generated code's namespace; the name to use for it."""
     key = f"K{len(env)}"
@@ -813,58 +861,27 @@ def _put(env: dict[str, Any], value: Any) -> str:
 
 
 def _define(label: str, lines: list[str], env: dict[str, Any]) -> Check:
+    """Run the generated ``lines`` in ``env``; the function named ``check`` they define."""
     exec(compile("\n".join(lines) + "\n", f"<{label}>", "exec"), env)
-    check: Check = env.pop(lines[0][4 : lines[0].index("(")])
+    check: Check = env.pop("check")
     return check
 
 
-class _FieldPlan:
-    """One checked field of a generated check: what runs on a set value ``v``, and
-    the failure (a key into the namespace) of a message that leaves it unset."""
-
-    def __init__(self, fd: Any, kind: str, lines: list[str], absent_key: str | None) -> None:
-        self.fd = fd
-        self.kind = kind  # "presence", "plain" (a proto3 scalar) or "container"
-        self.lines = lines
-        self.absent_key = absent_key
-        name = fd.name
-        self.get = f"getattr(m, {name!r})" if keyword.iskeyword(name) else f"m.{name}"
-
-    def direct(self) -> list[str]:
-        """Lines for a check that asks this field itself."""
-        name = self.fd.name
-        body = ["        " + line for line in self.lines] or ["        pass"]
-        if self.kind == "presence":
-            out = [f"    if m.HasField({name!r}):", f"        v = {self.get}", *body]
-        else:  # unset and empty are falsy: the absent failure, if any, decides
-            out = [f"    v = {self.get}", "    if v:", *body]
-        if self.absent_key is not None:
-            out += ["    else:", f"        raise broken(*{self.absent_key})"]
-        return out
-
-    def function(self, env: dict[str, Any]) -> Check:
-        """The check of a set value, for the ListFields dispatch."""
-        body = ["    " + line for line in self.lines] or ["    pass"]
-        return _define(f"field {self.fd.full_name}", ["def field(v):", *body], env)
-
-    def absent(self) -> list[str]:
-        """Lines for the ListFields form: the failure of a message without this field."""
-        if self.absent_key is None:
-            return []
-        present = f"m.HasField({self.fd.name!r})" if self.kind == "presence" else self.get
-        return [f"    if not {present}:", f"        raise broken(*{self.absent_key})"]
+_CODE: dict[str, Any] = {}
 
 
-def _failure_of(check: Check, default: Any) -> tuple[str, list[str]] | None:
-    """(reason, path segments) when ``check`` rejects ``default``, else None."""
-    try:
-        check(default)
-    except _RuleBrokenError as exc:
-        return exc.reason, list(exc.segments)
+def _rejects(conds: list[Cond], env: dict[str, Any], value: Any) -> str | None:
+    """The reason of the first of ``conds`` that ``value`` fails, else None."""
+    for condition, reason in conds:
+        code = _CODE.get(condition)
+        if code is None:
+            code = _CODE[condition] = compile(condition, "<condition>", "eval")
+        if not eval(code, env, {"v": value, "now": None}):
+            return reason
     return None
 
 
-def _broken(reason: str, segments: list[str]) -> _RuleBrokenError:
+def _broken(reason: str, segments: list[str] | tuple[str, ...] = ()) -> _RuleBrokenError:
     exc = _RuleBrokenError(reason)
     exc.segments.extend(segments)
     return exc
@@ -878,35 +895,42 @@ def _label(desc: Descriptor) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", desc.name).lower()
 
 
-def rule_violation(message: Message) -> tuple[str, str] | None:
-    """``(field path, reason)`` of the first rule ``message`` breaks, or None."""
+def rule_violation(message: Message, now: float | None = None) -> tuple[str, str] | None:
+    """``(field path, reason)`` of the first rule ``message`` breaks, or None.
+
+    ``now`` (Unix seconds) is the current time for the timestamp rules ``lt_now``,
+    ``gt_now`` and ``within``; without it those rules are not checked.
+    """
     check = _COMPILER.checker(cast("Descriptor", message.DESCRIPTOR))
     if check is None:
         return None
     try:
-        check(message)
+        check(message, now)
     except _RuleBrokenError as exc:
         return exc.path(), exc.reason
     return None
 
 
-def check_rules(message: Message) -> str | None:
+def check_rules(message: Message, now: float | None = None) -> str | None:
     """The NACK reason for ``message`` under its ``(validate.rules)``, or None."""
-    found = rule_violation(message)
+    found = rule_violation(message, now)
     if found is None:
         return None
     path, reason = found
     return f"{path}: {reason}" if path else reason
 
 
-def validate(message: Message) -> None:
+def validate(message: Message, *, now: float | None = None) -> None:
     """Check ``message`` against its proto's ``(validate.rules)`` (protoc-gen-validate).
 
     Raises :class:`~xds_client.errors.RuleViolationError` naming the message, its
     name when it has one, and the path of the first field that breaks a rule, e.g.
-    ``cluster 'svc': connect_timeout: must be greater than 0s``.
+    ``cluster 'svc': connect_timeout: must be greater than 0s``. ``now`` is the
+    current time in Unix seconds (``time.time()``) for the timestamp rules that
+    compare with it (``lt_now``, ``gt_now``, ``within``); without it they are not
+    checked, as this function reads no clock.
     """
-    found = rule_violation(message)
+    found = rule_violation(message, now)
     if found is None:
         return
     path, reason = found

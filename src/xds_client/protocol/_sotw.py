@@ -480,7 +480,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
     ) -> None:
         rtype = st.rtype
         assert rtype is not None
-        check = resource_check(self.config, st.type_url)
+        check = resource_check(self.config, st.type_url, now)
         subs = st.subs
         wildcard = subs.wildcard
         names = subs.names

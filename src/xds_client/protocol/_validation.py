@@ -10,7 +10,9 @@ from google.protobuf.message import Message
 from xds_client.errors import ResourceError, ResourceValidationError
 
 from ._config import ProtocolConfig, Validator
-from ._rules import check_rules
+
+RuleCheck = Callable[..., "str | None"]
+"""``check_rules(message, now=None)``: the NACK reason under ``(validate.rules)``."""
 
 __all__ = [
     "MAX_ERROR_MESSAGE",
@@ -21,6 +23,20 @@ __all__ = [
     "twin_type_url",
     "run_validator",
 ]
+
+check_rules: RuleCheck | None = None
+"""``_rules.check_rules``, imported with the first check (the compiler is not needed to
+import the client)."""
+
+
+def _rule_checker() -> RuleCheck:
+    global check_rules  # noqa: PLW0603 - loaded once, on first use
+    if check_rules is None:
+        from ._rules import check_rules as loaded
+
+        check_rules = loaded
+    return check_rules
+
 
 MAX_ERROR_MESSAGE = 4096
 """Longest ``error_detail.message`` we send: servers log it, keep it bounded."""
@@ -102,22 +118,34 @@ def twin_type_url(type_url: str) -> str | None:
     return twin
 
 
-def resource_check(config: ProtocolConfig, type_url: str) -> Callable[[Message], str | None] | None:
+def resource_check(
+    config: ProtocolConfig, type_url: str, now: float | None = None
+) -> Callable[[Message], str | None] | None:
     """The check of each changed resource of ``type_url``: the proto's
     ``(validate.rules)`` first (when ``config.validate_rules``), then the user's
-    validator. It returns the reason to reject, or None; None for no check at all."""
+    validator. It returns the reason to reject, or None; None for no check at all.
+    ``now`` is the driver's (monotonic) time of the response: with
+    ``config.wall_time`` it gives the timestamp rules that compare with the current
+    time (``lt_now``, ``gt_now``, ``within``) their Unix time."""
     validator = config.validators.get(type_url)
     if not config.validate_rules:
         if validator is None:
             return None
         user = validator
         return lambda message: run_validator(user, message)
+    wall = None if config.wall_time is None or now is None else config.wall_time(now)
+
+    def rules(message: Message) -> str | None:
+        # Looked up at each call (tests count the calls by replacing it).
+        check = check_rules or _rule_checker()
+        return check(message) if wall is None else check(message, wall)
+
     if validator is None:
-        return check_rules
+        return rules
     chosen = validator
 
     def both(message: Message) -> str | None:
-        reason = check_rules(message)
+        reason = rules(message)
         return reason if reason is not None else run_validator(chosen, message)
 
     return both

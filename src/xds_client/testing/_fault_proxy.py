@@ -13,9 +13,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from types import TracebackType
 
-from typing_extensions import Self
+from xds_client._backends.threads import Closing
 
 __all__ = ["FaultProxy"]
 
@@ -25,7 +24,7 @@ _GRPC_PREFIX = 5  # compressed flag + 4-byte length before each message
 _ACCEPT_POLL = 0.1
 
 
-class FaultProxy:
+class FaultProxy(Closing):
     """Forwards ``127.0.0.1:port`` to ``target`` (``host:port``) and injects cuts.
 
     Point clients at :attr:`address`; call :meth:`cut_next_response` to drop
@@ -76,15 +75,6 @@ class FaultProxy:
         self._listener.close()
         for thread in self._threads:
             thread.join(5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.close()
 
     # ------------------------------------------------------------------ internals
 
