@@ -275,3 +275,35 @@ def test_non_canonical_any_encoding_is_parsed() -> None:
     events = pair.raw.receive(garbage)
     assert isinstance(events[-1], ResponseRejected)
     assert "resources[0]" in events[-1].errors
+
+
+def test_name_of_packed_compares_the_bytes_of_a_hash_hit() -> None:
+    """The cache keeps only the hash of each resource's ``Any``; one-by-one lookups
+    (the fallback loop) also compare the bytes, so a colliding hash is not taken.
+    The batched re-push trusts the 64-bit hash (see ``SotwProtocol._parse``)."""
+    pair = Pair(
+        Api("v3", resources.LISTENER, resources.ROUTE, resources.CLUSTER,
+            resources.ENDPOINT, resources.SECRET),
+        "single",
+    )  # fmt: skip
+    pair.subscribe(resources.CLUSTER, None)
+    old = make(resources.CLUSTER, "c1", "a")
+    pair.receive(sotw_response(resources.CLUSTER, "1", "n1", [old]))
+    cache = pair.raw.p._types[resources.CLUSTER].cache
+    blob = pack(old).SerializeToString()
+    assert cache.name_of_packed(blob) == "c1"
+    other = pack(make(resources.CLUSTER, "c1", "b")).SerializeToString()
+    cache._by_packed[hash(other)] = "c1"  # forge a collision
+    assert cache.name_of_packed(other) is None
+
+
+def test_bytes_changed_then_changed_back_are_an_update_each_time(api: Api, mode: str) -> None:
+    """The hash index forgets the old bytes of a changed resource (computed again)."""
+    pair = Pair(api, mode)
+    pair.subscribe(api.cds, None)
+    a, b = make(api.cds, "c1", "a"), make(api.cds, "c1", "b")
+    for version, body in enumerate([a, b, a, b, b], start=1):
+        events = pair.receive(sotw_response(api.cds, str(version), f"n{version}", [body]))
+        updated = [e.name for e in events if isinstance(e, ResourceUpdated)]
+        assert updated == ([] if version == 5 else ["c1"])
+    pair.check(api.cds)

@@ -92,6 +92,9 @@ class EventBuffer:
     def __init__(self, maxsize: int, wake: Callable[[], None] | None = None) -> None:
         self.maxsize = maxsize
         self._events: deque[WatchEvent[Any]] = deque()
+        # Events the consumer took in one go (one lock for a whole batch): older than
+        # every event in ``_events``, popped first, without the lock.
+        self._taken: deque[WatchEvent[Any]] = deque()
         # Past maxsize the buffer switches to one slot per key (O(1) per put) until drained.
         self._latest: OrderedDict[Hashable, WatchEvent[Any]] | None = None
         # A plain lock under the condition: ``with self._lock`` is entered in C, where
@@ -119,16 +122,24 @@ class EventBuffer:
             if self.closed:
                 return
             queued = self._events
-            for event in events:
+            batch = events if isinstance(events, (list, tuple)) else list(events)
+            if self._latest is None:
+                room = max(self.maxsize - len(queued) - len(self._taken), 0)
+                queued.extend(batch[:room])  # the common case: one C call for the batch
+                batch = batch[room:] if len(batch) > room else ()
+            for event in batch:
                 latest = self._latest
                 if latest is not None:
-                    key = event_key(event)
+                    if type(event) is ResourceUpdated:  # event_key() inlined
+                        key: Hashable = ("resource", event.type_url, event.name)
+                    else:
+                        key = event_key(event)
                     if latest.pop(key, None) is not None:
                         self.coalesced += 1
                     latest[key] = event  # at the end: keep the order of latest changes
                 else:
                     queued.append(event)
-                    if len(queued) > self.maxsize:
+                    if len(queued) + len(self._taken) > self.maxsize:
                         self._coalesce()
             self.cond.notify_all()
         if self._wake is not None:
@@ -136,7 +147,14 @@ class EventBuffer:
 
     def _coalesce(self) -> None:
         latest: OrderedDict[Hashable, WatchEvent[Any]] = OrderedDict()
-        for event in self._events:
+        taken = self._taken
+        older: list[WatchEvent[Any]] = []
+        while taken:  # popleft, not iteration: the consumer may pop them meanwhile
+            try:
+                older.append(taken.popleft())
+            except IndexError:
+                break
+        for event in itertools.chain(older, self._events):
             key = event_key(event)
             if latest.pop(key, None) is not None:
                 self.coalesced += 1
@@ -145,28 +163,52 @@ class EventBuffer:
         self._latest = latest
 
     def pop(self) -> WatchEvent[Any] | None:
-        """The oldest pending event, or None."""
+        """The oldest pending event, or None.
+
+        The first pop after a put takes every queued event under one lock; the
+        next ones are served from them without it (cheap per event). Taking the
+        last pending event calls :attr:`on_drained` (flow control), if set.
+        """
+        taken = self._taken
+        if taken:
+            try:
+                event = taken.popleft()
+            except IndexError:  # another consumer thread took the last one
+                pass
+            else:
+                if not taken and self.on_drained is not None:
+                    self._drained()
+                return event
         with self._lock:
-            if self._events:
-                event = self._events.popleft()
-                if self._events or self.on_drained is None:
-                    return event
+            if self._taken:
+                event = self._taken.popleft()
+            elif self._events:
+                # Swap the queues: the consumer now owns every queued event.
+                self._taken, self._events = self._events, self._taken
+                event = self._taken.popleft()
             elif self._latest:
                 event = self._latest.popitem(last=False)[1]
-                if self._latest:
-                    return event
-                self._latest = None  # drained: back to plain FIFO
-                if self.on_drained is None:
-                    return event
+                if not self._latest:
+                    self._latest = None  # drained: back to plain FIFO
             else:
                 return None
-        if self.on_drained is not None:
+            drained = self.on_drained is not None and not (
+                self._taken or self._events or self._latest
+            )
+        if drained and self.on_drained is not None:
             self.on_drained()
         return event
 
+    def _drained(self) -> None:
+        with self._lock:
+            empty = not (self._taken or self._events or self._latest)
+        if empty and self.on_drained is not None:
+            self.on_drained()
+
     def __len__(self) -> int:
         with self._lock:
-            return len(self._events) + (len(self._latest) if self._latest is not None else 0)
+            pending = len(self._taken) + len(self._events)
+            return pending + (len(self._latest) if self._latest is not None else 0)
 
     def close(self) -> None:
         """No more events; waiters wake up. Pending events can still be popped."""
@@ -182,7 +224,7 @@ class EventBuffer:
         """Block the calling thread until an event is pending or the buffer closes."""
         with self.cond:
             return self.cond.wait_for(
-                lambda: bool(self._events) or bool(self._latest) or self.closed, timeout
+                lambda: bool(self._taken or self._events or self._latest) or self.closed, timeout
             )
 
 

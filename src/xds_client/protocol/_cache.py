@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeVar
 
@@ -15,6 +15,7 @@ __all__ = [
     "TypeCache",
     "new_cached_resource",
     "new_lazy_cached_resource",
+    "new_plain_entries",
     "with_changes",
 ]
 
@@ -78,6 +79,16 @@ class ResourceState:
     (which server instance it speaks to); ``""`` when the server sends none."""
 
 
+def varint(n: int) -> bytes:
+    """``n`` as a protobuf varint."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 _new = object.__new__
 (
     _set_name, _set_version, _set_resource, _set_raw, _set_ttl, _set_deadline, _set_updated,
@@ -112,6 +123,30 @@ def new_cached_resource(  # noqa: PLR0917 - positional like the dataclass it bui
     _set_aliases(entry, aliases)
     _set_rversion(entry, resource_version)
     return entry
+
+
+def new_plain_entries(
+    names: Sequence[str], version: str, messages: Sequence[Message], raws: Sequence[bytes],
+    last_updated: float,
+) -> list[CachedResource[Any]]:  # fmt: skip
+    """:func:`new_cached_resource` for many resources with no TTL, aliases or
+    per-resource version (bare SotW resources): one call per response, not per entry."""
+    out: list[CachedResource[Any]] = []
+    append = out.append
+    new = _new
+    for name, message, raw in zip(names, messages, raws, strict=True):
+        entry: CachedResource[Any] = new(CachedResource)
+        _set_name(entry, name)
+        _set_version(entry, version)
+        _set_resource(entry, message)
+        _set_raw(entry, raw)
+        _set_ttl(entry, None)
+        _set_deadline(entry, None)
+        _set_updated(entry, last_updated)
+        _set_aliases(entry, ())
+        _set_rversion(entry, "")
+        append(entry)
+    return out
 
 
 class _LazyCachedResource(CachedResource[M]):
@@ -186,16 +221,18 @@ class TypeCache:
     """
 
     __slots__ = (
-        "_by_alias", "_by_packed", "_by_raw", "_packed", "entries", "renamed", "renewable",
+        "_by_alias", "_by_packed", "_by_raw", "_prefix", "entries", "renamed", "renewable",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.entries: dict[str, CachedResource[Any]] = {}
         self._by_raw: dict[bytes, str] = {}
         self._by_alias: dict[str, str] = {}
-        # Serialized ``Any`` of a resource as a raw SotW response carried it, both ways.
-        self._by_packed: dict[bytes, str] = {}
-        self._packed: dict[str, bytes] = {}
+        # The hash of the plain serialized ``Any`` (``_prefix``, the length, ``raw``) a
+        # raw SotW response carried a resource in. Only the hash is kept (the bytes would
+        # be a second copy of every resource); it is computed again to unindex one.
+        self._by_packed: dict[int, str] = {}
+        self._prefix = b""
         # How many entries have a TTL or a per-resource version (a same-bytes resend renews them).
         self.renewable = 0
         # Names whose bytes came in a wrapper named otherwise than the body: the same
@@ -220,22 +257,30 @@ class TypeCache:
         return self._by_raw.get(raw)
 
     def name_of_packed(self, packed: bytes) -> str | None:
-        """Name of the cached resource that arrived as exactly these serialized ``Any`` bytes."""
-        return self._by_packed.get(packed)
+        """Name of the cached resource that arrived as these serialized ``Any`` bytes."""
+        name = self._by_packed.get(hash(packed))
+        if name is not None:
+            entry = self.entries.get(name)
+            if entry is not None and packed.endswith(entry.raw):
+                return name
+        return None
 
-    def packed_names(self) -> Mapping[bytes, str]:
-        """The live serialized ``Any`` -> name index (callers must not mutate it)."""
+    def packed_names(self) -> Mapping[int, str]:
+        """The live ``hash(serialized Any)`` -> name index (callers must not mutate it).
+
+        A hit is trusted on the hash (a false one is a 64-bit keyed-hash collision);
+        :meth:`name_of_packed` also compares the bytes.
+        """
         return self._by_packed
 
-    def index_packed(self, packed: Mapping[str, bytes]) -> None:
-        """Remember that each cached ``name`` arrived as the serialized ``Any`` ``packed[name]``.
+    def index_packed(self, packed: Mapping[str, int], prefix: bytes) -> None:
+        """Remember that each cached ``name`` arrived as an ``Any`` hashing to ``packed[name]``.
 
-        An entry keeps it until its bytes change or it leaves the cache.
+        An entry keeps it until its bytes change or it leaves the cache. The caller
+        hashes each ``Any`` as it reads it, so its bytes are freed at once (held to the
+        end of a large response, they would leave the heap full of holes).
         """
-        if self._packed:
-            for name in packed.keys() & self._packed.keys():
-                self._unindex_packed(name)
-        self._packed.update(packed)
+        self._prefix = prefix
         self._by_packed.update(zip(packed.values(), packed.keys(), strict=True))
 
     def resolve(self, name_or_alias: str) -> CachedResource[Any] | None:
@@ -252,8 +297,8 @@ class TypeCache:
         old = self.entries.get(entry.name)
         if old is not None:
             self._unindex(old)
-            if self._packed and old.raw != entry.raw:
-                self._unindex_packed(old.name)
+            if self._by_packed and old.raw != entry.raw:
+                self._unindex_packed(old.name, old.raw)
         if entry.ttl is not None or entry.resource_version:
             self.renewable += 1
         self.entries[entry.name] = entry
@@ -261,23 +306,31 @@ class TypeCache:
         for alias in entry.aliases:
             self._by_alias[alias] = entry.name
 
+    def add_new(
+        self, names: Sequence[str], entries: Sequence[CachedResource[Any]], raws: Sequence[bytes]
+    ) -> None:
+        """Insert ``entries`` (called ``names``, of bytes ``raws``), none of them cached
+        yet, with no TTL, per-resource version or aliases (:func:`new_plain_entries`)."""
+        self.entries.update(zip(names, entries, strict=True))
+        self._by_raw.update(zip(raws, names, strict=True))
+
     def pop(self, name: str) -> CachedResource[Any] | None:
         """Remove and return the resource called ``name``."""
         old = self.entries.pop(name, None)
         if old is not None:
             self._unindex(old)
-            if self._packed:
-                self._unindex_packed(name)
+            if self._by_packed:
+                self._unindex_packed(name, old.raw)
         return old
 
     def view(self) -> Mapping[str, CachedResource[Any]]:
         """The live name -> resource mapping (callers must not mutate it)."""
         return self.entries
 
-    def _unindex_packed(self, name: str) -> None:
-        packed = self._packed.pop(name, None)
-        if packed is not None and self._by_packed.get(packed) == name:
-            del self._by_packed[packed]
+    def _unindex_packed(self, name: str, raw: bytes) -> None:
+        key = hash(self._prefix + varint(len(raw)) + raw)
+        if self._by_packed.get(key) == name:
+            del self._by_packed[key]
 
     def _unindex(self, entry: CachedResource[Any]) -> None:
         if entry.ttl is not None or entry.resource_version:

@@ -6,7 +6,7 @@ watchers; none of them refers back to the protocol object.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
@@ -92,6 +92,27 @@ def new_resource_updated(  # noqa: PLR0917 - positional like the dataclass it bu
     _set_metadata(event, metadata)
     _set_control_plane(event, control_plane)
     return event
+
+
+def new_plain_updates(
+    type_url: str, names: Sequence[str], version: str, messages: Sequence[Message],
+    control_plane: str,
+) -> list[ResourceUpdated[Any]]:  # fmt: skip
+    """:func:`new_resource_updated` for many bare resources (no aliases, no metadata)."""
+    out: list[ResourceUpdated[Any]] = []
+    append = out.append
+    new = _new
+    for name, message in zip(names, messages, strict=True):
+        event: ResourceUpdated[Any] = new(ResourceUpdated)
+        _set_type_url(event, type_url)
+        _set_name(event, name)
+        _set_version(event, version)
+        _set_resource(event, message)
+        _set_aliases(event, ())
+        _set_metadata(event, None)
+        _set_control_plane(event, control_plane)
+        append(event)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,17 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import DecodeError
 
-from xds_client.errors import ProtocolUsageError, ResourceError
-from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, TYPE_URL_PREFIX, unwrap
+from xds_client.errors import ProtocolUsageError, ResourceDecodeError, ResourceError
+from xds_client.resources import (
+    RESOURCE_WRAPPER_TYPE_URL,
+    TYPE_URL_PREFIX,
+    ResourceType,
+    unwrap,
+)
 
-from ._base import ProtocolCore, TypeState, control_plane_id
-from ._events import Event
+from ._base import _TTL, ProtocolCore, TypeState, control_plane_id
+from ._cache import new_plain_entries, varint
+from ._events import Event, new_plain_updates
 from ._subscriptions import WILDCARD
 from ._validation import (
     RESPONSE_KEY,
@@ -40,22 +46,14 @@ _WRAPPERS = frozenset(
 
 
 _NO_ANY = AnyMessage()
+_PLAIN_DECODE = ResourceType.decode
 
 
 @lru_cache(maxsize=256)
 def _any_prefix(type_url: str) -> bytes:
     """How the plain encoding of an ``Any`` of ``type_url`` starts, up to the value's length."""
     url = type_url.encode()
-    return b"\n" + _varint(len(url)) + url + b"\x12"
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return b"\n" + varint(len(url)) + url + b"\x12"
 
 
 def _bare_value(blob: bytes, prefix: bytes) -> bytes | None:
@@ -239,7 +237,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         events: list[Event] = []
         version = response.version_info
         errors: dict[str, str] = {}
-        packed_of: dict[str, bytes] = {}
+        packed_of: dict[str, int] = {}
         whole, items, unnamed, decoded = self._parse(st, response, errors, packed_of)
         if whole is not None:
             self._finish(
@@ -270,7 +268,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         st: TypeState,
         response: DiscoveryResponse | RawDiscoveryResponse,
         errors: dict[str, str],
-        packed_of: dict[str, bytes],
+        packed_of: dict[str, int],
     ) -> tuple[str | None, dict[str, _Item | bytes | None], bool, dict[str, Message]]:
         """Name every resource; a problem of the whole response comes back first.
 
@@ -285,28 +283,33 @@ class SotwProtocol(ProtocolCore[_Stream]):
         arrived as the same bytes before is named by one pass in C, and only
         the others go through the loop, where each is parsed into an ``Any``
         and goes the same way as in an ordinary response. The bytes of a
-        changed bare one are put in ``packed_of`` for the cache.
+        changed bare one are hashed into ``packed_of`` for the cache.
         """
         type_url = st.type_url
         if st.rtype is None:
             return f"type URL {type_url} is not registered with this client", {}, False, {}
         resources: Sequence[AnyMessage | bytes] = response.resources
         items: dict[str, _Item | bytes | None] = {}
-        todo: Iterable[tuple[int, AnyMessage | bytes]] = enumerate(resources)
+        todo: Iterable[tuple[int, AnyMessage | bytes]]
         batched = False
         index = st.cache.packed_names()
         if index and resources and type(resources[0]) is bytes:
-            names = list(map(index.get, resources))  # type: ignore[arg-type]
+            # Each read of a resource copies it: read, hashed and freed one by one.
+            names = list(map(index.get, map(hash, resources)))
             hits = list(filter(None, names))
             if hits:
                 items = dict.fromkeys(hits)
+                # A hit is trusted on its 64-bit keyed hash, as Envoy trusts its 64-bit
+                # hash of a cluster to skip an update (checking every resource's bytes
+                # against the cache would double the cost of a re-push).
                 if len(items) == len(hits):
-                    # Only the misses are read again (each read copies the bytes).
                     misses = compress(range(len(names)), map(is_, names, repeat(None)))
-                    todo = [(i, resources[i]) for i in misses]
+                    todo = [(i, resources[i]) for i in misses]  # only the misses read again
                     batched = True
                 else:  # the same bytes twice: the loop finds the first problem in order
                     items = {}
+        if not batched:
+            todo = enumerate(resources)
         whole, unnamed, decoded = self._name_all(
             st, todo, items, errors, packed_of, lookup=not batched
         )
@@ -328,7 +331,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         resources: Iterable[tuple[int, AnyMessage | bytes]],
         items: dict[str, _Item | bytes | None],
         errors: dict[str, str],
-        packed_of: dict[str, bytes],
+        packed_of: dict[str, int],
         *,
         lookup: bool,
     ) -> tuple[str | None, bool, dict[str, Message]]:
@@ -341,10 +344,13 @@ class SotwProtocol(ProtocolCore[_Stream]):
         cache = st.cache
         name_of_raw = cache.name_of_raw
         renamed = cache.renamed
-        decode = rtype.decode
+        # ResourceType.decode() inlined (a call less per resource); its error on failure.
+        stock = type(rtype).decode is _PLAIN_DECODE  # not overridden (or patched by a test)
+        decode = rtype.message_class.FromString if stock else rtype.decode
         # resource_name() inlined for the common case; called on failure for its error.
         name_field = name_field_of(rtype.message_class)
         by_packed = cache.packed_names() if lookup else {}
+        name_of_packed = cache.name_of_packed
         prefix = _any_prefix(type_url)
         twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parse_any = AnyMessage.FromString
@@ -352,17 +358,19 @@ class SotwProtocol(ProtocolCore[_Stream]):
         for index, given in resources:
             blob: bytes | None = None
             value: bytes | None = None
+            plain = False
             if type(given) is bytes:  # a raw response: the serialized Any
                 blob = given
                 if by_packed:
-                    name = by_packed.get(blob)
+                    name = name_of_packed(blob)
                     if name is not None:  # the same bytes as a cached bare resource
                         if name in items:
                             return f"resource name {name!r} appears more than once", False, {}
                         items[name] = None
                         continue
                 value = _bare_value(blob, prefix)
-                if value is None:  # not the plain encoding of a bare resource
+                plain = value is not None
+                if not plain:  # not the plain encoding of a bare resource
                     try:
                         packed = parse_any(blob)
                     except DecodeError:
@@ -392,12 +400,19 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         errors[f"resources[{index}]"] = str(exc)
                         unnamed = True
                         continue
+                    except (DecodeError, RuntimeError, ValueError) as exc:  # from FromString
+                        reason = str(exc) or type(exc).__name__
+                        errors[f"resources[{index}]"] = str(
+                            ResourceDecodeError(rtype.type_url, reason)
+                        )
+                        unnamed = True
+                        continue
                     if name in items:
                         return f"resource name {name!r} appears more than once", False, {}
                     items[name] = value
                     decoded[name] = bare
-                    if blob is not None:
-                        packed_of[name] = blob
+                    if plain:  # indexed by hash, not by the bytes: they are freed at once
+                        packed_of[name] = hash(blob)
                     continue
                 if name in items:
                     return f"resource name {name!r} appears more than once", False, {}
@@ -452,6 +467,23 @@ class SotwProtocol(ProtocolCore[_Stream]):
         return None, unnamed, decoded
 
     @staticmethod
+    def _store_new(  # noqa: PLR0917 - positional like _store
+        st: TypeState,
+        names: list[str],
+        items: dict[str, _Item | bytes | None],
+        decoded: dict[str, Message],
+        version: str,
+        control_plane: str,
+        now: float,
+        events: list[Event],
+    ) -> None:
+        """``_store()`` of new bare resources with no state row and no timer, in bulk."""
+        messages = list(map(decoded.__getitem__, names))
+        raws: list[bytes] = list(map(items.__getitem__, names))  # type: ignore[arg-type]
+        st.cache.add_new(names, new_plain_entries(names, version, messages, raws, now), raws)
+        events.extend(new_plain_updates(st.type_url, names, version, messages, control_plane))
+
+    @staticmethod
     def _reported_names(reported: Iterable[Any]) -> set[str]:
         names: set[str] = set()
         for given in reported:
@@ -474,7 +506,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         errors: dict[str, str],
         now: float,
         events: list[Event],
-        packed_of: dict[str, bytes],
+        packed_of: dict[str, int],
         kept: set[str] | None = None,
         control_plane: str = "",
     ) -> None:
@@ -571,8 +603,25 @@ class SotwProtocol(ProtocolCore[_Stream]):
             store = self._store
             name_field = name_field_of(rtype.message_class)
             wrapped = iter(staged_items)
+            # A new bare resource with no state row and no timer is what _store() would
+            # cache and announce with no side effect: such runs go in one call each.
+            batch = not self.config.lazy_decode
+            entries = cache.entries
+            status = st.states.status
+            armed = self._timers.armed
+            type_url = st.type_url
+            run: list[str] = []
             for name in staged:
                 raw = items[name]
+                if (
+                    batch and type(raw) is bytes and name not in entries and name not in status
+                    and not (armed and (_TTL, type_url, name) in armed)
+                ):  # fmt: skip
+                    run.append(name)
+                    continue
+                if run:
+                    self._store_new(st, run, items, decoded, version, control_plane, now, events)
+                    run = []
                 if type(raw) is bytes:
                     store(
                         st, name, version, decoded[name], raw, None, (), "", None,
@@ -587,8 +636,10 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     )  # fmt: skip
                     if name_field is not None and getattr(message, name_field) != name:
                         cache.renamed.add(name)
+            if run:
+                self._store_new(st, run, items, decoded, version, control_plane, now, events)
         if packed_of:
-            cache.index_packed(packed_of)  # each one stored above, as these Any bytes
+            cache.index_packed(packed_of, _any_prefix(st.type_url))  # each one stored above
         if rtype.full_state and not unnamed:
             # LDS/CDS: a resource we hold that the response leaves out was deleted.
             # Skipped when a resource could not even be named: it may be that one.
