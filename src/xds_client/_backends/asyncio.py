@@ -180,25 +180,49 @@ class AsyncWorker:
 
 
 class AsyncWaiter:
-    """Wakes whoever waits for events of one watch buffer (an event set on every put)."""
+    """Wakes whoever waits for events of one watch buffer (woken on every put).
 
-    __slots__ = ("_event",)
+    One bare future per wait, resolved by :meth:`wake`: no task, no ``wait_for``
+    and no ``asyncio.Event`` per event (on Python 3.11 ``wait_for`` wraps each
+    wait in a new task). Loop-bound: ``wake`` is called on the loop.
+    """
+
+    __slots__ = ("_future", "_set")
     wants_wake = True
     """The buffer must call :meth:`wake` on every put (threads wait on its condition)."""
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._set = False
+        self._future: asyncio.Future[None] | None = None
 
     def wake(self) -> None:
-        self._event.set()
+        self._set = True
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
 
     def clear(self) -> None:
-        self._event.clear()
+        self._set = False
 
     async def wait(self, buffer: Any, timeout: float | None) -> None:
         """Wait until woken (an event is pending or the buffer closed) or ``timeout`` passes."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout)
+        if self._set:
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._future = future
+        timer = None if timeout is None else loop.call_later(timeout, _release, future)
+        try:
+            await future
+        finally:
+            self._future = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _release(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def spawn(target: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: str) -> AsyncWorker:
@@ -358,9 +382,11 @@ async def _await_callback(result: Any) -> None:
 # The transports (transport/_async_grpc.py, _async_fetch.py, _async_rest.py; their
 # thread twins are generated) use what follows.
 
-DIRECT_READS = False
-"""A stream is always read by a reader task: a read cancelled by a ``recv`` timeout
-would cancel the whole call."""
+DIRECT_READS = True
+"""``recv(None)`` reads the call in the caller's task (one task and one queue less per
+response); a reader task starts only for a ``recv`` with a timeout, since a read
+cancelled by a timeout would cancel the whole call. Do not mix the two on one stream
+while a direct read is waiting."""
 
 
 async def read_response(call: Any) -> Any:
@@ -368,9 +394,15 @@ async def read_response(call: Any) -> Any:
 
     grpc.aio logs a response that does not deserialize and hands back None; that raises
     ValueError here, since the stream's state is unknown from then on (the thread twin's
-    call raises for it, too).
+    call raises for it, too). A local ``cancel()`` raises :class:`CallCancelledError`
+    (a ``grpc.RpcError``) unless the current task itself is being cancelled.
     """
-    message = await call.read()
+    try:
+        message = await call.read()
+    except asyncio.CancelledError:
+        if call.cancelled() and not task_cancelling():
+            raise CallCancelledError from None
+        raise
     if message is grpc.aio.EOF:
         return None
     if message is None:

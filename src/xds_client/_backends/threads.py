@@ -6,6 +6,7 @@ event loop (a notebook cell) and do not pay for loading it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -145,21 +146,41 @@ class Worker:
 
 
 class Waiter:
-    """Waits for events of one watch buffer on the buffer's own condition (no extra lock)."""
+    """Wakes whoever waits for events of one watch buffer: one token in a C queue per wake.
 
-    __slots__ = ()
-    wants_wake = False
-    """The buffer's condition already wakes a waiting thread; no callback per put."""
+    ``SimpleQueue.get`` blocks in C; the buffer's Python-level condition would build
+    a lock and run ``wait_for``'s predicate per event. A flag keeps at most one
+    token queued (a stale one costs one spurious wake-up, never a missed one: the
+    waiter clears the flag before it looks at the buffer).
+    """
+
+    __slots__ = ("_queue", "_set", "_waiting")
+    wants_wake = True
+    """The buffer must call :meth:`wake` on every put."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._set = False
+        self._waiting = 0
+        """Threads blocked in :meth:`wait` (several may read one watch): one token each."""
 
     def wake(self) -> None:
-        """Nothing to do: see :attr:`wants_wake`."""
+        if not self._set:
+            self._set = True
+            for _ in range(self._waiting or 1):
+                self._queue.put(None)
 
     def clear(self) -> None:
-        """Nothing to do: the condition's predicate sees pending events."""
+        self._set = False
 
     def wait(self, buffer: Any, timeout: float | None) -> None:
-        """Block until an event is pending, the buffer closed, or ``timeout`` passes."""
-        buffer.wait(timeout)
+        """Block until woken (an event is pending, the buffer closed) or ``timeout`` passes."""
+        self._waiting += 1
+        try:
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=timeout)
+        finally:
+            self._waiting -= 1
 
 
 def spawn(target: Callable[..., None], *args: Any, name: str) -> Worker:

@@ -76,6 +76,8 @@ M = TypeVar("M", bound=Message)
 log = logging.getLogger("xds_client.client")
 
 _JOIN_TIMEOUT = 1.0
+_TAKEN_RECHECK = 0.5
+"""Flow control: how often a held reader looks again (for a stop) while watchers lag."""
 
 
 class AsyncWatch(AsyncClosing, Generic[M]):
@@ -196,7 +198,8 @@ class AsyncXdsClient:
     ``backoff`` (:class:`Backoff`), ``does_not_exist_timeout`` (15 s),
     ``ignore_resource_deletion``, ``node_in_every_request``,
     ``reject_whole_response``, ``validators`` (type -> callable that raises to
-    NACK), ``queue_size`` (per watch, before coalescing), ``metrics``
+    NACK), ``queue_size`` (per watch, before coalescing), ``flow_control`` (read the
+    next response, and ACK the last, only once watchers took it), ``metrics``
     (:class:`Metrics`), ``fallback_probe_interval``, ``lazy_decode`` (cache only the
     bytes and decode on access of ``CachedResource.resource``: less memory).
     """
@@ -220,6 +223,8 @@ class AsyncXdsClient:
         self._streams: dict[str, _OpenStream] = {}
         self._helpers: list[AsyncWorker] = []
         self._closed = False
+        self._taken = AsyncEvent()
+        """Flow control: set whenever a watch buffer is drained (or closed)."""
 
     @classmethod
     def from_bootstrap(
@@ -297,6 +302,8 @@ class AsyncXdsClient:
             buffer.set_wake(lambda: dispatcher.notify(buffer, callback))
         elif waiter.wants_wake:
             buffer.set_wake(waiter.wake)
+        if self._options.flow_control:
+            buffer.on_drained = self._taken.set
         entry = self._session.add_watch(rtype, wanted, buffer, on_event, time.monotonic())
         self._wake()
         return AsyncWatch(self, entry, rtype, waiter)
@@ -543,12 +550,13 @@ class AsyncXdsClient:
             notify_served(served)
         else:
             session.on_served(slot, attempt, time.monotonic())
+        confirms = notify_written is not None
         reader = spawn(
-            self._read, action.slot, action.attempt, stream, stop,
+            self._read, action.slot, action.attempt, stream, stop, confirms,
             name=f"xds-client-read {action.slot}",
         )  # fmt: skip
         self._streams[action.slot] = _OpenStream(
-            action.attempt, stream, stop, reader, confirms_writes=notify_written is not None
+            action.attempt, stream, stop, reader, confirms_writes=confirms
         )
 
     async def _stop_reader(self, held: _OpenStream) -> None:
@@ -565,7 +573,10 @@ class AsyncXdsClient:
             await self._stop_reader(held)
             await held.reader.join(_JOIN_TIMEOUT)
 
-    async def _read(self, key: str, attempt: int, stream: AsyncStream, stop: AsyncEvent) -> None:
+    async def _read(
+        self, key: str, attempt: int, stream: AsyncStream, stop: AsyncEvent, confirms: bool
+    ) -> None:
+        session, hold = self._session, self._options.flow_control
         while not stop.is_set():
             try:
                 response = await stream.recv(None)  # closing the stream wakes it
@@ -573,14 +584,39 @@ class AsyncXdsClient:
                 if not stop.is_set():
                     self._inbox.put(StreamFailed(key, attempt, exc))
                 return
-            if response is not None:
-                # Applied here (the session is thread-safe): watchers get the update one
-                # hand-off sooner, and the I/O worker only has to send the ACK.
-                try:
-                    self._session.on_response(key, attempt, response, time.monotonic())
-                except Exception:
-                    log.exception("applying a response failed")
+            if response is None:
+                continue
+            # Applied, delivered and ACKed here (the session is thread-safe): watchers
+            # get the update with no hand-off, and the I/O worker wakes only when it
+            # has something to do (a timer moved, a stream to close, a SotW reply).
+            try:
+                got = session.receive(key, attempt, response, time.monotonic(), hold=hold)
+                if got.buffers:
+                    await self._wait_taken(got.buffers, stop)
+                    got = session.release(key, attempt)
+            except Exception:
+                log.exception("applying a response failed")
                 self._wake()
+                continue
+            for request in got.replies:
+                try:
+                    await stream.send(request)
+                except TransportError as exc:
+                    self._inbox.put(StreamFailed(key, attempt, exc))
+                    return
+                if not confirms:
+                    session.on_written(key, attempt, time.monotonic())
+            if got.wake:
+                self._wake()
+
+    async def _wait_taken(self, buffers: tuple[EventBuffer, ...], stop: AsyncEvent) -> None:
+        """Flow control: wait until each buffer fed by the last response is drained."""
+        taken = self._taken
+        while not stop.is_set() and not self._closed:
+            taken.clear()
+            if all(buffer.closed or not len(buffer) for buffer in buffers):
+                return
+            await taken.wait(_TAKEN_RECHECK)
 
     def _probe(self, action: ProbeServer) -> None:
         transport = self._transport(action.server)

@@ -77,6 +77,9 @@ class ClientOptions:
     """A88 server feature, from the primary's ``server_features``."""
     validators: Mapping[str, Validator] = field(default_factory=dict)
     queue_size: int = 1000
+    flow_control: bool = False
+    """ADS flow control: a stream reads its next response (and ACKs the last one) only
+    once the watchers it fed have taken their events."""
     metrics: Metrics | None = None
     fallback_probe_interval: float = 1.0
     lazy_decode: bool = False
@@ -145,6 +148,7 @@ def build_options(
     validate_rules: bool = True,
     validators: Mapping[ResourceSpec, Validator] | None = None,
     queue_size: int = 1000,
+    flow_control: bool = False,
     metrics: Metrics | None = None,
     fallback_probe_interval: float = 1.0,
     lazy_decode: bool = False,
@@ -249,6 +253,7 @@ def build_options(
         ),
         validators=checked,
         queue_size=queue_size,
+        flow_control=flow_control,
         metrics=metrics,
         fallback_probe_interval=fallback_probe_interval,
         lazy_decode=lazy_decode,
@@ -312,6 +317,7 @@ class ClientArgs(TypedDict, total=False):
     validate_rules: bool
     validators: Mapping[ResourceSpec, Validator] | None
     queue_size: int
+    flow_control: bool
     metrics: Metrics | None
     fallback_probe_interval: float
     lazy_decode: bool

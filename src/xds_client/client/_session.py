@@ -65,6 +65,7 @@ __all__ = [
     "CloseStream",
     "OpenStream",
     "ProbeServer",
+    "Received",
     "SaveConfig",
     "SendRequest",
     "Session",
@@ -84,6 +85,18 @@ class OpenStream:
     attempt: int
     server: int
     spec: StreamSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """What the reader of a stream does after :meth:`Session.receive`."""
+
+    replies: tuple[Request, ...]
+    """ACKs/NACKs to send now, in order (delta only; SotW replies go with ``step``)."""
+    wake: bool
+    """The I/O worker must step: a timer moved earlier, an action is due, or SotW."""
+    buffers: tuple[EventBuffer, ...]
+    """Held (flow control): the buffers whose events must be taken before ``release``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +192,9 @@ class _Slot:
     """(type, name) restored from disk that no accepted response has confirmed yet."""
     dirty: dict[str, PersistedType] = field(default_factory=dict)
     """By type: the config as accepted last, not yet written to the cache directory."""
+    holding: bool = False
+    """Flow control: the last response's watchers have not taken its events yet, so
+    its ACK (and the next read) waits; :meth:`Session.release` ends it."""
 
     def __post_init__(self) -> None:
         self.stream_key = self.stream_key or self.key
@@ -507,6 +523,7 @@ class Session:
                     slot.got_response = False
                     slot.up = False
                     slot.in_flight.clear()
+                    slot.holding = False
                     slot.held.clear()
                     slot.retry_at = None
                     slot.protocol.connected(now)
@@ -514,7 +531,7 @@ class Session:
                     actions.append(OpenStream(slot.stream_key, slot.attempt, server,
                                               self._spec(slot)))  # fmt: skip
                     log.debug("opening %s stream to %s", slot.key, self._server_uri(slot))
-                if slot.open:
+                if slot.open and not slot.holding:
                     for request in slot.protocol.requests_to_send():
                         # A57: its timers start once the write is confirmed (on_written).
                         slot.in_flight.append(request)
@@ -692,6 +709,7 @@ class Session:
         slot.got_response = False
         slot.up = False
         slot.in_flight.clear()
+        slot.holding = False
         slot.held.clear()
         slot.retry_at = None
         slot.candidate = None
@@ -699,29 +717,84 @@ class Session:
                  slot.key, self._server_uri(slot), fallback)  # fmt: skip
 
     def on_response(self, key: str, attempt: int, response: Response, now: float) -> None:
-        """A response arrived on a stream."""
+        """A response arrived on a stream (its replies go out with the next :meth:`step`)."""
         with self.lock:
-            found = self._stream(key, attempt)
+            self._receive(key, attempt, response, now)
+
+    def receive(
+        self, key: str, attempt: int, response: Response, now: float, *, hold: bool = False
+    ) -> Received:
+        """A response arrived on a stream: apply it, deliver its events, then take its reply.
+
+        The reader sends :attr:`Received.replies` itself (delta ACKs carry only a nonce;
+        SotW replies go out with :meth:`step`, after any subscription change before them)
+        and wakes the I/O worker only when :attr:`Received.wake` says so. With ``hold``
+        (flow control) and events delivered, nothing is replied and the slot's requests
+        wait until :meth:`release`, once the watchers in :attr:`Received.buffers` took
+        their events.
+        """
+        with self.lock:
+            slot = self._slots.get(key)
+            before = None if slot is None else slot.protocol.next_deadline()
+            pending = len(self._pending)
+            found = self._receive(key, attempt, response, now)
             if found is None:
-                return
-            slot, cand = found
-            if cand is not None:
-                self._promote(slot, cand, now)
-            if not slot.got_response:
-                slot.got_response = True
-                slot.backoff.reset()  # gRFC A57: a stream that worked restarts at once
-                self._stream_up(slot, now)
-                if slot.reported is not True:
-                    slot.reported = True
-                    self._broadcast(slot, ConnectivityChanged(
-                        True, self._server_uri(slot), tuple(sorted(slot.type_urls))
-                    ))  # fmt: skip
-                log.info("%s stream to %s is up", slot.key, self._server_uri(slot))
-            if len(response.resources) < LARGE_RESPONSE:
-                self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
-            else:
-                with collector_paused():  # many objects that outlive the apply: see _gc
-                    self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
+                return Received((), True, ())
+            slot, first, buffers = found
+            after = slot.protocol.next_deadline()
+            wake = (
+                first or len(self._pending) != pending or bool(slot.dirty)
+                or (after is not None and (before is None or after < before))
+                or not isinstance(slot.protocol, DeltaProtocol)
+            )  # fmt: skip
+            if hold and buffers:
+                slot.holding = True
+                return Received((), wake, buffers)
+            return Received(self._take_replies(slot), wake, ())
+
+    def release(self, key: str, attempt: int) -> Received:
+        """Flow control: the watchers took the held response's events; its reply may go."""
+        with self.lock:
+            slot = self._current(key, attempt)
+            if slot is None or not slot.holding:
+                return Received((), True, ())
+            slot.holding = False
+            return Received(self._take_replies(slot), True, ())
+
+    def _take_replies(self, slot: _Slot) -> tuple[Request, ...]:
+        protocol = slot.protocol
+        if not slot.open or slot.holding or not isinstance(protocol, DeltaProtocol):
+            return ()
+        replies = protocol.replies_to_send()
+        slot.in_flight.extend(replies)  # A57: confirmed by on_written, in order
+        return tuple(replies)
+
+    def _receive(
+        self, key: str, attempt: int, response: Response, now: float
+    ) -> tuple[_Slot, bool, tuple[EventBuffer, ...]] | None:
+        found = self._stream(key, attempt)
+        if found is None:
+            return None
+        slot, cand = found
+        first = cand is not None or not slot.got_response
+        if cand is not None:
+            self._promote(slot, cand, now)
+        if not slot.got_response:
+            slot.got_response = True
+            slot.backoff.reset()  # gRFC A57: a stream that worked restarts at once
+            self._stream_up(slot, now)
+            if slot.reported is not True:
+                slot.reported = True
+                self._broadcast(slot, ConnectivityChanged(
+                    True, self._server_uri(slot), tuple(sorted(slot.type_urls))
+                ))  # fmt: skip
+            log.info("%s stream to %s is up", slot.key, self._server_uri(slot))
+        if len(response.resources) < LARGE_RESPONSE:
+            buffers = self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
+        else:
+            with collector_paused():  # many objects that outlive the apply: see _gc
+                buffers = self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
+        return slot, first, buffers
 
     def _candidate_failed(self, slot: _Slot, cand: _Candidate, error: BaseException,
                           now: float) -> None:  # fmt: skip
@@ -749,6 +822,7 @@ class Session:
             slot.open = False
             slot.up = False
             slot.in_flight.clear()
+            slot.holding = False
             slot.held.clear()
             slot.protocol.disconnected(now)
             self._pending.append(CloseStream(key, attempt))
@@ -850,7 +924,8 @@ class Session:
         for entry in self._entries_of(slot):
             entry.buffer.put(event)
 
-    def _apply(self, slot: _Slot, events: Iterable[Event]) -> None:
+    def _apply(self, slot: _Slot, events: Iterable[Event]) -> tuple[EventBuffer, ...]:
+        """Deliver ``events`` to their watchers; returns the buffers that got some."""
         touched: set[str] = set()
         uri = self._server_uri(slot)
         # Events are handed to each buffer in one batch (one lock, one wake-up),
@@ -928,6 +1003,7 @@ class Session:
                     deliver(entry, event)
         for entry, batch in batches.values():
             entry.buffer.put_many(batch)
+        buffers = tuple(entry.buffer for entry, _ in batches.values())
         if (metrics := self.options.metrics) is not None:
             per_authority = hasattr(metrics, "authority_resources")
             for type_url in touched:
@@ -944,6 +1020,7 @@ class Session:
                     hook = metrics.authority_resources  # type: ignore[attr-defined]
                     for label, counts in sorted(by_authority.items()):
                         _hook("authority_resources", hook, type_url, label, dict(counts))
+        return buffers
 
 
 def _response_hook(

@@ -75,6 +75,8 @@ M = TypeVar("M", bound=Message)
 log = logging.getLogger("xds_client.client")
 
 _JOIN_TIMEOUT = 1.0
+_TAKEN_RECHECK = 0.5
+"""Flow control: how often a held reader looks again (for a stop) while watchers lag."""
 
 
 class Watch(Closing, Generic[M]):
@@ -188,7 +190,8 @@ class XdsClient:
     ``backoff`` (:class:`Backoff`), ``does_not_exist_timeout`` (15 s),
     ``ignore_resource_deletion``, ``node_in_every_request``,
     ``reject_whole_response``, ``validators`` (type -> callable that raises to
-    NACK), ``queue_size`` (per watch, before coalescing), ``metrics``
+    NACK), ``queue_size`` (per watch, before coalescing), ``flow_control`` (read the
+    next response, and ACK the last, only once watchers took it), ``metrics``
     (:class:`Metrics`), ``fallback_probe_interval``, ``lazy_decode`` (cache only the
     bytes and decode on access of ``CachedResource.resource``: less memory).
     """
@@ -212,6 +215,8 @@ class XdsClient:
         self._streams: dict[str, _OpenStream] = {}
         self._helpers: list[Worker] = []
         self._closed = False
+        self._taken = Event()
+        """Flow control: set whenever a watch buffer is drained (or closed)."""
 
     @classmethod
     def from_bootstrap(
@@ -288,6 +293,8 @@ class XdsClient:
             buffer.set_wake(lambda: dispatcher.notify(buffer, callback))
         elif waiter.wants_wake:
             buffer.set_wake(waiter.wake)
+        if self._options.flow_control:
+            buffer.on_drained = self._taken.set
         entry = self._session.add_watch(rtype, wanted, buffer, on_event, time.monotonic())
         self._wake()
         return Watch(self, entry, rtype, waiter)
@@ -525,12 +532,13 @@ class XdsClient:
             notify_served(served)
         else:
             session.on_served(slot, attempt, time.monotonic())
+        confirms = notify_written is not None
         reader = spawn(
-            self._read, action.slot, action.attempt, stream, stop,
+            self._read, action.slot, action.attempt, stream, stop, confirms,
             name=f"xds-client-read {action.slot}",
         )  # fmt: skip
         self._streams[action.slot] = _OpenStream(
-            action.attempt, stream, stop, reader, confirms_writes=notify_written is not None
+            action.attempt, stream, stop, reader, confirms_writes=confirms
         )
 
     def _stop_reader(self, held: _OpenStream) -> None:
@@ -547,7 +555,8 @@ class XdsClient:
             self._stop_reader(held)
             held.reader.join(_JOIN_TIMEOUT)
 
-    def _read(self, key: str, attempt: int, stream: Stream, stop: Event) -> None:
+    def _read(self, key: str, attempt: int, stream: Stream, stop: Event, confirms: bool) -> None:
+        session, hold = self._session, self._options.flow_control
         while not stop.is_set():
             try:
                 response = stream.recv(None)  # closing the stream wakes it
@@ -555,14 +564,39 @@ class XdsClient:
                 if not stop.is_set():
                     self._inbox.put(StreamFailed(key, attempt, exc))
                 return
-            if response is not None:
-                # Applied here (the session is thread-safe): watchers get the update one
-                # hand-off sooner, and the I/O worker only has to send the ACK.
-                try:
-                    self._session.on_response(key, attempt, response, time.monotonic())
-                except Exception:
-                    log.exception("applying a response failed")
+            if response is None:
+                continue
+            # Applied, delivered and ACKed here (the session is thread-safe): watchers
+            # get the update with no hand-off, and the I/O worker wakes only when it
+            # has something to do (a timer moved, a stream to close, a SotW reply).
+            try:
+                got = session.receive(key, attempt, response, time.monotonic(), hold=hold)
+                if got.buffers:
+                    self._wait_taken(got.buffers, stop)
+                    got = session.release(key, attempt)
+            except Exception:
+                log.exception("applying a response failed")
                 self._wake()
+                continue
+            for request in got.replies:
+                try:
+                    stream.send(request)
+                except TransportError as exc:
+                    self._inbox.put(StreamFailed(key, attempt, exc))
+                    return
+                if not confirms:
+                    session.on_written(key, attempt, time.monotonic())
+            if got.wake:
+                self._wake()
+
+    def _wait_taken(self, buffers: tuple[EventBuffer, ...], stop: Event) -> None:
+        """Flow control: wait until each buffer fed by the last response is drained."""
+        taken = self._taken
+        while not stop.is_set() and not self._closed:
+            taken.clear()
+            if all(buffer.closed or not len(buffer) for buffer in buffers):
+                return
+            taken.wait(_TAKEN_RECHECK)
 
     def _probe(self, action: ProbeServer) -> None:
         transport = self._transport(action.server)

@@ -105,6 +105,8 @@ class EventBuffer:
         self.closed = False
         self.coalesced = 0
         """How many events were dropped in favour of a later one (for tests and metrics)."""
+        self.on_drained: Callable[[], None] | None = None
+        """Called when a pop takes the last pending event, and on close (flow control)."""
 
     def set_wake(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` after every put and on close (set before events flow)."""
@@ -164,27 +166,44 @@ class EventBuffer:
         """The oldest pending event, or None.
 
         The first pop after a put takes every queued event under one lock; the
-        next ones are served from them without it (cheap per event).
+        next ones are served from them without it (cheap per event). Taking the
+        last pending event calls :attr:`on_drained` (flow control), if set.
         """
         taken = self._taken
         if taken:
             try:
-                return taken.popleft()
+                event = taken.popleft()
             except IndexError:  # another consumer thread took the last one
                 pass
+            else:
+                if not taken and self.on_drained is not None:
+                    self._drained()
+                return event
         with self._lock:
             if self._taken:
-                return self._taken.popleft()
-            if self._events:
+                event = self._taken.popleft()
+            elif self._events:
                 # Swap the queues: the consumer now owns every queued event.
                 self._taken, self._events = self._events, self._taken
-                return self._taken.popleft()
-            if self._latest:
+                event = self._taken.popleft()
+            elif self._latest:
                 event = self._latest.popitem(last=False)[1]
                 if not self._latest:
                     self._latest = None  # drained: back to plain FIFO
-                return event
-            return None
+            else:
+                return None
+            drained = self.on_drained is not None and not (
+                self._taken or self._events or self._latest
+            )
+        if drained and self.on_drained is not None:
+            self.on_drained()
+        return event
+
+    def _drained(self) -> None:
+        with self._lock:
+            empty = not (self._taken or self._events or self._latest)
+        if empty and self.on_drained is not None:
+            self.on_drained()
 
     def __len__(self) -> int:
         with self._lock:
@@ -198,6 +217,8 @@ class EventBuffer:
             self.cond.notify_all()
         if self._wake is not None:
             self._wake()
+        if self.on_drained is not None:
+            self.on_drained()
 
     def wait(self, timeout: float | None) -> bool:
         """Block the calling thread until an event is pending or the buffer closes."""

@@ -80,14 +80,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
 
         if not self._connected:
             return []
-        out: list[DeltaDiscoveryRequest] = []
-        replies, self._replies = self._replies, []
-        for reply in replies:
-            request = DeltaDiscoveryRequest(type_url=reply.type_url, response_nonce=reply.nonce)
-            if reply.error is not None:
-                request.error_detail.CopyFrom(reply.error)
-            self._with_node(request)
-            out.append(request)
+        out = self.replies_to_send()
         for st in self._types.values():
             ss = self._stream(st)
             if not st.initial_sent:
@@ -116,6 +109,27 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 ss.server_names.difference_update(ss.remove)
                 ss.add.clear()
                 ss.remove.clear()
+            self._with_node(request)
+            out.append(request)
+        return out
+
+    def replies_to_send(self) -> list[DeltaDiscoveryRequest]:
+        """Drain only the ACKs and NACKs owed (the head of :meth:`requests_to_send`).
+
+        A delta ACK carries a nonce and nothing else, so the reader of a stream may
+        send it at once, whatever subscription diffs are still to go. Empty while
+        disconnected.
+        """
+        from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
+
+        if not self._connected or not self._replies:
+            return []
+        out: list[DeltaDiscoveryRequest] = []
+        replies, self._replies = self._replies, []
+        for reply in replies:
+            request = DeltaDiscoveryRequest(type_url=reply.type_url, response_nonce=reply.nonce)
+            if reply.error is not None:
+                request.error_detail.CopyFrom(reply.error)
             self._with_node(request)
             out.append(request)
         return out
