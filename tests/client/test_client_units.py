@@ -340,6 +340,31 @@ def test_session_fallback_and_return_to_primary() -> None:
     assert (again.slot, again.server) == ("ads~primary", 0)
 
 
+def test_session_tells_metrics_of_every_server_switch() -> None:
+    from xds_client import CountingMetrics
+
+    metrics = CountingMetrics()
+    s = session(["p:1", "s:2"], metrics=metrics)
+    watch(s, ["a"])
+    s.step(0.0)
+    s.on_failure("ads", 1, RuntimeError("refused"), 0.1)
+    s.step(0.1)
+    assert metrics.server_switches == [("p:1", "s:2", "fallback")]
+    s.on_response("ads", 2, response("1", "a"), 0.2)
+    (trial,) = [a for a in s.step(1.2) if isinstance(a, OpenStream)]
+    s.on_response("ads~primary", trial.attempt, response("p1", "a"), 1.3)
+    assert metrics.server_switches == [("p:1", "s:2", "fallback"), ("s:2", "p:1", "primary")]
+    # Every server failing before a response: the list starts over at the primary.
+    metrics = CountingMetrics()
+    s = session(["p:1", "s:2"], metrics=metrics)
+    watch(s, ["a"])
+    s.step(0.0)
+    s.on_failure("ads", 1, RuntimeError("refused"), 0.1)
+    s.step(0.1)
+    s.on_failure("ads", 2, RuntimeError("refused too"), 0.2)
+    assert metrics.server_switches == [("p:1", "s:2", "fallback"), ("s:2", "p:1", "retry")]
+
+
 def test_session_a_primary_whose_stream_fails_is_never_switched_to() -> None:
     # Fake clock, 60 s: the primary's health answers (probes say yes) but its xDS
     # stream always fails; the working fallback must stay, watchers hear nothing.

@@ -23,7 +23,11 @@ class Metrics(Protocol):
     ``response(type_url, server, accepted, control_plane)``, when present, is
     called for each response counted by :meth:`ack` or :meth:`nack`, with the
     response's ``control_plane.identifier`` (``""`` when the server sends none),
-    to tell the server instances behind one address apart.
+    to tell the server instances behind one address apart; and
+    ``server_switch(previous, current, reason)``, when present, is called each time
+    a stream moves to another server of its list (gRFC A71): ``reason`` is
+    ``"fallback"``, ``"primary"`` (the primary's xDS stream serves again) or
+    ``"retry"`` (every server failed before answering; the list starts over).
     """
 
     def ack(self, type_url: str, server: str) -> None:
@@ -57,6 +61,8 @@ class CountingMetrics:
         """Latest resource count per (type URL, authority) and status (gRFC A78)."""
         self.control_planes: Counter[tuple[str, str]] = Counter()
         """Responses (accepted or not) per (type URL, ``control_plane.identifier``)."""
+        self.server_switches: list[tuple[str, str, str]] = []
+        """Each move to another server: (previous URI, new URI, reason), in order."""
 
     def ack(self, type_url: str, server: str) -> None:
         with self._lock:
@@ -78,6 +84,12 @@ class CountingMetrics:
         """One response of ``type_url``, from the server instance ``control_plane``."""
         with self._lock:
             self.control_planes[(type_url, control_plane)] += 1
+
+    def server_switch(self, previous: str, current: str, reason: str) -> None:
+        """A stream moved from server ``previous`` to ``current`` (``reason``: see
+        :class:`Metrics`)."""
+        with self._lock:
+            self.server_switches.append((previous, current, reason))
 
     def authority_resources(self, type_url: str, authority: str, counts: Mapping[str, int]) -> None:
         """Counts of ``type_url`` resources of one authority (``"#old"``: old-style names)."""

@@ -257,11 +257,19 @@ class Session:
         )
         return replace(target, channel_options=extra + target.channel_options)
 
-    def _server_changed(self, slot: _Slot) -> None:
+    def _server_changed(self, slot: _Slot, previous: str, reason: str) -> None:
         """``slot``'s next stream goes to ``slot.server``: nothing learnt from the old
-        server is sent there, and the new one's ``server_features`` apply (A53, A88)."""
+        server is sent there, and the new one's ``server_features`` apply (A53, A88).
+
+        ``reason`` is what the optional ``Metrics.server_switch`` hook is told:
+        ``"fallback"``, ``"primary"`` (the primary serves again) or ``"retry"`` (every
+        server failed; the list starts over)."""
         slot.protocol.server_changed()
         slot.protocol.config = self._config_for(slot.group[slot.server])
+        metrics = self.options.metrics
+        hook = getattr(metrics, "server_switch", None) if metrics is not None else None
+        if hook is not None:
+            _hook("server_switch", hook, previous, self._server_uri(slot), reason)
 
     def _config_for(self, server: int) -> ProtocolConfig:
         features = self._targets[server].server_features
@@ -701,7 +709,7 @@ class Session:
             slot.open = False
             slot.protocol.disconnected(now)
         slot.server = 0
-        self._server_changed(slot)
+        self._server_changed(slot, fallback, "primary")
         slot.protocol.connected(now)
         slot.open = True
         slot.stream_key = cand.key
@@ -836,7 +844,7 @@ class Session:
                 # gRFC A71: a server that fails before any response is skipped at once,
                 # but only when some watched resource has no cached value to go on with.
                 slot.server += 1
-                self._server_changed(slot)
+                self._server_changed(slot, uri, "fallback")
                 slot.retry_at = now
                 log.warning("%s stream to %s failed; falling back to %s: %s",
                             key, uri, self._server_uri(slot), error)  # fmt: skip
@@ -844,7 +852,7 @@ class Session:
                 changed = slot.server != 0
                 slot.server = 0
                 if changed:
-                    self._server_changed(slot)
+                    self._server_changed(slot, uri, "retry")
                 slot.retry_at = now + slot.backoff.next_delay()
             if slot.server == 0:
                 self._drop_candidate(slot, now)  # the slot's own stream tries the primary
