@@ -199,6 +199,17 @@ class _Slot:
     def __post_init__(self) -> None:
         self.stream_key = self.stream_key or self.key
 
+    def stream_opened(self, attempt: int) -> None:
+        """The slot's stream is now attempt ``attempt``: nothing of the last one carries over."""
+        self.open = True
+        self.attempt = attempt
+        self.got_response = False
+        self.up = False
+        self.in_flight.clear()
+        self.holding = False
+        self.held.clear()
+        self.retry_at = None
+
     def protocols(self) -> list[SotwProtocol | DeltaProtocol]:
         """The slot's protocol core, and its candidate's while one is open: both subscribe."""
         candidate = self.candidate
@@ -526,14 +537,7 @@ class Session:
                 self._apply(slot, slot.protocol.tick(now))
                 if not slot.open and slot.retry_at is not None and now >= slot.retry_at:
                     slot.opened += 1
-                    slot.attempt = slot.opened
-                    slot.open = True
-                    slot.got_response = False
-                    slot.up = False
-                    slot.in_flight.clear()
-                    slot.holding = False
-                    slot.held.clear()
-                    slot.retry_at = None
+                    slot.stream_opened(slot.opened)
                     slot.protocol.connected(now)
                     server = slot.group[slot.server]
                     actions.append(OpenStream(slot.stream_key, slot.attempt, server,
@@ -711,15 +715,8 @@ class Session:
         slot.server = 0
         self._server_changed(slot, fallback, "primary")
         slot.protocol.connected(now)
-        slot.open = True
         slot.stream_key = cand.key
-        slot.attempt = cand.attempt
-        slot.got_response = False
-        slot.up = False
-        slot.in_flight.clear()
-        slot.holding = False
-        slot.held.clear()
-        slot.retry_at = None
+        slot.stream_opened(cand.attempt)
         slot.candidate = None
         log.info("%s: the primary %s serves again; switching back from %s",
                  slot.key, self._server_uri(slot), fallback)  # fmt: skip
