@@ -22,6 +22,7 @@ import pytest
 import trustme
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
+from tests._waiting import wait_until
 from xds_client import AsyncXdsClient, XdsClient
 from xds_client.client._bootstrap import parse_bootstrap
 from xds_client.client._credentials import JwtTokenFile, TokenError, jwt_expiry
@@ -124,15 +125,6 @@ class RecordingServer:
     def tokens(self) -> list[str]:
         with self.lock:
             return [m.get("authorization", "") for m in self.seen]
-
-
-def wait_until(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        pause.wait(0.05)
 
 
 def test_rotated_token_is_sent_without_restart(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.extensions.transport_sockets.tls.v3.secret_pb2 import Secret
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest, DiscoveryRequest
 
+from tests._waiting import wait_until
 from xds_client import ResourceRestored, ResourceUpdated
 from xds_client.client._persist import FORMAT
 from xds_client.resources import CLUSTER, SECRET
@@ -32,18 +31,6 @@ def cluster(name: str, seconds: int = 1) -> Cluster:
     c = Cluster(name=name)
     c.connect_timeout.seconds = seconds
     return c
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        pause.wait(0.02)
 
 
 def saved(directory: Path, type_url: str = CLUSTER) -> list[dict[str, Any]]:

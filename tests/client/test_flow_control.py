@@ -3,12 +3,12 @@ ACKed, only once the watchers it fed have taken their events."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
+from tests._waiting import wait_until
 from xds_client import ResourceUpdated
 from xds_client.errors import WaitTimeoutError
 from xds_client.testing import ControlPlane
@@ -27,10 +27,7 @@ def cluster(name: str, seconds: int = 1) -> Cluster:
 
 
 def _wait_pending(watch: WatchProxy, at_least: int, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while watch.pending < at_least:
-        assert time.monotonic() < deadline, f"fewer than {at_least} events pending"
-        time.sleep(0.01)
+    wait_until(lambda: watch.pending >= at_least, timeout, f"{at_least} events pending")
 
 
 @pytest.mark.parametrize("protocol", ["sotw", "delta"])

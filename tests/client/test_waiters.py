@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests._waiting import wait_until
 from xds_client import ResourceRemoved
 from xds_client._backends.threads import Waiter
 from xds_client.client._watchers import EventBuffer
@@ -35,10 +36,7 @@ def test_two_readers_of_one_watch_both_wake() -> None:
     readers = [threading.Thread(target=lambda: got.append(_get(buffer, waiter, 5))) for _ in "ab"]
     for reader in readers:
         reader.start()
-    deadline = time.monotonic() + 5
-    while waiter._waiting < 2:  # both blocked
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+    wait_until(lambda: waiter._waiting >= 2, 5, "both readers blocked")
     start = time.monotonic()
     buffer.put_many([ResourceRemoved("t", "a", "deleted"), ResourceRemoved("t", "b", "deleted")])
     for reader in readers:

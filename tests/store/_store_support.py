@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+from tests._waiting import wait_until
 from xds_client.store import ResourceKey, RetryPolicy
 
 PREFIX = ResourceKey("dashboard.grafana.app", "dashboards", "default")
@@ -22,17 +22,8 @@ def doc(title: str = "", **labels: str) -> dict[str, object]:
     return {"metadata": meta, "spec": {"title": title}}
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    """Poll ``predicate`` until true; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        time.sleep(0.002)
-
-
 def until(
     predicate: Callable[[], bool], what: str = "", timeout: float = 10.0
-) -> Callable[[], None]:
+) -> Callable[[], bool]:
     """:func:`wait_until` as a function of nothing, for ``run_blocking`` in the twin tests."""
     return lambda: wait_until(predicate, timeout, what)

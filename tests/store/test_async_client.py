@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from tests._twin_support import run_async  # async-only
+from tests._waiting import wait_until
 from xds_client._backends.asyncio import run_blocking, spawn
 from xds_client.errors import ClientClosedError, UsageError
 from xds_client.store import (
@@ -36,7 +37,7 @@ from xds_client.store import (
 from xds_client.testing import ResourceStoreServer
 from xds_client.transport import ServerTarget
 
-from ._store_support import FAST, PREFIX, doc, key, until, wait_until
+from ._store_support import FAST, PREFIX, doc, key, until
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests._waiting import wait_until
 from xds_client.store import (
     AlreadyExistsError,
     BadRequestError,
@@ -21,7 +22,7 @@ from xds_client.store import (
 from xds_client.testing import ResourceStoreServer
 
 from ._grafana_like import GrafanaLikeServer
-from ._store_support import FAST, PREFIX, doc, key, wait_until
+from ._store_support import FAST, PREFIX, doc, key
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests._waiting import wait_until
 from xds_client._backends.threads import run_blocking, spawn
 from xds_client.errors import ClientClosedError, UsageError
 from xds_client.store import (
@@ -34,7 +35,7 @@ from xds_client.store import (
 from xds_client.testing import ResourceStoreServer
 from xds_client.transport import ServerTarget
 
-from ._store_support import FAST, PREFIX, doc, key, until, wait_until
+from ._store_support import FAST, PREFIX, doc, key, until
 
 pytestmark = pytest.mark.timeout(60)
 
