@@ -32,6 +32,7 @@ from xds_client._backends.threads import (
     run_blocking,
     spawn,
 )
+from xds_client._clock import monotonic_to_wall
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType
@@ -381,7 +382,7 @@ class XdsClient:
 
     def config_dump(self) -> ClientConfig:
         """A CSDS ``ClientConfig`` of every subscribed or cached resource, secrets redacted."""
-        return self._session.client_config(_to_wall)
+        return self._session.client_config(monotonic_to_wall)
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -613,7 +614,3 @@ class XdsClient:
             except Exception:
                 ok = False
         self._inbox.put(ProbeResult(action.slot, action.server, ok))
-
-
-def _to_wall(monotonic: float) -> float:
-    return time.time() - (time.monotonic() - monotonic)
