@@ -107,7 +107,7 @@ def test_list_response_error_is_a_typed_error_not_an_empty_list() -> None:
     with pytest.raises(UnauthorizedError, match="no identity"):
         pager.on_page(refused, None)
     with pytest.raises(UnauthorizedError):
-        list(core.ListPager(PREFIX, ()).on_page_items(refused, None))
+        core.ListPager(PREFIX, ()).on_page_wire(refused, None)
 
 
 def test_unknown_dialect_is_a_usage_error() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from xds_client.errors import UsageError
@@ -211,11 +211,12 @@ class ListPager:
         return ListPage(items, self.token, resp.resource_version, resp.remaining_item_count)
 
     def on_page_wire(self, resp: pb.ListResponse, trailing: Sequence[Any] | None) -> WirePage:
-        """Like :meth:`on_page_items`, for a list iterator that builds the objects itself.
+        """Like :meth:`on_page`, for a list iterator that builds the objects itself.
 
         ``(objects, None)`` with a client-side filter; ``(None, resp.items)`` without
         one: the iterator then makes each :class:`StoredObject` in its own loop as
-        it hands it out (one generator frame per item instead of two).
+        it hands it out (one generator frame per item instead of two), so one that
+        is dropped at once never outlives a garbage collection.
         """
         if self._reqs or self._fields:
             return self.on_page(resp, trailing).items, None
@@ -231,27 +232,6 @@ class ListPager:
     def prefix(self) -> ResourceKey:
         """The listed prefix (listed objects take their group and resource from it)."""
         return self._prefix
-
-    def on_page_items(
-        self, resp: pb.ListResponse, trailing: Sequence[Any] | None
-    ) -> Iterable[StoredObject]:
-        """Like :meth:`on_page`, for an iterator: only the items, built as they are consumed.
-
-        Without a label filter each :class:`StoredObject` is created when the caller
-        asks for it, so one that is dropped at once never outlives a garbage
-        collection (a whole page of them would, and would make the collector run
-        more often over a growing heap).
-        """
-        if self._reqs or self._fields:
-            return self.on_page(resp, trailing).items
-        check_result(_error(resp), trailing)
-        self.pages += 1
-        if self.resource_version == 0:
-            self.resource_version = resp.resource_version
-        self.token = resp.next_page_token
-        self.done = not self.token
-        prefix = self._prefix
-        return (StoredObject(w.resource_version, w.value, None, prefix) for w in resp.items)
 
 
 # ------------------------------------------------------------------ message sizes
