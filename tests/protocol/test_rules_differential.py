@@ -195,6 +195,8 @@ class Builder:
         desc = message.DESCRIPTOR
         set_fields = [fd for fd, _ in message.ListFields()]
         fields = list(desc.fields)
+        if not fields:  # an empty message (AggregatedConfigSource ...): nothing to change
+            return
         fd = self.draw(st.sampled_from(set_fields) if set_fields else st.sampled_from(fields))
         if self.draw(st.booleans()) and set_fields is not fields:
             fd = self.draw(st.sampled_from(fields))
@@ -323,6 +325,22 @@ def _corpus() -> list[Message]:
     listener = make_listener(1)
     listener.filter_chains[0].filters[0].typed_config.Pack(hcm.HttpConnectionManager())
     out.append(listener)
+    # Rules against ``now`` deep inside memoised sub-messages and payloads: the same
+    # bytes pass without ``now`` and fail with it (lt_now, two hours ahead).
+    late = _pack(NOW_CLASSES[1](val={"seconds": int(NOW) + 7200}))
+    for index in range(2):  # twice: the second time through the memos
+        c = make_cluster(6 + index)
+        tls = tls_pb2.UpstreamTlsContext()
+        c.transport_socket.typed_config.Unpack(tls)
+        handshaker = tls.common_tls_context.custom_handshaker
+        handshaker.name = "h"
+        handshaker.typed_config.CopyFrom(late)
+        c.transport_socket.typed_config.Pack(tls)
+        c.health_checks[0].event_logger.add(name="log").typed_config.CopyFrom(late)
+        out.append(c)
+        rc = make_route(3 + index)
+        rc.virtual_hosts[0].routes[1].typed_per_filter_config["f"].CopyFrom(late)
+        out.append(rc)
     return out
 
 
