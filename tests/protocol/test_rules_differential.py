@@ -543,3 +543,47 @@ def test_the_comparison_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(_rules, "_ASK_EACH_UP_TO", 1000)  # every message asks each field
     monkeypatch.setattr(_rules, "_COMPILER", _rules._Compiler())
     assert _differs(_rules.check_rules, reference.check_rules, corpus)
+
+
+# ------------------------------------------------------------------ the memo's bounds
+
+
+def test_the_memo_of_verdicts_stays_within_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_rules, "_MEMO_ENTRIES", 50)
+    monkeypatch.setattr(_rules, "_MEMO_BYTES", 4000)
+    compiler = _rules._Compiler()
+    monkeypatch.setattr(_rules, "_COMPILER", compiler)
+    most_entries = most_bytes = 0
+    for i in range(300):  # each with its own TLS payload, health check ...
+        assert _rules.check_rules(make_cluster(i)) is None
+        most_entries = max(most_entries, len(compiler._memo))
+        most_bytes = max(most_bytes, compiler._memo_bytes)
+        assert compiler._memo_bytes == sum(len(data) for _, data in compiler._memo)
+    assert 0 < most_entries <= 50
+    assert 0 < most_bytes <= 4000
+    big = tls_pb2.UpstreamTlsContext(sni="s" * 200)  # more than a sixteenth: not kept
+    cluster = make_cluster(1)
+    cluster.transport_socket.typed_config.Pack(big)
+    _rules.check_rules(cluster)
+    assert all(len(data) <= 4000 // 16 for _, data in compiler._memo)
+    _rules.forget_verdicts()
+    assert not compiler._memo
+    assert compiler._memo_bytes == 0
+
+
+def test_a_memo_that_does_not_pay_pauses_then_tries_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler = _rules._Compiler()
+    monkeypatch.setattr(_rules, "_COMPILER", compiler)
+    for i in range(_rules._MEMO_PROBATION + 10):  # each health check names its own host
+        assert _rules.check_rules(make_cluster(i)) is None
+    paused = [state for state in compiler._memo_states if state[2]]
+    asked = [state for state in compiler._memo_states if state[1]]
+    assert paused  # the health checks' (and their HTTP checks')
+    assert asked  # the rest repeats across clusters (outlier detection ...) and hits
+    assert all(0 < state[2] <= _rules._MEMO_PAUSE for state in paused)
+    for state in paused:
+        state[2] = 1  # the pause ends at the next check
+    assert _rules.check_rules(make_cluster(10_000)) is None
+    assert all(state[2] == 0 for state in paused)
+    assert _rules.check_rules(make_cluster(10_001)) is None
+    assert all(state[0] == 1 for state in paused)  # asked again

@@ -20,11 +20,11 @@ Messages marked ``(validate.disabled)`` or ``(validate.ignored)`` are not checke
 Cost: upb charges 0.1-1 µs for each field read, set-ness test or sub-message
 touched from Python, so the generated code asks only the fields that carry a rule
 at any depth, one HasField each (ListFields would build a Python object for every
-set field, checked or not), and the verdicts of ``Any`` payloads are memoised by
-their bytes (bounded), as control planes repeat them across resources. The order
-in which rules are tried, hence the verdict, is the one of the first checker
-(``tests/protocol/_rules_reference.py``): a differential test holds every verdict
-to it.
+set field, checked or not), and the verdicts of ``Any`` payloads and of costly
+sub-messages are memoised by their bytes (bounded), as control planes repeat them
+across resources. The order in which rules are tried, hence the verdict, is the
+one of the first checker (``tests/protocol/_rules_reference.py``): a differential
+test holds every verdict to it.
 """
 
 from __future__ import annotations
@@ -435,6 +435,18 @@ _MEMO_BYTES = 1 << 20
 """Bounds of the memo of ``Any`` payload verdicts: entries, and bytes of payload held
 (a payload longer than a sixteenth of it is not kept). Past either, it starts over."""
 
+_MEMO_FIELDS = 6
+"""Sub-messages of a type with this many checked fields (or with a list of checked
+messages) are looked up in the memo by their serialized bytes before being checked:
+serializing a small message costs a fifth to a half of checking one such."""
+_MEMO_PROBATION = 32
+_MEMO_MIN_HIT_RATIO = 2
+_MEMO_PAUSE = 2048
+"""Each place that checks such a sub-message asks the memo ``_MEMO_PROBATION`` times;
+with fewer than one hit in ``_MEMO_MIN_HIT_RATIO`` it checks the next ``_MEMO_PAUSE``
+ones directly (unique sub-messages, e.g. health checks naming their own host), then
+tries again."""
+
 _NOW_SEEN = 1
 """Index of the flag in a check's context (``[now, flag]``) that a timestamp rule
 against ``now`` was reached: such a verdict depends on ``now`` and is not memoised."""
@@ -481,6 +493,7 @@ class _Compiler:
         self._any: dict[str, tuple[Callable[[bytes], Message], Check] | None] = {}
         self._memo: dict[tuple[str, bytes], tuple[str, tuple[str, ...]]] = {}
         self._memo_bytes = 0
+        self._memo_states: list[list[int]] = []
 
     # A type needs a checker when it, or a type it reaches, has a rule or an Any.
     def needs_check(self, desc: Descriptor) -> bool:
@@ -628,10 +641,66 @@ class _Compiler:
         else:
             self._remember(key, _PASSED)
 
+    def worth_memo(self, desc: Descriptor) -> bool:
+        """Whether checking a ``desc`` costs enough more than serializing it to look its
+        verdict up: many checked fields (a probe each), or a list of checked messages."""
+        if self.checked_fields(desc) >= _MEMO_FIELDS:
+            return True
+        return any(
+            fd.is_repeated
+            and fd.message_type is not None
+            and not fd.message_type.GetOptions().map_entry
+            and self.needs_check(fd.message_type)
+            for fd in desc.fields
+        )
+
+    def memo_ref(self, desc: Descriptor) -> tuple[Check, Check, list[int]]:
+        """``(check, memoised, state)``: ``desc``'s checker, the same through the memo of
+        verdicts by serialized bytes, and ``[lookups, hits, checks left without the
+        memo]``, with which the memo turns itself off for a while where it does not pay
+        (few repeats). The caller asks ``state[2]`` first (no extra call when off)."""
+        check = self.ref(desc)
+        name = desc.full_name
+        memo = self._memo
+        remember = self._remember
+        state = [0, 0, 0]
+        self._memo_states.append(state)
+
+        def memoised(value: Any, ctx: list[Any]) -> None:
+            key = (name, value.SerializePartialToString())
+            seen = memo.get(key)
+            state[0] += 1
+            if seen is not None:
+                state[1] += 1
+                if seen is _PASSED:
+                    return
+                raise _broken(*seen)
+            if state[0] >= _MEMO_PROBATION:
+                if state[1] * _MEMO_MIN_HIT_RATIO < state[0]:
+                    state[2] = _MEMO_PAUSE
+                state[0] = state[1] = 0
+            inner = [ctx[0], False]
+            try:
+                check(value, inner)
+            except _RuleBrokenError as exc:
+                if inner[_NOW_SEEN]:
+                    ctx[_NOW_SEEN] = True
+                else:
+                    remember(key, (exc.reason, tuple(exc.segments)))
+                raise
+            if inner[_NOW_SEEN]:
+                ctx[_NOW_SEEN] = True
+            else:
+                remember(key, _PASSED)
+
+        return check, memoised, state
+
     def forget(self) -> None:
-        """Drop every memoised verdict."""
+        """Drop every memoised verdict, and what the memos learnt of their hit rates."""
         self._memo.clear()
         self._memo_bytes = 0
+        for state in self._memo_states:
+            state[:] = [0, 0, 0]
 
     def _remember(self, key: tuple[str, bytes], verdict: tuple[str, tuple[str, ...]]) -> None:
         size = len(key[1])
@@ -873,7 +942,17 @@ class _Gen:
             if len(body) <= _INLINE_LINES:
                 return body
             self.c.too_long.add(full)
-        return [f"{self.put(self.c.ref(desc))}({m}, ctx)"]
+        if not self.c.worth_memo(desc):
+            return [f"{self.put(self.c.ref(desc))}({m}, ctx)"]
+        check, memoised, state = self.c.memo_ref(desc)
+        off = self.put(state)
+        return [
+            f"if {off}[2]:",
+            f"    {off}[2] -= 1",
+            f"    {self.put(check)}({m}, ctx)",
+            "else:",
+            f"    {self.put(memoised)}({m}, ctx)",
+        ]
 
     def _items(
         self, fd: FieldDescriptor, desc: Descriptor | None, rules: Any, depth: int
