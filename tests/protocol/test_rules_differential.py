@@ -587,3 +587,54 @@ def test_a_memo_that_does_not_pay_pauses_then_tries_again(monkeypatch: pytest.Mo
     assert all(state[2] == 0 for state in paused)
     assert _rules.check_rules(make_cluster(10_001)) is None
     assert all(state[0] == 1 for state in paused)  # asked again
+
+
+# ------------------------------------------------------------------ checkers built lazily
+
+
+def test_a_check_asked_while_its_checker_is_being_built_is_still_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another thread may ask for a type's checker while one builds it (simulated here
+    by asking from inside the build): it gets a checker built for it, never no check."""
+    compiler = _rules._Compiler()
+    monkeypatch.setattr(_rules, "_COMPILER", compiler)
+    real = compiler._compile
+    asked: list[str | None] = []
+    bad = Cluster(name="svc")
+    bad.connect_timeout.seconds = -1
+    listener = make_listener(1)
+    listener.filter_chains[0].filters[0].typed_config.Pack(hcm.HttpConnectionManager())
+    reason = reference.check_rules(listener)
+    assert reason is not None
+
+    started: set[str] = set()
+
+    def compile_while_asked(desc: Descriptor) -> Any:
+        name = desc.full_name
+        if name == "envoy.config.cluster.v3.Cluster" and name not in started:
+            started.add(name)
+            asked.append(_rules.check_rules(bad))
+        if name.endswith("HttpConnectionManager") and name not in started:
+            started.add(name)
+            asked.append(_rules.check_rules(listener))
+        return real(desc)
+
+    monkeypatch.setattr(compiler, "_compile", compile_while_asked)
+    assert _rules.check_rules(bad) == "connect_timeout: must be greater than 0s"
+    assert asked == ["connect_timeout: must be greater than 0s"]
+    assert _rules.check_rules(listener) == reason
+    assert asked[1] == reason  # the payload's type was being built, for the listener
+    assert _rules.check_rules(listener) == reason  # and then through the shared ones
+
+
+def test_only_the_types_a_resource_holds_are_built() -> None:
+    compiler = _rules._Compiler()
+    check = compiler.for_class(Cluster)
+    assert check is not None
+    built = {name for name, (_, done) in compiler.built_names().items() if done}
+    assert built == {"envoy.config.cluster.v3.Cluster"}
+    check(make_cluster(1), [None, False])
+    built = {name for name, (_, done) in compiler.built_names().items() if done}
+    assert "envoy.config.core.v3.HealthCheck" in built  # met in the bench cluster
+    assert "envoy.config.cluster.v3.Cluster.LbSubsetConfig" not in built  # never met

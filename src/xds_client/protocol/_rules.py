@@ -52,6 +52,14 @@ Check = Callable[[Any, list[Any]], None]
 a value with it (the verdict of such a check is not memoised)."""
 
 
+def _nothing(value: Any, ctx: list[Any]) -> None:
+    """The check of a type without rules."""
+
+
+class _NotReadyError(Exception):
+    """A checker asked for while another thread builds it."""
+
+
 class _RuleBrokenError(Exception):
     """A failed rule; ``segments`` is the path to it, innermost first."""
 
@@ -299,7 +307,13 @@ def _length_conds(r: Any, names: tuple[str, str, str], measure: str, unit: str) 
     ):
         if r.HasField(name):
             n = getattr(r, name)
-            conds.append((f"{measure} {op} {n}", f"length must be {word}{n} {unit}"))
+            condition = f"{measure} {op} {n}"
+            if measure == "len(v.encode())" and op != "==":
+                # A character is 1 to 4 bytes in UTF-8: the length in characters
+                # settles most strings without encoding them.
+                fast = f"len(v) <= {n // 4}" if op == "<=" else f"len(v) >= {n}"
+                condition = f"{fast} or {condition}"
+            conds.append((condition, f"length must be {word}{n} {unit}"))
     return conds
 
 
@@ -485,7 +499,7 @@ class _Compiler:
     """
 
     def __init__(self) -> None:
-        self._holders: dict[str, list[Check | None]] = {}
+        self._holders: dict[str, list[Any]] = {}  # [check or None, built]
         self.by_class: dict[type[Any], Check | None] = {}
         self._reach: dict[str, bool] = {}
         self._checked: dict[str, int] = {}
@@ -538,33 +552,33 @@ class _Compiler:
         try:
             return self.by_class[cls]
         except KeyError:
-            check = self.by_class[cls] = self.checker(cls.DESCRIPTOR)
+            check, built = self.to_run(cls.DESCRIPTOR)
+            if built:
+                self.by_class[cls] = check
             return check
 
     def checker(self, desc: Descriptor) -> Check | None:
-        """``check(message, ctx)`` for messages of ``desc``, or None when nothing applies."""
+        """``check(message, ctx)`` for messages of ``desc``, or None when nothing applies
+        (or while it is being built)."""
         holder = self._holders.get(desc.full_name)
         if holder is None:
-            holder = self._holders[desc.full_name] = [None]
+            holder = self._holders[desc.full_name] = [None, False]
             holder[0] = self._compile(desc)
-        return holder[0]
+            holder[1] = True
+        check: Check | None = holder[0]
+        return check
 
-    def ref(self, desc: Descriptor) -> Check:
-        """A call to ``desc``'s checker, which may still be under construction (cycles)."""
-        holder = self._holders.get(desc.full_name)
-        if holder is None:
-            self.checker(desc)
-            holder = self._holders[desc.full_name]
-        built = holder[0]
-        if built is not None:
-            return built
+    def built_names(self) -> dict[str, list[Any]]:
+        """The types whose checker is built or being built, by full name."""
+        return self._holders
 
-        def call(value: Any, ctx: list[Any]) -> None:
-            check = holder[0]
-            if check is not None:
-                check(value, ctx)
-
-        return call
+    def to_run(self, desc: Descriptor) -> tuple[Check | None, bool]:
+        """``(checker, shared)`` to run now: the shared one, or, while another thread
+        builds it, one built for this call (never no check for want of one)."""
+        check = self.checker(desc)
+        if self._holders[desc.full_name][1]:
+            return check, True
+        return self._compile(desc), False
 
     def _compile(self, desc: Descriptor) -> Check | None:
         if _disabled(desc) or not self.needs_check(desc):
@@ -607,7 +621,10 @@ class _Compiler:
         try:
             known = self._any[type_url]
         except KeyError:
-            known = self._any[type_url] = self._any_type(type_url)
+            try:
+                known = self._any[type_url] = self._any_type(type_url)
+            except _NotReadyError:
+                known = self._any_type_now(type_url)
         if known is None:
             return  # a type this process does not know, or without rules: not ours to judge
         data = value.value
@@ -654,20 +671,19 @@ class _Compiler:
             for fd in desc.fields
         )
 
-    def memo_ref(self, desc: Descriptor) -> tuple[Check, Check, list[int]]:
-        """``(check, memoised, state)``: ``desc``'s checker, the same through the memo of
+    def memo_ref(self, desc: Descriptor, env: dict[str, Any], name: str) -> tuple[Check, list[int]]:
+        """``(memoised, state)``: ``desc``'s checker (``env[name]``) through the memo of
         verdicts by serialized bytes, and ``[lookups, hits, checks left without the
         memo]``, with which the memo turns itself off for a while where it does not pay
         (few repeats). The caller asks ``state[2]`` first (no extra call when off)."""
-        check = self.ref(desc)
-        name = desc.full_name
+        kind = desc.full_name
         memo = self._memo
         remember = self._remember
         state = [0, 0, 0]
         self._memo_states.append(state)
 
         def memoised(value: Any, ctx: list[Any]) -> None:
-            key = (name, value.SerializePartialToString())
+            key = (kind, value.SerializePartialToString())
             seen = memo.get(key)
             state[0] += 1
             if seen is not None:
@@ -681,7 +697,7 @@ class _Compiler:
                 state[0] = state[1] = 0
             inner = [ctx[0], False]
             try:
-                check(value, inner)
+                env[name](value, inner)
             except _RuleBrokenError as exc:
                 if inner[_NOW_SEEN]:
                     ctx[_NOW_SEEN] = True
@@ -693,7 +709,7 @@ class _Compiler:
             else:
                 remember(key, _PASSED)
 
-        return check, memoised, state
+        return memoised, state
 
     def forget(self) -> None:
         """Drop every memoised verdict, and what the memos learnt of their hit rates."""
@@ -712,15 +728,22 @@ class _Compiler:
         self._memo[key] = verdict
         self._memo_bytes += size
 
+    def _any_type_now(self, type_url: str) -> tuple[Callable[[bytes], Message], Check] | None:
+        desc = descriptor_pool.Default().FindMessageTypeByName(type_url.rpartition("/")[2])
+        check = self._compile(desc)
+        return None if check is None else (message_factory.GetMessageClass(desc).FromString, check)
+
     def _any_type(self, type_url: str) -> tuple[Callable[[bytes], Message], Check] | None:
         full = type_url.rpartition("/")[2]
         try:
             desc = descriptor_pool.Default().FindMessageTypeByName(full)
         except KeyError:
             return None
-        check = self.checker(desc)
+        check, built = self.to_run(desc)
         if check is None:
             return None
+        if not built:
+            raise _NotReadyError  # not to be kept: the shared one is not built yet
         return message_factory.GetMessageClass(desc).FromString, check
 
 
@@ -942,17 +965,39 @@ class _Gen:
             if len(body) <= _INLINE_LINES:
                 return body
             self.c.too_long.add(full)
+        call = self.call_of(desc)
         if not self.c.worth_memo(desc):
-            return [f"{self.put(self.c.ref(desc))}({m}, ctx)"]
-        check, memoised, state = self.c.memo_ref(desc)
+            return [f"{call}({m}, ctx)"]
+        memoised, state = self.c.memo_ref(desc, self.env, call)
         off = self.put(state)
         return [
             f"if {off}[2]:",
             f"    {off}[2] -= 1",
-            f"    {self.put(check)}({m}, ctx)",
+            f"    {call}({m}, ctx)",
             "else:",
             f"    {self.put(memoised)}({m}, ctx)",
         ]
+
+    def call_of(self, desc: Descriptor) -> str:
+        """The name of ``desc``'s checker in the generated code. A type not built yet is
+        built at its first call (most of the types a resource could hold never come):
+        the name first holds a stub that builds it and puts it in its place."""
+        built = self.c.checker(desc) if desc.full_name in self.c.built_names() else None
+        if built is not None:
+            return self.put(built)
+        key = self.put(None)
+        env, compiler = self.env, self.c
+
+        def first(value: Any, ctx: list[Any]) -> None:
+            check, shared = compiler.to_run(desc)
+            if check is None:
+                check = _nothing
+            if shared:
+                env[key] = check
+            check(value, ctx)
+
+        env[key] = first
+        return key
 
     def _items(
         self, fd: FieldDescriptor, desc: Descriptor | None, rules: Any, depth: int
