@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -82,6 +83,10 @@ def event_key(event: WatchEvent[Any]) -> Hashable:
     return ("resource", event.type_url, event.name)
 
 
+_RUN = 128
+"""How many events of a segment a pop builds at once (the next pops need no lock)."""
+
+
 class Segment:
     """The part of an :class:`UpdateBatch` one watcher wants: every position, or
     ``index``. The buffer builds each :class:`ResourceUpdated` as it is taken."""
@@ -132,6 +137,9 @@ class EventBuffer:
         self._index: dict[str, dict[str, Any]] | None = None
         self._others: dict[Hashable, Any] = {}
         self._dead: set[int] = set()  # ids of superseded single events still queued
+        # The events of a segment's run, built in one go and handed to the reader:
+        # the next pops take them without the lock. Pending, but no longer folded.
+        self._ready: deque[WatchEvent[Any]] = deque()
         self._lock = threading.Lock()
         self.cond = threading.Condition(self._lock)
         self._wake = wake
@@ -210,6 +218,9 @@ class EventBuffer:
     def _supersede(self, old: Any, type_url: str, name: str) -> None:
         if type(old) is Segment:
             position = old.batch.positions()[name]
+            index = old.index
+            if (position if index is None else bisect_left(index, position)) < old.pos:
+                return  # handed to the reader already (the index keeps a segment's names)
             if old.dead is None:
                 old.dead = set()
             old.dead.add(position)
@@ -221,46 +232,62 @@ class EventBuffer:
     def pop(self) -> WatchEvent[Any] | None:
         """The oldest pending event, or None.
 
-        Taking the last pending event calls :attr:`on_drained` (flow control), if set.
+        The events of a segment are built a run at a time (:data:`_RUN`) under the
+        lock; the next pops take them without it. Taking the last pending event calls
+        :attr:`on_drained` (flow control), if set.
         """
+        ready = self._ready
+        if ready:
+            try:
+                event = ready.popleft()
+            except IndexError:  # another reader thread took the last one
+                pass
+            else:
+                if not ready and self.on_drained is not None:
+                    self._drained()
+                return event
         with self._lock:
-            event = self._take()
-            if event is None:
+            taken = self._take()
+            if taken is None:
                 return None
             drained = self._count == 0
-            if drained:
-                self._index = None
+            if drained and self._index is not None:
+                self._index = None  # drained: back to a plain FIFO
                 self._others.clear()
                 self._dead.clear()
+            drained = drained and not ready
         if drained and self.on_drained is not None:
             self.on_drained()
-        return event
+        return taken
+
+    def _drained(self) -> None:
+        with self._lock:
+            empty = self._count == 0 and not self._ready
+        if empty and self.on_drained is not None:
+            self.on_drained()
 
     def _take(self) -> WatchEvent[Any] | None:
+        """The next pending event (a segment's next run goes to ``_ready``), under the lock."""
         items = self._items
         while items:
             head = items[0]
             if type(head) is Segment:
-                pos = head.pos
-                if pos >= head.end:
+                start = head.pos
+                stop = head.pos = min(head.end, start + _RUN)
+                if stop >= head.end:
                     items.popleft()
-                    continue
-                head.pos = pos + 1
                 index = head.index
-                position = pos if index is None else index[pos]
+                positions: Any = range(start, stop) if index is None else index[start:stop]
                 dead = head.dead
-                if dead is not None and position in dead:
+                if dead:
+                    positions = [i for i in positions if i not in dead]
+                if not positions:
                     continue
-                if head.pos >= head.end:
-                    items.popleft()
-                self._count -= 1
-                batch = head.batch
-                if self._index is not None:
-                    sub = self._index.get(batch.type_url)
-                    name = batch.names[position]
-                    if sub is not None and sub.get(name) is head:
-                        del sub[name]
-                return batch.event(position)
+                self._count -= len(positions)
+                built = head.batch.events(positions)
+                if len(built) > 1:
+                    self._ready.extend(built[1:])
+                return built[0]
             items.popleft()
             if self._dead and id(head) in self._dead:
                 self._dead.discard(id(head))
@@ -285,7 +312,7 @@ class EventBuffer:
 
     def __len__(self) -> int:
         with self._lock:
-            return self._count
+            return self._count + len(self._ready)
 
     def close(self) -> None:
         """No more events; waiters wake up. Pending events can still be popped."""
@@ -300,7 +327,9 @@ class EventBuffer:
     def wait(self, timeout: float | None) -> bool:
         """Block the calling thread until an event is pending or the buffer closes."""
         with self.cond:
-            return self.cond.wait_for(lambda: self._count > 0 or self.closed, timeout)
+            return self.cond.wait_for(
+                lambda: self._count > 0 or bool(self._ready) or self.closed, timeout
+            )
 
 
 _ids = itertools.count(1)

@@ -6,7 +6,7 @@ watchers; none of them refers back to the protocol object.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
@@ -214,23 +214,74 @@ class UpdateBatch:
 
     def updates(self) -> list[ResourceUpdated[Any]]:
         """Every event, in order."""
-        if self.decode is not None:
-            return [self.event(i) for i in range(len(self.names))]
+        return self.events(range(len(self.names)))
+
+    def events(self, positions: Iterable[int]) -> list[ResourceUpdated[Any]]:
+        """The events of the resources at ``positions``, in that order."""
+        names, values = self.names, self.values
+        decode = self.decode
+        if decode is not None:
+            return [self.event(i) for i in positions]
+        if not isinstance(positions, range) or positions.step != 1:
+            positions = list(positions)
+            picked = zip(
+                [names[i] for i in positions], [values[i] for i in positions], strict=False
+            )
+        else:
+            picked = zip(
+                names[positions.start : positions.stop],
+                values[positions.start : positions.stop],
+                strict=False,
+            )
+        type_url, version, plane = self.type_url, self.version, self.control_plane
+        if _Draft is None:
+            return [
+                new_resource_updated(type_url, name, version, message, (), None, plane)
+                for name, message in picked
+            ]
         out: list[ResourceUpdated[Any]] = []
         append = out.append
-        new = _new
-        type_url, version, plane = self.type_url, self.version, self.control_plane
-        for name, message in zip(self.names, self.values, strict=True):
-            event: ResourceUpdated[Any] = new(ResourceUpdated)
-            _set_type_url(event, type_url)
-            _set_name(event, name)
-            _set_version(event, version)
-            _set_resource(event, message)
-            _set_aliases(event, ())
-            _set_metadata(event, None)
-            _set_control_plane(event, plane)
+        draft, final, new = _Draft, ResourceUpdated, _new
+        for name, message in picked:
+            event: Any = new(draft)
+            event.type_url = type_url
+            event.name = name
+            event.version = version
+            event.resource = message
+            event.aliases = ()
+            event.metadata = None
+            event.control_plane = plane
+            event.__class__ = final  # frozen from here on
             append(event)
         return out
+
+
+class _Draft(Generic[M]):
+    """A mutable twin of :class:`ResourceUpdated` (the same slots): built with plain
+    attribute stores, then turned into a ``ResourceUpdated`` by ``__class__``
+    assignment, at about half the cost of setting a frozen dataclass's seven fields."""
+
+    __slots__ = ResourceUpdated.__slots__
+    type_url: str
+    name: str
+    version: str
+    resource: M
+    aliases: tuple[str, ...]
+    metadata: Message | None
+    control_plane: str
+
+
+def _draft_works() -> bool:
+    try:
+        probe: Any = _new(_Draft)
+        probe.__class__ = ResourceUpdated
+    except TypeError:  # another interpreter's layout rules: the slot setters then
+        return False
+    return True
+
+
+if not _draft_works():
+    _Draft = None  # type: ignore[assignment,misc]
 
 
 @dataclass(frozen=True, slots=True)

@@ -245,7 +245,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         version = response.version_info
         errors: dict[str, str] = {}
         check = resource_check(self.config, type_url, now)
-        whole, items, unnamed, payload, reasons = self._parse(st, response, errors, check)
+        whole, items, unnamed, payload, reasons, wrappers = self._parse(st, response, errors, check)
         if whole is not None:
             self._finish(
                 st, nonce=response.nonce, version=version,
@@ -257,7 +257,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         plane = control_plane_id(response)
         self._apply(
             st, version=version, items=items, payload=payload, reasons=reasons,
-            unnamed=unnamed, errors=errors, now=now, events=events, check=check,
+            wrappers=wrappers, unnamed=unnamed, errors=errors, now=now, events=events, check=check,
             control_plane=plane,
             kept=self._reported_names(reported) if len(reported) else None,
         )  # fmt: skip
@@ -278,7 +278,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         errors: dict[str, str],
         check: Callable[[Message], str | None] | None,
     ) -> tuple[
-        str | None, dict[str, _Item | int | None], bool, dict[str, Any], dict[str, str]
+        str | None, dict[str, _Item | int | None], bool, dict[str, Any], dict[str, str], int
     ]:  # fmt: skip
         """Name every resource; a problem of the whole response comes back first.
 
@@ -296,7 +296,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         """
         type_url = st.type_url
         if st.rtype is None:
-            return f"type URL {type_url} is not registered with this client", {}, False, {}, {}
+            return f"type URL {type_url} is not registered with this client", {}, False, {}, {}, 0
         resources: Sequence[AnyMessage | bytes] = response.resources
         items: dict[str, _Item | int | None] = {}
         todo: Iterable[tuple[int, AnyMessage | bytes]]
@@ -324,10 +324,10 @@ class SotwProtocol(ProtocolCore[_Stream]):
             errors.clear()
             items = {}
             found = self._name_all(st, enumerate(resources), items, errors, check, lookup=True)
-        whole, unnamed, payload, reasons = found
+        whole, unnamed, payload, reasons, wrappers = found
         if whole is not None:
-            return whole, {}, False, {}, {}
-        return None, items, unnamed, payload, reasons
+            return whole, {}, False, {}, {}, 0
+        return None, items, unnamed, payload, reasons, wrappers
 
     def _name_all(
         self,
@@ -338,8 +338,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
         check: Callable[[Message], str | None] | None,
         *,
         lookup: bool,
-    ) -> tuple[str | None, bool, dict[str, Any], dict[str, str]]:
-        """The loop of :meth:`_parse` over ``(index, resource)``, filling ``items``."""
+    ) -> tuple[str | None, bool, dict[str, Any], dict[str, str], int]:
+        """The loop of :meth:`_parse` over ``(index, resource)``, filling ``items``; also
+        the payloads, the lean mode's reasons to reject and how many came in wrappers."""
         type_url = st.type_url
         rtype = st.rtype
         assert rtype is not None
@@ -362,6 +363,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parse_any = AnyMessage.FromString
         packed = _NO_ANY
+        wrappers = 0
         for index, given in resources:
             value: bytes | None = None
             key: int | None = None
@@ -409,7 +411,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         unnamed = True
                         continue
                     if name in items:
-                        return f"resource name {name!r} appears more than once", False, {}, {}
+                        return f"resource name {name!r} appears more than once", False, {}, {}, 0
                     items[name] = key
                     if lean:
                         # Checked now and dropped (only the bytes are kept); unwanted
@@ -425,7 +427,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         payload[name] = bare
                     continue
                 if name in items:
-                    return f"resource name {name!r} appears more than once", False, {}, {}
+                    return f"resource name {name!r} appears more than once", False, {}, {}, 0
                 items[name] = None
                 continue
             message: Message | None = None
@@ -440,7 +442,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     return (
                         f"resources[{index}] wraps {wrapped.body.type_url}, "
                         f"but the response is for {type_url}",
-                        False, {}, {},
+                        False, {}, {}, 0,
                     )  # fmt: skip
                 raw = None if wrapped.body is None else wrapped.body.value
                 name = wrapped.name or (None if raw is None else by_key_get(key_for(raw)))
@@ -452,7 +454,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 return (
                     f"resources[{index}] has type {packed_type}, "
                     f"but the response is for {type_url}",
-                    False, {}, {},
+                    False, {}, {}, 0,
                 )  # fmt: skip
             if name is None:
                 if raw is None:
@@ -472,12 +474,13 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     unnamed = True
                     continue
             if name in items:
-                return f"resource name {name!r} appears more than once", False, {}, {}
+                return f"resource name {name!r} appears more than once", False, {}, {}, 0
             if ttl is not None and ttl < 0:
                 errors[name] = f"ttl {ttl:g}s is negative"
                 continue
             items[name] = _Item(name, raw, message, ttl, rversion, aliases, metadata)
-        return None, unnamed, payload, reasons
+            wrappers += 1
+        return None, unnamed, payload, reasons, wrappers
 
     def _store_bare(  # noqa: PLR0917 - positional like _store
         self,
@@ -519,6 +522,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         items: dict[str, _Item | int | None],
         payload: dict[str, Any],
         reasons: dict[str, str],
+        wrappers: int,
         unnamed: bool,
         errors: dict[str, str],
         now: float,
@@ -543,7 +547,15 @@ class SotwProtocol(ProtocolCore[_Stream]):
         refreshes: list[_Item] = []
         quiet = not st.states.held  # no cached resource is NACKED, in error or kept (A53)
         todo: Iterable[tuple[str, _Item | int | None]] = items.items()
-        if quiet and not cache.renewable:
+        if quiet and not cache.renewable and not wrappers and wildcard and (lean or check is None):
+            # The common large push: every resource bare and wanted, nothing to renew,
+            # each one checked already (lean) or not at all. The changed ones, in order.
+            todo = ()
+            staged = [name for name, item in items.items() if item is not None]
+            if reasons:
+                errors.update((name, reasons[name]) for name in staged if name in reasons)
+                staged = [name for name in staged if name not in reasons]
+        elif quiet and not cache.renewable:
             # No cached entry has a TTL or a per-resource version, so a resource sent
             # again with the same bytes changes nothing: only the others are visited.
             todo = compress(todo, map(is_not_none, items.values()))
@@ -629,7 +641,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 st, entry, ttl=item.ttl, version=None,
                 resource_version=item.resource_version, now=now,
             )  # fmt: skip
-        if staged:
+        if staged and not staged_items and not st.states.status and not self._timers.armed:
+            self._store_bare(st, staged, items, payload, version, control_plane, now, events)
+        elif staged:
             self._store_staged(
                 st, staged, staged_items, items, payload, version, control_plane, now, events
             )
