@@ -360,6 +360,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
         by_key = cache.keys_index()
         by_key_get = by_key.get
         prefix = any_prefix(type_url)
+        length_at = len(prefix)
+        body_at = length_at + 2
         twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parse_any = AnyMessage.FromString
         packed = _NO_ANY
@@ -368,7 +370,15 @@ class SotwProtocol(ProtocolCore[_Stream]):
             value: bytes | None = None
             key: int | None = None
             if type(given) is bytes:  # a raw response: the serialized Any
-                value = _bare_value(given, prefix)
+                # _bare_value() inlined for a value of 128 to 16,383 bytes (two-byte length).
+                size = len(given) - body_at
+                if (
+                    0x80 <= size < 0x4000 and given[length_at] == (size & 0x7F) | 0x80
+                    and given[length_at + 1] == size >> 7 and given.startswith(prefix)
+                ):  # fmt: skip
+                    value = given[body_at:]
+                else:
+                    value = _bare_value(given, prefix)
                 if value is not None:  # the plain encoding: its hash is the key
                     key = hash(given)
                     packed_type = type_url
@@ -390,7 +400,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     key = key_for(value)
                     name = by_key_get(key) if by_key else None
                 elif lookup and by_key:
-                    name = by_key_get(hash(given))
+                    name = by_key_get(key)  # type: ignore[arg-type]
                 else:
                     name = None  # a miss of the batched lookup, or nothing cached
                 if name is None:
@@ -495,7 +505,10 @@ class SotwProtocol(ProtocolCore[_Stream]):
     ) -> None:
         """``_store()`` of bare resources with no state row and no timer, in bulk: one
         cache call and one :class:`UpdateBatch` for them all."""
-        values = list(map(payload.__getitem__, names))
+        if len(names) == len(payload):  # every changed one (payload is in their order)
+            values = list(payload.values())
+        else:
+            values = list(map(payload.__getitem__, names))
         keys: list[int] = list(map(items.__getitem__, names))  # type: ignore[arg-type]
         cache = st.cache
         cache.put_bare(names, values, keys, cache.record(version, now))
@@ -551,7 +564,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             # The common large push: every resource bare and wanted, nothing to renew,
             # each one checked already (lean) or not at all. The changed ones, in order.
             todo = ()
-            staged = [name for name, item in items.items() if item is not None]
+            staged = list(payload)  # exactly the changed bare ones, in order
             if reasons:
                 errors.update((name, reasons[name]) for name in staged if name in reasons)
                 staged = [name for name in staged if name not in reasons]
