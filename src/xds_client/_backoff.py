@@ -7,9 +7,10 @@ import path); a tenacity wait strategy can still replace the exponential one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from xds_client._records import record
 from xds_client.errors import UsageError
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["Backoff", "BackoffState"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Backoff:
     """Exponential backoff with jitter, by default gRPC's connection backoff.
 

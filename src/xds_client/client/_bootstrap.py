@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
+from xds_client._records import record
 from xds_client._version import __version__
 from xds_client.errors import BootstrapError
 from xds_client.federation import ResourceNameError, listener_name_for_target, parse_xdstp
@@ -38,7 +39,7 @@ BOOTSTRAP_CONFIG_ENV = "GRPC_XDS_BOOTSTRAP_CONFIG"
 SUPPORTED_CHANNEL_CREDS = ("insecure", "tls")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bootstrap:
     """What a bootstrap file configures."""
 
