@@ -139,6 +139,8 @@ def test_a_record_behaves_as_its_dataclass(
     positional = [sample[f.name] for f in dataclasses.fields(cls) if f.name in sample]
     if list(sample) == [f.name for f in dataclasses.fields(cls)][: len(sample)]:
         assert repr(cls(*positional)) == repr(a)
+    every = [getattr(a, f.name) for f in dataclasses.fields(cls)]
+    assert repr(cls(*every)) == repr(ref(*every)) == repr(a)
     same, other = cls(**sample), cls(**{**sample, **change})
     ref_same, ref_other = ref(**sample), ref(**{**sample, **change})
     assert (a == same, a == other, a != other) == (b == ref_same, b == ref_other, b != ref_other)

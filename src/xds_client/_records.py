@@ -103,8 +103,15 @@ def _init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Any:
     post_init = hasattr(cls, "__post_init__")
     owner = cls.__qualname__
 
+    count = len(names)
+    simple = not unset and not any(not f.init for f in fields) and not post_init
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
-        if len(args) > len(names):
+        if simple and not kwargs and len(args) == count:  # every field, in order
+            for name, value in zip(names, args, strict=True):
+                setter(self, name, value)
+            return
+        if len(args) > count:
             raise TypeError(
                 f"{owner}.__init__() takes {len(names) + 1} positional arguments "
                 f"but {len(args) + 1} were given"
