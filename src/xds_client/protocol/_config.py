@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
+from xds_client._records import record
 from xds_client.errors import ProtocolUsageError
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ Validator = Callable[[Message], None]
 """A user check for one decoded resource; it raises (any exception) to reject it."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProtocolConfig:
     """How a :class:`SotwProtocol` or :class:`DeltaProtocol` behaves.
 
