@@ -56,8 +56,10 @@ class ProtocolConfig:
     naming the field path. Runs before ``validators``."""
     lazy_decode: bool = False
     """Memory-lean cache: keep only the serialized bytes of each cached resource and
-    decode them on every access of ``CachedResource.resource``. Events still carry the
-    message decoded on arrival. A decoded Cluster costs several times its bytes."""
+    decode them on every access of ``CachedResource.resource``. A SotW response is
+    decoded a resource at a time (named, checked, dropped) and its events decode on
+    first access of ``ResourceUpdated.resource``; delta events carry the message
+    decoded on arrival. A decoded Cluster costs several times its bytes."""
     wall_time: Callable[[float], float] | None = None
     """Turns the ``now`` given to ``receive`` (the driver's monotonic seconds) into Unix
     seconds, for the ``(validate.rules)`` timestamp rules that compare with the current
