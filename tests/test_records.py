@@ -18,10 +18,21 @@ from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
 import xds_client
 from xds_client._records import record
-from xds_client.client import Authority, Bootstrap
+from xds_client.client import Authority, Bootstrap, ConnectivityChanged
 from xds_client.federation import XdstpName
 from xds_client.node import Locality, Node
-from xds_client.protocol import ProtocolConfig
+from xds_client.protocol import (
+    CachedResource,
+    ProtocolConfig,
+    ResourceDeletionIgnored,
+    ResourceDoesNotExist,
+    ResourceErrorReported,
+    ResourceRemoved,
+    ResourceState,
+    ResourceUpdated,
+    ResponseAccepted,
+    ResponseRejected,
+)
 from xds_client.resources import ResourceType, UnwrappedResource
 from xds_client.transport import ChannelCredentialsConfig, Keepalive, ServerTarget, StreamSpec
 
@@ -90,6 +101,26 @@ _CASES: list[tuple[type, dict[str, Any], dict[str, Any]]] = [
      {"aliases": ("a",)}),
     (XdstpName, {"authority": "a", "resource_type": "t", "id": "i",
                  "context_params": (("k", "v"),)}, {"id": "j"}),
+    # the protocol's events and cache records, the client's connectivity event
+    (ResourceUpdated, {"type_url": "t", "name": "n", "version": "1",
+                       "resource": NodeProto(id="n")}, {"control_plane": "cp"}),
+    (ResourceRemoved, {"type_url": "t", "name": "n", "reason": "deleted"},
+     {"aliases": ("a",)}),
+    (ResourceDoesNotExist, {"type_url": "t", "name": "n"}, {"name": "m"}),
+    (ResourceErrorReported, {"type_url": "t", "name": "n", "code": 14, "message": "m"},
+     {"code": 13}),
+    (ResourceDeletionIgnored, {"type_url": "t", "name": "n"}, {"name": "m"}),
+    (ResponseAccepted, {"type_url": "t", "version": "1", "nonce": "x"},
+     {"control_plane": "cp"}),
+    (ResponseRejected, {"type_url": "t", "nonce": "x", "version": "1",
+                        "errors": {"n": "bad"}}, {"control_plane": "cp"}),
+    (CachedResource, {"name": "n", "version": "1", "resource": NodeProto(id="n"),
+                      "raw": b"", "ttl": None, "ttl_deadline": None, "last_updated": 1.0},
+     {"aliases": ("a",)}),
+    (ResourceState, {"type_url": "t", "name": "n", "version": "1", "status": "NACKED",
+                     "last_updated": 1.0, "error": "e"}, {"failed_at": 2.0}),
+    (ConnectivityChanged, {"connected": False, "server": "h:1", "type_urls": ("t",)},
+     {"reason": "down"}),
 ]  # fmt: skip
 
 

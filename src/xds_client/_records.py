@@ -21,9 +21,9 @@ same fields.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-__all__ = ["record"]
+__all__ = ["Value", "record"]
 
 if TYPE_CHECKING:
     from dataclasses import dataclass as record
@@ -244,3 +244,29 @@ def _setstate(fields: tuple[dataclasses.Field[Any], ...]) -> Any:
             object.__setattr__(self, f.name, value)
 
     return __setstate__
+
+
+class Value:
+    """Base of an internal value class written out by hand (``__slots__`` and ``__init__``).
+
+    Equality, hashing and ``repr`` come from ``_fields`` (the fields in order), as a
+    frozen dataclass's would; nothing is generated or compiled when the class is made.
+    """
+
+    __slots__ = ()
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple([getattr(self, name) for name in self._fields])
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{self.__class__.__qualname__}({inner})"
