@@ -97,6 +97,8 @@ class Received(NamedTuple):
     """The I/O worker must step: a timer moved earlier, an action is due, or SotW."""
     buffers: tuple[EventBuffer, ...]
     """Held (flow control): the buffers whose events must be taken before ``release``."""
+    delivered: bool = False
+    """Some watcher got events of the response (the asyncio reader lets it run first)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -775,8 +777,8 @@ class Session:
             )  # fmt: skip
             if hold and buffers:
                 slot.holding = True
-                return Received((), wake, buffers)
-            return Received(self._take_replies(slot), wake, ())
+                return Received((), wake, buffers, True)
+            return Received(self._take_replies(slot), wake, (), bool(buffers))
 
     def release(self, key: str, attempt: int) -> Received:
         """Flow control: the watchers took the held response's events; its reply may go."""
