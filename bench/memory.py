@@ -60,7 +60,9 @@ def _child_sdk(address: str, n: int, lean: bool, protocol: Literal["sotw", "delt
         _say("ready", _settled_rss())
         seen = 0
         while seen < n:
-            if isinstance(watch.get(timeout=_TIMEOUT), ResourceUpdated):
+            event = watch.get(timeout=_TIMEOUT)
+            if isinstance(event, ResourceUpdated):
+                event.resource  # noqa: B018 - lean mode decodes it here, as raw did
                 seen += 1
         _say("cached", _settled_rss(), len(client.resources(Cluster)))
         sys.stdin.readline()  # the parent drops the stream meanwhile; the client reconnects
@@ -84,7 +86,9 @@ def _child_aio(address: str, n: int, lean: bool, protocol: Literal["sotw", "delt
             _say("ready", _settled_rss())
             seen = 0
             while seen < n:
-                if isinstance(await watch.get(timeout=_TIMEOUT), ResourceUpdated):
+                event = await watch.get(timeout=_TIMEOUT)
+                if isinstance(event, ResourceUpdated):
+                    event.resource  # noqa: B018 - lean mode decodes it here, as raw did
                     seen += 1
             _say("cached", _settled_rss(), len(client.resources(Cluster)))
             await asyncio.to_thread(sys.stdin.readline)  # the client reconnects meanwhile

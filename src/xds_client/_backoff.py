@@ -6,20 +6,22 @@ import path); a tenacity wait strategy can still replace the exponential one.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from xds_client._records import record
 from xds_client.errors import UsageError
 
 if TYPE_CHECKING:
+    import random
+
     from tenacity.wait import wait_base
 
 __all__ = ["Backoff", "BackoffState"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Backoff:
     """Exponential backoff with jitter, by default gRPC's connection backoff.
 
@@ -63,11 +65,18 @@ class Backoff:
         """A copy with another jitter."""
         return replace(self, jitter=jitter)
 
-    def delay(self, failures: int, rand: Callable[[], float] = random.random) -> float:
-        """Seconds to wait after ``failures`` consecutive failures (1 for the first)."""
+    def delay(self, failures: int, rand: Callable[[], float] | None = None) -> float:
+        """Seconds to wait after ``failures`` consecutive failures (1 for the first).
+
+        ``rand`` gives the jitter's random numbers in [0, 1) (default: ``random.random``).
+        """
         n = max(1, failures)
         if self.strategy is not None:
             return max(0.0, float(self.strategy(_retry_state(n))))
+        if rand is None:
+            import random  # on the first failure only: a healthy client never needs it
+
+            rand = random.random
         base = min(self.maximum, self.initial * self.multiplier ** (n - 1))
         return max(0.0, base * (1.0 + self.jitter * (2.0 * rand() - 1.0)))
 
@@ -87,15 +96,22 @@ def _retry_state(attempt: int) -> Any:
 class BackoffState:
     """Counts consecutive failures of one stream and hands out the next delay."""
 
+    __slots__ = ("_rng", "failures", "policy")
+
     def __init__(self, policy: Backoff, rng: random.Random | None = None) -> None:
         self.policy = policy
-        self._rand = (rng or random.Random()).random
+        self._rng = rng
+        """None until the first failure: ``random`` is imported only when needed."""
         self.failures = 0
 
     def next_delay(self) -> float:
         """Record a failure and return how long to wait before the next attempt."""
         self.failures += 1
-        return self.policy.delay(self.failures, self._rand)
+        if self._rng is None:
+            import random
+
+            self._rng = random.Random()
+        return self.policy.delay(self.failures, self._rng.random)
 
     def reset(self) -> None:
         """A response arrived: the next failure starts from the first delay again."""

@@ -17,8 +17,8 @@ This module is pure (no I/O), so the protocol core may use it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from xds_client._records import record
 from xds_client.errors import ResourceNameError
 
 __all__ = [
@@ -69,7 +69,7 @@ def percent_encode_path(text: str) -> str:
     return quote(text, safe=_PATH_SAFE)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class XdstpName:
     """The parts of an ``xdstp://`` name; ``str()`` gives its normalised form."""
 
@@ -82,6 +82,19 @@ class XdstpName:
     """The path after the type (may hold ``/``; ends with ``*`` for a glob)."""
     context_params: tuple[tuple[str, str], ...] = ()
     """Context parameters sorted by key, each key once."""
+
+    def __init__(  # made per parsed name: not record's generic __init__
+        self,
+        authority: str,
+        resource_type: str,
+        id: str,
+        context_params: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "authority", authority)
+        setter(self, "resource_type", resource_type)
+        setter(self, "id", id)
+        setter(self, "context_params", context_params)
 
     @property
     def type_url(self) -> str:

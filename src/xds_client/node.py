@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
+
+from xds_client._records import record
 
 from ._version import __version__
 
@@ -22,7 +24,7 @@ CLIENT_FEATURES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Locality:
     """Where the node runs; control planes use it for locality-aware routing."""
 
@@ -31,7 +33,7 @@ class Locality:
     sub_zone: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Node:
     """The identity a client announces in its requests.
 

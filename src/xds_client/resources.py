@@ -14,10 +14,12 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from google.protobuf.message import DecodeError, Message
+
+from xds_client._records import record
 
 from .errors import (
     DuplicateResourceTypeError,
@@ -90,7 +92,7 @@ V2_SECRET = TYPE_URL_PREFIX + "envoy.api.v2.auth.Secret"
 V2_RUNTIME = TYPE_URL_PREFIX + "envoy.service.discovery.v2.Runtime"
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class ResourceType(Generic[M]):
     """One kind of xDS resource and everything needed to fetch and decode it.
 
@@ -169,7 +171,7 @@ class ResourceType(Generic[M]):
         return f"ResourceType({self.type_url!r})"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UnwrappedResource:
     """A resource as carried in a response, after removing any ``Resource`` wrapper."""
 
@@ -185,6 +187,23 @@ class UnwrappedResource:
     """Alternative names (VHDS) from the wrapper."""
     metadata: Message | None = None
     """The wrapper's ``metadata`` (``envoy.config.core.v3.Metadata``), or None when it has none."""
+
+    def __init__(  # noqa: PLR0917 - made per wrapped resource, not record's generic __init__
+        self,
+        name: str | None,
+        version: str,
+        ttl: float | None,
+        body: AnyProto | None,
+        aliases: tuple[str, ...] = (),
+        metadata: Message | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "name", name)
+        setter(self, "version", version)
+        setter(self, "ttl", ttl)
+        setter(self, "body", body)
+        setter(self, "aliases", aliases)
+        setter(self, "metadata", metadata)
 
 
 _lock = threading.Lock()

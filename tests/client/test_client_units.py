@@ -38,8 +38,9 @@ from xds_client.client._session import (
     SendRequest,
     Session,
 )
-from xds_client.client._watchers import EventBuffer, WatchEntry, WatchRegistry
+from xds_client.client._watchers import EventBuffer, Segment, WatchEntry, WatchRegistry
 from xds_client.errors import BootstrapError, ClientClosedError, UsageError
+from xds_client.protocol._events import UpdateBatch
 from xds_client.resources import CLUSTER, V2_CLUSTER, resource_type
 from xds_client.transport import make_transport
 
@@ -122,6 +123,57 @@ def test_buffer_coalesces_to_latest_per_name_when_full() -> None:
         "x",
         "y",
     ]
+
+
+def _batch(version: str, names: list[str]) -> UpdateBatch:
+    return UpdateBatch(CLUSTER, version, "", names, [Cluster(name=n) for n in names], None)
+
+
+def test_a_pushs_updates_are_one_segment_never_folded_past_maxsize() -> None:
+    """A push of N distinct new names is one item in the buffer, whatever N and
+    ``maxsize``: nothing folds, each event is built as it is taken, in order."""
+    buffer = EventBuffer(10)
+    names = [f"c{i}" for i in range(1000)]
+    buffer.put_many([Segment(_batch("1", names)), ResourceRemoved(CLUSTER, "old", "deleted")])
+    assert len(buffer) == 1001
+    assert len(buffer._items) == 2  # one object for the 1,000 updates
+    taken: list[Any] = [buffer.pop() for _ in range(1001)]
+    assert [e.name for e in taken if e is not None] == [*names, "old"]
+    assert all(type(e) is ResourceUpdated and e.version == "1" for e in taken[:1000])
+    assert buffer.coalesced == 0
+    assert buffer.pop() is None
+
+
+def test_a_later_event_supersedes_one_inside_a_segment_past_maxsize() -> None:
+    """Folding reaches into segments: the latest state per name is kept, and it
+    takes its place in the order of latest changes."""
+    buffer = EventBuffer(3)
+    buffer.put(Segment(_batch("1", ["a", "b", "c", "d"])))
+    buffer.put(ResourceRemoved(CLUSTER, "b", "deleted"))
+    buffer.put(Segment(_batch("2", ["c"])))
+    assert len(buffer) == 4
+    taken: list[Any] = [buffer.pop() for _ in range(4)]
+    assert [(type(e).__name__, e.name, getattr(e, "version", "")) for e in taken if e] == [
+        ("ResourceUpdated", "a", "1"),
+        ("ResourceUpdated", "d", "1"),
+        ("ResourceRemoved", "b", ""),
+        ("ResourceUpdated", "c", "2"),
+    ]
+    assert buffer.coalesced == 2
+    assert buffer.pop() is None
+
+
+def test_a_named_watcher_gets_only_its_part_of_a_batch() -> None:
+    s = session(["p:1"])
+    named = watch(s, ["c5", "c2"])
+    wild = watch(s, None)
+    s.step(0.0)
+    s.on_response("ads", 1, response("1", *[f"c{i}" for i in range(100)]), 0.1)
+    assert isinstance(named.buffer.pop(), ConnectivityChanged)
+    assert [getattr(e, "name", None) for e in iter(named.buffer.pop, None)] == ["c2", "c5"]
+    assert isinstance(wild.buffer.pop(), ConnectivityChanged)
+    assert len(wild.buffer) == 100
+    assert len(wild.buffer._items) == 1  # one segment of the response's batch
 
 
 def test_buffer_close_wakes_waiters() -> None:
@@ -597,15 +649,30 @@ def test_channel_options_carry_size_keepalive_and_tls_name() -> None:
             st.tuples(st.just("put"), st.sampled_from("abcd"), st.integers(0, 9)),
             st.tuples(st.just("remove"), st.sampled_from("abcd"), st.just(0)),
             st.tuples(st.just("pop"), st.just(""), st.just(0)),
+            st.tuples(
+                st.just("batch"), st.sampled_from(["ab", "bcd", "dca", "abcd"]), st.integers(0, 9)
+            ),
         ),
         max_size=60,
     ),
 )
 def test_buffer_never_loses_the_latest_state(maxsize: int, ops: list[tuple[str, str, int]]) -> None:
+    """Single events and segments of a response's batch alike: the latest state of
+    every name reaches the consumer, and memory stays bounded."""
     buffer = EventBuffer(maxsize)
     latest: dict[str, Any] = {}  # what a consumer must end up believing, per name
     seen: dict[str, Any] = {}
     for op, name, version in ops:
+        if op == "batch":
+            names = list(name)
+            batch = UpdateBatch(
+                CLUSTER, str(version), "", names, [Cluster(name=n) for n in names], None
+            )
+            buffer.put(Segment(batch))
+            for n in names:
+                latest[n] = ResourceUpdated(CLUSTER, n, str(version), Cluster(name=n))
+            assert len(buffer) <= max(maxsize, 4) + len(buffer._ready)
+            continue
         if op == "put":
             event: Any = updated(name, str(version))
         elif op == "remove":
@@ -617,8 +684,9 @@ def test_buffer_never_loses_the_latest_state(maxsize: int, ops: list[tuple[str, 
             continue
         buffer.put(event)
         latest[name] = event
-        # Bounded: plain FIFO up to maxsize, then one pending event per name.
-        assert len(buffer) <= max(maxsize, 4)
+        # Bounded: plain FIFO up to maxsize, then one pending event per name (plus
+        # the rest of a run of a segment's events already built for the reader).
+        assert len(buffer) <= max(maxsize, 4) + len(buffer._ready)
     while (popped := buffer.pop()) is not None:
         seen[popped.name] = popped  # type: ignore[union-attr]
     assert seen == latest

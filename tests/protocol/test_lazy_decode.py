@@ -26,7 +26,7 @@ def _updated(events: list[Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kind", ["sotw", "delta"])
-def test_lazy_cache_decodes_on_access_and_events_carry_messages(kind: str) -> None:
+def test_lazy_cache_decodes_on_access_and_events_give_messages(kind: str) -> None:
     h: Any = sotw(V3, "single", lazy_decode=True) if kind == "sotw" else None
     if h is None:
         h = delta(V3, "single", lazy_decode=True)
@@ -51,6 +51,39 @@ def test_lazy_cache_decodes_on_access_and_events_carry_messages(kind: str) -> No
         assert first == cluster
         assert second == cluster
         assert first is not second  # decoded on each access, never held
+
+
+def test_lean_sotw_events_hold_bytes_and_decode_on_first_access() -> None:
+    """Lean mode keeps no decoded message of a SotW response alive: each message is
+    checked as it is named and dropped, and an event decodes its bytes when its
+    ``resource`` is first read (then keeps it)."""
+    h = sotw(V3, "single", lazy_decode=True)
+    h.p.subscribe(resources.CLUSTER, None)
+    h.start()
+    clusters = [make(resources.CLUSTER, f"c{i}") for i in range(3)]
+    events = [e for e in h.receive(sotw_response(resources.CLUSTER, "1", "n1", clusters))
+              if isinstance(e, ResourceUpdated)]  # fmt: skip
+    assert [e._message for e in events] == [None, None, None]  # type: ignore[attr-defined]
+    assert [e.resource for e in events] == clusters
+    assert events[0].resource is events[0].resource  # decoded once, then kept
+    assert events[0] == ResourceUpdated(resources.CLUSTER, "c0", "1", clusters[0])
+
+
+def test_lean_sotw_checks_each_message_as_it_is_named() -> None:
+    """The (validate.rules) NACK of lean mode is the one of decoded mode."""
+    bad: Any = make(resources.CLUSTER, "c1")
+    bad.connect_timeout.seconds = -1
+    reasons = []
+    for lean in (False, True):
+        h = sotw(V3, "single", lazy_decode=lean)
+        h.p.subscribe(resources.CLUSTER, None)
+        h.start()
+        good = make(resources.CLUSTER, "c0")
+        events = h.receive(sotw_response(resources.CLUSTER, "1", "n1", [good, bad]))
+        reasons.append([dict(e.errors) for e in events if hasattr(e, "errors")])
+        assert list(h.p.resources(resources.CLUSTER)) == ["c0"]
+    assert reasons[0] == reasons[1]
+    assert "c1" in reasons[0][0]
 
 
 def test_lazy_cache_skips_unchanged_bytes_and_stores_changes() -> None:

@@ -277,10 +277,10 @@ def test_non_canonical_any_encoding_is_parsed() -> None:
     assert "resources[0]" in events[-1].errors
 
 
-def test_name_of_packed_compares_the_bytes_of_a_hash_hit() -> None:
-    """The cache keeps only the hash of each resource's ``Any``; one-by-one lookups
-    (the fallback loop) also compare the bytes, so a colliding hash is not taken.
-    The batched re-push trusts the 64-bit hash (see ``SotwProtocol._parse``)."""
+def test_one_content_key_per_resource_whatever_form_it_came_in() -> None:
+    """The cache keeps no copy of a bare resource's bytes, only a keyed hash of its
+    plain ``Any`` (its content key): the same whether the response was raw or parsed,
+    so the one index names a resource sent again in either form."""
     pair = Pair(
         Api("v3", resources.LISTENER, resources.ROUTE, resources.CLUSTER,
             resources.ENDPOINT, resources.SECRET),
@@ -289,12 +289,14 @@ def test_name_of_packed_compares_the_bytes_of_a_hash_hit() -> None:
     pair.subscribe(resources.CLUSTER, None)
     old = make(resources.CLUSTER, "c1", "a")
     pair.receive(sotw_response(resources.CLUSTER, "1", "n1", [old]))
-    cache = pair.raw.p._types[resources.CLUSTER].cache
     blob = pack(old).SerializeToString()
-    assert cache.name_of_packed(blob) == "c1"
-    other = pack(make(resources.CLUSTER, "c1", "b")).SerializeToString()
-    cache._by_packed[hash(other)] = "c1"  # forge a collision
-    assert cache.name_of_packed(other) is None
+    for side in (pair.raw, pair.plain):
+        cache = side.p._types[resources.CLUSTER].cache
+        assert cache.keys_index() == {hash(blob): "c1"}
+        assert cache.key_for(old.SerializeToString()) == hash(blob)
+        assert "c1" in cache.values
+        assert cache.values["c1"] == old
+    assert pair.raw.p.resources(resources.CLUSTER)["c1"].raw == old.SerializeToString()
 
 
 def test_bytes_changed_then_changed_back_are_an_update_each_time(api: Api, mode: str) -> None:
@@ -307,3 +309,52 @@ def test_bytes_changed_then_changed_back_are_an_update_each_time(api: Api, mode:
         updated = [e.name for e in events if isinstance(e, ResourceUpdated)]
         assert updated == ([] if version == 5 else ["c1"])
     pair.check(api.cds)
+
+
+def test_new_bare_resources_come_as_one_batch_and_receive_expands_it() -> None:
+    """The core hands the updates of bare resources stored together over as one
+    ``UpdateBatch`` (``receive_batched``); ``receive`` still returns one
+    ``ResourceUpdated`` per resource, the same events in the same order."""
+    from xds_client.protocol._events import UpdateBatch
+
+    api = Api("v3", resources.LISTENER, resources.ROUTE, resources.CLUSTER,
+              resources.ENDPOINT, resources.SECRET)  # fmt: skip
+    clusters = [make(resources.CLUSTER, f"c{i}") for i in range(5)]
+    batched = Pair(api, "single")
+    batched.subscribe(resources.CLUSTER, None)
+    plain = Pair(api, "single")
+    plain.subscribe(resources.CLUSTER, None)
+    response = sotw_response(resources.CLUSTER, "1", "n1", clusters)
+    got = batched.raw.p.receive_batched(to_raw_response(response), 1.0)
+    assert [type(e).__name__ for e in got] == ["UpdateBatch", "ResponseAccepted"]
+    batch = got[0]
+    assert isinstance(batch, UpdateBatch)
+    assert batch.names == [f"c{i}" for i in range(5)]
+    events = plain.raw.p.receive(to_raw_response(response), 1.0)
+    assert events[:5] == batch.updates()
+    assert [e.resource for e in events[:5]] == clusters  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("size", [0, 100, 127, 128, 129, 1000, 16_383, 16_384, 70_000])
+def test_raw_resources_of_every_length_encoding_match_the_parsed_ones(size: int) -> None:
+    """The plain ``Any`` is read without parsing it whatever the length's varint takes
+    (one, two or three bytes): names, events, cache and content keys agree with the
+    parsed response, and the same bytes again are recognised as unchanged."""
+    from xds_client.protocol._cache import any_prefix, varint
+
+    api = Api("v3", resources.LISTENER, resources.ROUTE, resources.CLUSTER,
+              resources.ENDPOINT, resources.SECRET)  # fmt: skip
+    pair = Pair(api, "single")
+    pair.subscribe(resources.CLUSTER, None)
+    cluster: Any = make(resources.CLUSTER, "c1")
+    cluster.alt_stat_name = "x" * max(0, size - cluster.ByteSize() - 3)
+    value = cluster.SerializeToString()
+    blob = any_prefix(resources.CLUSTER) + varint(len(value)) + value
+    assert pack(cluster).SerializeToString() == blob
+    events = pair.receive(sotw_response(resources.CLUSTER, "1", "n1", [cluster]))
+    assert [type(e).__name__ for e in events] == ["ResourceUpdated", "ResponseAccepted"]
+    pair.check(resources.CLUSTER)
+    for side in (pair.raw, pair.plain):
+        assert side.p._types[resources.CLUSTER].cache.key_of("c1") == hash(blob)
+    again = pair.receive(sotw_response(resources.CLUSTER, "2", "n2", [cluster]))
+    assert [type(e).__name__ for e in again] == ["ResponseAccepted"]

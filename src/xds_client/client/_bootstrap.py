@@ -7,23 +7,24 @@ field that is present but wrong gives a :class:`BootstrapError` naming it.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import field
 from typing import Any
 
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
+from xds_client._records import record
 from xds_client._version import __version__
 from xds_client.errors import BootstrapError
 from xds_client.federation import ResourceNameError, listener_name_for_target, parse_xdstp
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget
 
-from ._credentials import call_credentials_from_bootstrap
 from ._federation import Authority
+
+# json and the call-credential helpers load when a bootstrap is parsed:
+# every client imports this module, few read a bootstrap file.
 
 __all__ = [
     "BOOTSTRAP_CONFIG_ENV",
@@ -38,7 +39,7 @@ BOOTSTRAP_CONFIG_ENV = "GRPC_XDS_BOOTSTRAP_CONFIG"
 SUPPORTED_CHANNEL_CREDS = ("insecure", "tls")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bootstrap:
     """What a bootstrap file configures."""
 
@@ -82,7 +83,7 @@ def _tls(config: Mapping[str, Any], field: str) -> ChannelCredentialsConfig:
         value = config.get(key)
         if value is not None:
             _expect(value, str, f"{field}.{key}")
-            if not Path(value).is_file():
+            if not os.path.isfile(value):
                 raise BootstrapError(f"file {value!r} does not exist", field=f"{field}.{key}")
         paths[key] = value
     if "refresh_interval" in config:
@@ -106,6 +107,8 @@ def _tls(config: Mapping[str, Any], field: str) -> ChannelCredentialsConfig:
 def _server(raw: Any, field: str, memo: dict[str, ServerTarget] | None = None) -> ServerTarget:
     # A47: one server listed by several authorities is one channel. Equal JSON gives the
     # same target object, so even call credentials (compared by identity) match.
+    import json
+
     key = json.dumps(raw, sort_keys=True, default=str) if memo is not None else ""
     if memo is not None and key in memo:
         return memo[key]
@@ -152,6 +155,8 @@ def _parse_server(raw: Any, field: str) -> ServerTarget:
         _expect(feature, str, f"{field}.server_features[{i}]")
     call_credentials = None
     if "call_creds" in raw:
+        from ._credentials import call_credentials_from_bootstrap
+
         call_credentials = call_credentials_from_bootstrap(raw["call_creds"], f"{field}.call_creds")
     return ServerTarget(
         uri,
@@ -226,6 +231,8 @@ def _authorities(raw: Any, memo: dict[str, ServerTarget]) -> dict[str, Authority
 def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     """Parse bootstrap JSON (text or an already decoded object)."""
     if isinstance(data, (str, bytes)):
+        import json
+
         try:
             data = json.loads(data)
         except ValueError as exc:
@@ -257,7 +264,8 @@ def load_bootstrap(
         path = env.get(BOOTSTRAP_ENV) or None
     if path is not None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
         except OSError as exc:
             raise BootstrapError(f"cannot read bootstrap file {os.fspath(path)!r}: {exc}") from exc
         return parse_bootstrap(text)

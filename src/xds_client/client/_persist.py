@@ -16,19 +16,21 @@ file would hold keys in clear.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-from google.protobuf.message import Message
+from typing import TYPE_CHECKING, Any
 
 from xds_client.protocol import CachedResource, ResourceUpdated
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from google.protobuf.message import Message
+
+# Every client imports this module (the session names its types); json, base64 and
+# pathlib load only with ``cache_dir=``, when a file is first read or written.
 
 __all__ = [
     "FORMAT",
@@ -62,19 +64,40 @@ class ResourceRestored(ResourceUpdated[Any]):
     __slots__ = ()
 
 
-@dataclass(frozen=True)
 class PersistedType:
-    """What one file holds: the accepted config of one type from one server."""
+    """What one file holds: the accepted config of one type from one server.
 
-    server: str
-    type_url: str
-    protocol: str
-    version_info: str
-    resources: tuple[tuple[str, str, str, bytes], ...]
-    """``(name, version, resource_version, serialized message)`` per resource."""
-    entries: Mapping[str, CachedResource[Any]] | None = None
-    """For a record to save: the cache entries as accepted (immutable values), turned
-    into ``resources`` only when written, so taking a snapshot is one dict copy."""
+    An internal record (a plain class: a dataclass costs about 1 ms of import).
+    """
+
+    __slots__ = ("entries", "protocol", "resources", "server", "type_url", "version_info")
+
+    def __init__(
+        self,
+        server: str,
+        type_url: str,
+        protocol: str,
+        version_info: str,
+        resources: tuple[tuple[str, str, str, bytes], ...],
+        *,
+        entries: Mapping[str, CachedResource[Any]] | None = None,
+    ) -> None:
+        self.server = server
+        self.type_url = type_url
+        self.protocol = protocol
+        self.version_info = version_info
+        self.resources = resources
+        """``(name, version, resource_version, serialized message)`` per resource."""
+        self.entries = entries
+        """For a record to save: the cache entries as accepted (immutable values), turned
+        into ``resources`` only when written, so taking a snapshot is one dict copy."""
+
+    def __repr__(self) -> str:
+        return (
+            f"PersistedType(server={self.server!r}, type_url={self.type_url!r}, "
+            f"protocol={self.protocol!r}, version_info={self.version_info!r}, "
+            f"resources={len(self.items())})"
+        )
 
     def items(self) -> tuple[tuple[str, str, str, bytes], ...]:
         """``resources``, built from ``entries`` when those are given."""
@@ -86,12 +109,17 @@ class PersistedType:
         )
 
 
-@dataclass(frozen=True, eq=False)
 class SaveConfig:
     """An action for the driver: write this type's accepted config to disk."""
 
-    cache: ConfigCache
-    record: PersistedType
+    __slots__ = ("cache", "record")
+
+    def __init__(self, cache: ConfigCache, record: PersistedType) -> None:
+        self.cache = cache
+        self.record = record
+
+    def __repr__(self) -> str:
+        return f"SaveConfig({self.record!r})"
 
     def write(self) -> None:
         """Write the file (atomically); failures are logged, never raised."""
@@ -103,6 +131,8 @@ class ConfigCache:
 
     def __init__(self, directory: str | os.PathLike[str], *, node_id: str,
                  persist_secrets: bool = False) -> None:  # fmt: skip
+        from pathlib import Path
+
         self.directory = Path(directory)
         self.node_id = node_id
         self.persist_secrets = persist_secrets
@@ -129,12 +159,15 @@ class ConfigCache:
         resources: Mapping[str, CachedResource[Any]],
     ) -> PersistedType:
         """A record of the cache of one type, ready for :meth:`save` (one dict copy)."""
-        return PersistedType(server, type_url, protocol, version_info, (), dict(resources))
+        return PersistedType(server, type_url, protocol, version_info, (), entries=dict(resources))
 
     def save(self, record: PersistedType) -> None:
         """Write one record atomically: a temporary file in the same directory, then rename."""
         if not self.wants(record.type_url):
             return
+        import base64
+        import json
+
         document = {
             "format": FORMAT,
             "node": self.node_id,
@@ -161,7 +194,8 @@ class ConfigCache:
                     os.fsync(out.fileno())
                 os.replace(tmp, target)
             except BaseException:
-                Path(tmp).unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
                 raise
         except OSError as exc:
             log.warning("cannot write the last good config to %s: %s", target, exc.strerror)
@@ -175,6 +209,9 @@ class ConfigCache:
             return None
         except (OSError, UnicodeDecodeError) as exc:
             return self._problem(path, f"cannot be read ({exc})")
+        import binascii
+        import json
+
         try:
             document = json.loads(text)
         except ValueError:
@@ -215,6 +252,8 @@ def _serialized(entry: CachedResource[Any]) -> bytes:
 
 
 def _resource(item: Any) -> tuple[str, str, str, bytes]:
+    import base64
+
     name, version, rversion = item["name"], item["version"], item["resource_version"]
     if not all(isinstance(v, str) for v in (name, version, rversion)) or not name:
         raise TypeError("name, version and resource_version are strings")

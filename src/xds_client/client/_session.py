@@ -36,6 +36,7 @@ from xds_client.protocol import (
     ResponseRejected,
     SotwProtocol,
 )
+from xds_client.protocol._events import UpdateBatch
 from xds_client.resources import ResourceType, resource_type
 from xds_client.transport import (
     ADS_DELTA_METHOD,
@@ -53,7 +54,14 @@ from ._gc import LARGE_RESPONSE, collector_paused
 from ._html import ResourceCache
 from ._options import BackoffState, ClientOptions
 from ._persist import ConfigCache, PersistedType, ResourceRestored, SaveConfig
-from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent, WatchRegistry
+from ._watchers import (
+    ConnectivityChanged,
+    EventBuffer,
+    Segment,
+    WatchEntry,
+    WatchEvent,
+    WatchRegistry,
+)
 
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
@@ -821,11 +829,12 @@ class Session:
                     True, self._server_uri(slot), tuple(sorted(slot.type_urls))
                 ))  # fmt: skip
             log.info("%s stream to %s is up", slot.key, self._server_uri(slot))
+        protocol = slot.protocol
         if len(response.resources) < LARGE_RESPONSE:
-            buffers = self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
+            buffers = self._apply(slot, _received(protocol, response, now))
         else:
             with collector_paused():  # many objects that outlive the apply: see _gc
-                buffers = self._apply(slot, slot.protocol.receive(response, now))  # type: ignore[arg-type]
+                buffers = self._apply(slot, _received(protocol, response, now))
         return slot, first, buffers
 
     def _candidate_failed(self, slot: _Slot, cand: _Candidate, error: BaseException,
@@ -956,16 +965,21 @@ class Session:
         for entry in self._entries_of(slot):
             entry.buffer.put(event)
 
-    def _apply(self, slot: _Slot, events: Iterable[Event]) -> tuple[EventBuffer, ...]:
-        """Deliver ``events`` to their watchers; returns the buffers that got some."""
+    def _apply(self, slot: _Slot, events: Iterable[Event | UpdateBatch]) -> tuple[EventBuffer, ...]:
+        """Deliver ``events`` to their watchers; returns the buffers that got some.
+
+        An :class:`UpdateBatch` (the updates of many bare resources of one response)
+        reaches each watcher as one :class:`Segment` of it: every position for a
+        wildcard watch, the positions of its names otherwise.
+        """
         touched: set[str] = set()
         uri = self._server_uri(slot)
         # Events are handed to each buffer in one batch (one lock, one wake-up),
         # in order; the watchers of a type are looked up once per response.
-        batches: dict[int, tuple[WatchEntry[Any], list[WatchEvent[Any]]]] = {}
+        batches: dict[int, tuple[WatchEntry[Any], list[WatchEvent[Any] | Segment]]] = {}
         watchers: dict[str, list[WatchEntry[Any]]] = {}
 
-        def deliver(entry: WatchEntry[Any], event: WatchEvent[Any]) -> None:
+        def deliver(entry: WatchEntry[Any], event: WatchEvent[Any] | Segment) -> None:
             batch = batches.get(entry.id)
             if batch is None:
                 batches[entry.id] = (entry, [event])
@@ -973,6 +987,17 @@ class Session:
                 batch[1].append(event)
 
         for event in events:
+            if type(event) is UpdateBatch:
+                type_url = event.type_url
+                entries = watchers.get(type_url)
+                if entries is None:
+                    touched.add(type_url)
+                    entries = watchers[type_url] = self.registry.entries(type_url)
+                for entry in entries:
+                    segment = _segment_for(entry, event)
+                    if segment is not None:
+                        deliver(entry, segment)
+                continue
             if type(event) is ResourceUpdated:
                 # The hot path (one per changed resource): no isinstance chain, no
                 # call per watcher that wants everything.
@@ -1021,6 +1046,7 @@ class Session:
                     ):
                         deliver(entry, event)
                 continue
+            assert not isinstance(event, UpdateBatch)
             if isinstance(event, ResourceUpdated):
                 aliases: tuple[str, ...] = event.aliases
             else:
@@ -1053,6 +1079,30 @@ class Session:
                     for label, counts in sorted(by_authority.items()):
                         _hook("authority_resources", hook, type_url, label, dict(counts))
         return buffers
+
+
+def _received(
+    protocol: SotwProtocol | DeltaProtocol, response: Response, now: float
+) -> list[Event | UpdateBatch]:
+    """The protocol's events for ``response``; SotW hands many updates over as a batch."""
+    if isinstance(protocol, SotwProtocol):
+        return protocol.receive_batched(response, now)  # type: ignore[arg-type]
+    events: list[Event | UpdateBatch] = protocol.receive(response, now)  # type: ignore[arg-type,assignment]
+    return events
+
+
+def _segment_for(entry: WatchEntry[Any], batch: UpdateBatch) -> Segment | None:
+    """What of ``batch`` the watcher ``entry`` wants (None: nothing)."""
+    watched = entry.names
+    if watched is None:
+        return Segment(batch)
+    if not entry.has_globs and len(watched) * 8 < len(batch):
+        positions = batch.positions()
+        index = sorted(positions[n] for n in watched if n in positions)
+    else:
+        wants = entry.wants
+        index = [i for i, name in enumerate(batch.names) if wants(name)]
+    return Segment(batch, index) if index else None
 
 
 def _response_hook(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import Counter, OrderedDict, deque
+from bisect import bisect_left
+from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar, Union
@@ -23,11 +24,13 @@ from xds_client.protocol._events import (
     ResourceRemoved,
     ResourceUpdated,
     ResponseRejected,
+    UpdateBatch,
 )
 
 __all__ = [
     "ConnectivityChanged",
     "EventBuffer",
+    "Segment",
     "WatchEntry",
     "WatchEvent",
     "WatchRegistry",
@@ -80,25 +83,63 @@ def event_key(event: WatchEvent[Any]) -> Hashable:
     return ("resource", event.type_url, event.name)
 
 
+_RUN = 128
+"""How many events of a segment a pop builds at once (the next pops need no lock)."""
+
+
+class Segment:
+    """The part of an :class:`UpdateBatch` one watcher wants: every position, or
+    ``index``. The buffer builds each :class:`ResourceUpdated` as it is taken."""
+
+    __slots__ = ("batch", "dead", "end", "index", "pos")
+
+    def __init__(self, batch: UpdateBatch, index: list[int] | None = None) -> None:
+        self.batch = batch
+        self.index = index
+        self.pos = 0
+        self.end = len(batch) if index is None else len(index)
+        self.dead: set[int] | None = None
+        """Positions (in the batch) superseded by a later event (folding)."""
+
+    def live_names(self) -> list[str]:
+        """The names still to be taken, in order."""
+        names = self.batch.names
+        index = self.index
+        picked = names[self.pos :] if index is None else [names[i] for i in index[self.pos :]]
+        dead = self.dead
+        if dead:
+            positions = self.batch.positions()
+            picked = [n for n in picked if positions[n] not in dead]
+        return picked
+
+
 class EventBuffer:
-    """A FIFO of events, bounded by coalescing.
+    """A FIFO of events, bounded by folding.
 
     Up to ``maxsize`` events queue as they come. Past that, pending events are
-    folded to the latest one per key (resource name, NACK, connectivity), so
-    memory is bounded by the number of distinct resources and the latest state
-    of each one is never lost. ``wake`` is called after each put and on close.
+    folded to the latest one per key (resource name, NACK, connectivity): an event
+    superseded by a later one of the same key is dropped, and the later one keeps its
+    place in the order of latest changes. Memory is then bounded by the number of
+    distinct resources, and the latest state of each one is never lost. The updates
+    of many resources of one response arrive as one :class:`Segment` (one object for
+    them all, each event built when taken): a push of N distinct new names costs
+    one item and is never folded, whatever N. ``wake`` is called after each put and
+    on close.
     """
 
     def __init__(self, maxsize: int, wake: Callable[[], None] | None = None) -> None:
         self.maxsize = maxsize
-        self._events: deque[WatchEvent[Any]] = deque()
-        # Events the consumer took in one go (one lock for a whole batch): older than
-        # every event in ``_events``, popped first, without the lock.
-        self._taken: deque[WatchEvent[Any]] = deque()
-        # Past maxsize the buffer switches to one slot per key (O(1) per put) until drained.
-        self._latest: OrderedDict[Hashable, WatchEvent[Any]] | None = None
-        # A plain lock under the condition: ``with self._lock`` is entered in C, where
-        # ``with self.cond`` goes through Python-level __enter__/__exit__ (per event popped).
+        self._items: deque[Any] = deque()  # events and Segments, oldest first
+        self._count = 0  # pending events (a segment counts its live positions)
+        # Folding (past maxsize, until drained): where the pending event of each key is.
+        # Resource events by type URL, then name (a segment for the ones in segments);
+        # the other keys (NACK, connectivity) in ``_others``.
+        self._index: dict[str, dict[str, Any]] | None = None
+        self._others: dict[Hashable, Any] = {}
+        self._dead: set[int] = set()  # ids of superseded single events still queued
+        # The events of a segment's run, built in one go and handed to the reader:
+        # the next pops take them without the lock. Pending, but no longer folded.
+        self._ready: deque[WatchEvent[Any]] = deque()
         self._lock = threading.Lock()
         self.cond = threading.Condition(self._lock)
         self._wake = wake
@@ -112,103 +153,166 @@ class EventBuffer:
         """Call ``wake`` after every put and on close (set before events flow)."""
         self._wake = wake
 
-    def put(self, event: WatchEvent[Any]) -> None:
-        """Queue one event (coalescing past ``maxsize``) and wake the consumer."""
+    def put(self, event: WatchEvent[Any] | Segment) -> None:
+        """Queue one event or segment (folding past ``maxsize``) and wake the consumer."""
         self.put_many((event,))
 
-    def put_many(self, events: Iterable[WatchEvent[Any]]) -> None:
-        """Queue events in order under one lock, with a single wake-up."""
+    def put_many(self, events: Iterable[WatchEvent[Any] | Segment]) -> None:
+        """Queue events (and segments) in order under one lock, with a single wake-up."""
         with self._lock:
             if self.closed:
                 return
-            queued = self._events
             batch = events if isinstance(events, (list, tuple)) else list(events)
-            if self._latest is None:
-                room = max(self.maxsize - len(queued) - len(self._taken), 0)
-                queued.extend(batch[:room])  # the common case: one C call for the batch
-                batch = batch[room:] if len(batch) > room else ()
-            for event in batch:
-                latest = self._latest
-                if latest is not None:
-                    if type(event) is ResourceUpdated:  # event_key() inlined
-                        key: Hashable = ("resource", event.type_url, event.name)
-                    else:
-                        key = event_key(event)
-                    if latest.pop(key, None) is not None:
-                        self.coalesced += 1
-                    latest[key] = event  # at the end: keep the order of latest changes
-                else:
-                    queued.append(event)
-                    if len(queued) + len(self._taken) > self.maxsize:
-                        self._coalesce()
+            added = 0
+            for item in batch:
+                added += item.end if type(item) is Segment else 1
+            if self._index is not None:
+                for item in batch:
+                    self._fold_in(item)
+                    self._items.append(item)
+            else:
+                self._items.extend(batch)
+            self._count += added
+            if self._index is None and self._count > self.maxsize:
+                self._start_folding()
             self.cond.notify_all()
         if self._wake is not None:
             self._wake()
 
-    def _coalesce(self) -> None:
-        latest: OrderedDict[Hashable, WatchEvent[Any]] = OrderedDict()
-        taken = self._taken
-        older: list[WatchEvent[Any]] = []
-        while taken:  # popleft, not iteration: the consumer may pop them meanwhile
-            try:
-                older.append(taken.popleft())
-            except IndexError:
-                break
-        for event in itertools.chain(older, self._events):
-            key = event_key(event)
-            if latest.pop(key, None) is not None:
-                self.coalesced += 1
-            latest[key] = event
-        self._events.clear()
-        self._latest = latest
+    def _start_folding(self) -> None:
+        """Past maxsize: index every pending event by key, dropping superseded ones."""
+        self._index = {}
+        for item in self._items:
+            self._fold_in(item)
+
+    def _fold_in(self, item: Any) -> None:
+        """Index ``item`` (about to be, or already, queued after everything indexed),
+        dropping the earlier pending event of each of its keys."""
+        index = self._index
+        assert index is not None
+        if type(item) is Segment:
+            names = item.live_names()
+            sub = index.setdefault(item.batch.type_url, {})
+            if sub:
+                for name in sub.keys() & set(names):
+                    self._supersede(sub[name], item.batch.type_url, name)
+            sub.update(zip(names, itertools.repeat(item)))
+            return
+        if type(item) is ResourceUpdated or not isinstance(
+            item, (ConnectivityChanged, ResponseRejected)
+        ):
+            sub = index.setdefault(item.type_url, {})
+            old = sub.get(item.name)
+            if old is not None:
+                self._supersede(old, item.type_url, item.name)
+            sub[item.name] = item
+            return
+        key = event_key(item)
+        old = self._others.get(key)
+        if old is not None:
+            self._dead.add(id(old))
+            self._count -= 1
+            self.coalesced += 1
+        self._others[key] = item
+
+    def _supersede(self, old: Any, type_url: str, name: str) -> None:
+        if type(old) is Segment:
+            position = old.batch.positions()[name]
+            index = old.index
+            if (position if index is None else bisect_left(index, position)) < old.pos:
+                return  # handed to the reader already (the index keeps a segment's names)
+            if old.dead is None:
+                old.dead = set()
+            old.dead.add(position)
+        else:
+            self._dead.add(id(old))
+        self._count -= 1
+        self.coalesced += 1
 
     def pop(self) -> WatchEvent[Any] | None:
         """The oldest pending event, or None.
 
-        The first pop after a put takes every queued event under one lock; the
-        next ones are served from them without it (cheap per event). Taking the
-        last pending event calls :attr:`on_drained` (flow control), if set.
+        The events of a segment are built a run at a time (:data:`_RUN`) under the
+        lock; the next pops take them without it. Taking the last pending event calls
+        :attr:`on_drained` (flow control), if set.
         """
-        taken = self._taken
-        if taken:
+        ready = self._ready
+        if ready:
             try:
-                event = taken.popleft()
-            except IndexError:  # another consumer thread took the last one
+                event = ready.popleft()
+            except IndexError:  # another reader thread took the last one
                 pass
             else:
-                if not taken and self.on_drained is not None:
+                if not ready and self.on_drained is not None:
                     self._drained()
                 return event
         with self._lock:
-            if self._taken:
-                event = self._taken.popleft()
-            elif self._events:
-                # Swap the queues: the consumer now owns every queued event.
-                self._taken, self._events = self._events, self._taken
-                event = self._taken.popleft()
-            elif self._latest:
-                event = self._latest.popitem(last=False)[1]
-                if not self._latest:
-                    self._latest = None  # drained: back to plain FIFO
-            else:
+            taken = self._take()
+            if taken is None:
                 return None
-            drained = self.on_drained is not None and not (
-                self._taken or self._events or self._latest
-            )
+            drained = self._count == 0
+            if drained and self._index is not None:
+                self._index = None  # drained: back to a plain FIFO
+                self._others.clear()
+                self._dead.clear()
+            drained = drained and not ready
         if drained and self.on_drained is not None:
             self.on_drained()
-        return event
+        return taken
 
     def _drained(self) -> None:
         with self._lock:
-            empty = not (self._taken or self._events or self._latest)
+            empty = self._count == 0 and not self._ready
         if empty and self.on_drained is not None:
             self.on_drained()
 
+    def _take(self) -> WatchEvent[Any] | None:
+        """The next pending event (a segment's next run goes to ``_ready``), under the lock."""
+        items = self._items
+        while items:
+            head = items[0]
+            if type(head) is Segment:
+                start = head.pos
+                stop = head.pos = min(head.end, start + _RUN)
+                if stop >= head.end:
+                    items.popleft()
+                index = head.index
+                positions: Any = range(start, stop) if index is None else index[start:stop]
+                dead = head.dead
+                if dead:
+                    positions = [i for i in positions if i not in dead]
+                if not positions:
+                    continue
+                self._count -= len(positions)
+                built = head.batch.events(positions)
+                if len(built) > 1:
+                    self._ready.extend(built[1:])
+                return built[0]
+            items.popleft()
+            if self._dead and id(head) in self._dead:
+                self._dead.discard(id(head))
+                continue
+            self._count -= 1
+            if self._index is not None:
+                self._unindex(head)
+            event: WatchEvent[Any] = head
+            return event
+        return None
+
+    def _unindex(self, event: WatchEvent[Any]) -> None:
+        if isinstance(event, (ConnectivityChanged, ResponseRejected)):
+            key = event_key(event)
+            if self._others.get(key) is event:
+                del self._others[key]
+            return
+        assert self._index is not None
+        sub = self._index.get(event.type_url)
+        if sub is not None and sub.get(event.name) is event:
+            del sub[event.name]
+
     def __len__(self) -> int:
         with self._lock:
-            pending = len(self._taken) + len(self._events)
-            return pending + (len(self._latest) if self._latest is not None else 0)
+            return self._count + len(self._ready)
 
     def close(self) -> None:
         """No more events; waiters wake up. Pending events can still be popped."""
@@ -224,7 +328,7 @@ class EventBuffer:
         """Block the calling thread until an event is pending or the buffer closes."""
         with self.cond:
             return self.cond.wait_for(
-                lambda: bool(self._taken or self._events or self._latest) or self.closed, timeout
+                lambda: self._count > 0 or bool(self._ready) or self.closed, timeout
             )
 
 

@@ -19,6 +19,7 @@ from ._cache import (
     CachedResource,
     ResourceState,
     TypeCache,
+    any_prefix,
     new_cached_resource,
     new_lazy_cached_resource,
     with_changes,
@@ -32,6 +33,7 @@ from ._events import (
     ResourceRemoved,
     ResponseAccepted,
     ResponseRejected,
+    new_lazy_resource_updated,
     new_resource_updated,
 )
 from ._state import CSDS_STATUS, DNE_TIMER, Detail, Input, ResourceStates
@@ -100,8 +102,10 @@ class TypeState:
         self.type_url = type_url
         self.rtype = rtype
         self.subs = Subscription()
-        self.cache = TypeCache()
-        self.states = ResourceStates(type_url, self.cache.resolve, timers, timeout)
+        self.cache = TypeCache(
+            None if rtype is None else rtype.decode, any_prefix(type_url)
+        )  # fmt: skip
+        self.states = ResourceStates(type_url, self.cache.holds, timers, timeout)
         """The status of each resource (the one table, ``_state.py``)."""
         self.version = ""
         """Version of the last accepted response (SotW ``version_info``)."""
@@ -119,8 +123,7 @@ class TypeState:
 
     def wanted(self, name: str) -> bool:
         """Whether the cached resource called ``name`` is still wanted."""
-        entry = self.cache.get(name)
-        return self.subs.wants(name, entry.aliases if entry is not None else ())
+        return self.subs.wants(name, self.cache.aliases_of(name))
 
 
 def control_plane_id(response: Any) -> str:
@@ -223,6 +226,7 @@ class ProtocolCore(Generic[S]):
             candidates: Iterable[str] = list(st.cache)
         else:
             candidates = [e.name for n in removed if (e := st.cache.resolve(n)) is not None]
+            # (by name or alias; the wildcard case above takes every name, no object built)
         for name in candidates:
             if not st.wanted(name):
                 if name in stored:
@@ -244,8 +248,8 @@ class ProtocolCore(Generic[S]):
                 continue
             if subs.wildcard and not st.cache:
                 return False
-            resolve = st.cache.resolve
-            if any(resolve(name) is None for name in subs.names):
+            holds = st.cache.holds
+            if any(holds(name) is None for name in subs.names):
                 return False
         return True
 
@@ -387,7 +391,7 @@ class ProtocolCore(Generic[S]):
         st: TypeState,
         name: str,
         version: str,
-        message: Message,
+        message: Message | None,
         raw: bytes,
         ttl: float | None,
         aliases: tuple[str, ...],
@@ -395,30 +399,55 @@ class ProtocolCore(Generic[S]):
         metadata: Message | None,
         control_plane: str,
         now: float,
-        events: list[Event],
+        events: list[Any],
+        key: int | None = None,
     ) -> None:
-        """Cache a changed resource and tell watchers (the hot path of a large response)."""
+        """Cache a changed resource and tell watchers.
+
+        ``key`` (SotW) is the content key to index it by (:meth:`TypeCache.key_for`); a
+        resource with one and no TTL, aliases or per-resource version is cached bare.
+        ``message`` is None in lean mode when it was not kept: the event then decodes
+        ``raw`` on access.
+        """
+        if message is None:
+            decode = st.cache.decode
+            assert decode is not None
+            event = new_lazy_resource_updated(
+                st.type_url, name, version, decode, raw, aliases, metadata, control_plane
+            )
+        else:
+            event = new_resource_updated(
+                st.type_url, name, version, message, aliases, metadata, control_plane
+            )
         deadline = None if ttl is None else now + ttl
         rtype = st.rtype
-        if rtype is not None and self.config.lazy_decode:
-            # Lean mode: keep the bytes only; the event still carries the message.
+        lean = self.config.lazy_decode
+        if key is not None and ttl is None and not aliases and not resource_version:
+            if st.states.status:
+                self._arrived(st, name, aliases, now)
+            st.cache.put_bare(
+                (name,), (raw if lean else message,), (key,), st.cache.record(version, now)
+            )  # fmt: skip
+            if self._timers.armed:
+                self._arm_ttl(st, name, None, now)
+            events.append(event)
+            return
+        if rtype is not None and lean:
+            # Lean mode: keep the bytes only.
             entry = new_lazy_cached_resource(
                 name, version, rtype.decode, raw, ttl, deadline, now, aliases, resource_version
             )
         else:
+            assert message is not None  # None only in lean mode
             entry = new_cached_resource(
                 name, version, message, raw, ttl, deadline, now, aliases, resource_version
             )
         if st.states.status:  # empty in the steady state: new names then write nothing there
             self._arrived(st, name, aliases, now)
-        st.cache.put(entry)
+        st.cache.put(entry, key)
         if ttl is not None or self._timers.armed:
             self._arm_ttl(st, name, ttl, now)
-        events.append(
-            new_resource_updated(
-                st.type_url, name, version, message, aliases, metadata, control_plane
-            )
-        )
+        events.append(event)
 
     def _refresh(
         self,
@@ -442,7 +471,8 @@ class ProtocolCore(Generic[S]):
                 with_changes(
                     entry, ttl=ttl, ttl_deadline=deadline,
                     version=new_version, resource_version=new_rversion,
-                )
+                ),
+                st.cache.key_of(entry.name),
             )  # fmt: skip
         if changed:
             self._arm_ttl(st, entry.name, ttl, now)
@@ -470,8 +500,7 @@ class ProtocolCore(Generic[S]):
             if old is not St.DELETION_IGNORED:
                 events.append(ResourceDeletionIgnored(st.type_url, name))
             return
-        entry = st.cache.get(name)
-        aliases = entry.aliases if entry is not None else ()
+        aliases = st.cache.aliases_of(name)
         names = st.subs.names
         for key in (name, *aliases):
             # Still wanted by name: CSDS shows it as not existing.
@@ -493,7 +522,7 @@ class ProtocolCore(Generic[S]):
 
     def _forget(self, st: TypeState, name: str) -> None:
         """Drop the cached value (its status was moved first, by the caller's input)."""
-        st.cache.pop(name)
+        st.cache.discard(name)
         self._timers.cancel((_TTL, st.type_url, name))
 
     def restore(
@@ -530,7 +559,8 @@ class ProtocolCore(Generic[S]):
                 st.states.fire(name, Input.RESTORED, now)
             st.cache.put(
                 new_cached_resource(name, version, message, raw, None, None, now, (),
-                                    resource_version)
+                                    resource_version),
+                st.cache.key_for(raw) if self._sotw_only else None,
             )  # fmt: skip
             restored.append(name)
         if restored:
@@ -663,10 +693,9 @@ class ProtocolCore(Generic[S]):
             detail = Detail(errors[name], version, now)
             if drop and name in st.cache:
                 # A88: the server sent bad data for it; the old value is not kept.
-                entry = st.cache.get(name)
+                aliases = st.cache.aliases_of(name)
                 fire(name, Input.DATA_ERROR_DROP, now, detail)
                 self._forget(st, name)
-                aliases = entry.aliases if entry is not None else ()
                 events.append(ResourceRemoved(st.type_url, name, "data_error", aliases))
             else:
                 fire(name, Input.INVALID_UPDATE, now, detail)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
 from google.protobuf.message import Message
@@ -14,8 +15,8 @@ __all__ = [
     "ResourceStatus",
     "TypeCache",
     "new_cached_resource",
+    "any_prefix",
     "new_lazy_cached_resource",
-    "new_plain_entries",
     "with_changes",
 ]
 
@@ -37,7 +38,12 @@ class CachedResource(Generic[M]):
     resource: M
     """The decoded message."""
     raw: bytes
-    """Serialized bytes of the message as received (compared to skip unchanged updates)."""
+    """Serialized bytes of the message. Kept as received in lean mode
+    (``lazy_decode``), for delta, and for a SotW resource that came in a ``Resource``
+    wrapper or was restored from disk. A bare SotW resource in decoded mode is cached
+    without its bytes (a keyed 64-bit hash of them spots an unchanged resend): its
+    ``raw`` is the message serialized again on access (deterministically, map keys
+    sorted), equal in content to what was received, not always byte for byte."""
     ttl: float | None
     """TTL in seconds the server gave, or None."""
     ttl_deadline: float | None
@@ -89,6 +95,13 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+@lru_cache(maxsize=256)
+def any_prefix(type_url: str) -> bytes:
+    """How the plain encoding of an ``Any`` of ``type_url`` starts, up to the value's length."""
+    url = type_url.encode()
+    return b"\n" + varint(len(url)) + url + b"\x12"
+
+
 _new = object.__new__
 (
     _set_name, _set_version, _set_resource, _set_raw, _set_ttl, _set_deadline, _set_updated,
@@ -125,30 +138,6 @@ def new_cached_resource(  # noqa: PLR0917 - positional like the dataclass it bui
     return entry
 
 
-def new_plain_entries(
-    names: Sequence[str], version: str, messages: Sequence[Message], raws: Sequence[bytes],
-    last_updated: float,
-) -> list[CachedResource[Any]]:  # fmt: skip
-    """:func:`new_cached_resource` for many resources with no TTL, aliases or
-    per-resource version (bare SotW resources): one call per response, not per entry."""
-    out: list[CachedResource[Any]] = []
-    append = out.append
-    new = _new
-    for name, message, raw in zip(names, messages, raws, strict=True):
-        entry: CachedResource[Any] = new(CachedResource)
-        _set_name(entry, name)
-        _set_version(entry, version)
-        _set_resource(entry, message)
-        _set_raw(entry, raw)
-        _set_ttl(entry, None)
-        _set_deadline(entry, None)
-        _set_updated(entry, last_updated)
-        _set_aliases(entry, ())
-        _set_rversion(entry, "")
-        append(entry)
-    return out
-
-
 class _LazyCachedResource(CachedResource[M]):
     """A cached resource that keeps only its bytes and decodes them on each access.
 
@@ -166,6 +155,18 @@ class _LazyCachedResource(CachedResource[M]):
 
 
 _set_decode = _LazyCachedResource._decode.__set__  # type: ignore[misc,attr-defined]
+
+
+class _PlainCachedResource(CachedResource[M]):
+    """A bare SotW resource cached without its bytes: ``raw`` is serialized on access."""
+
+    __slots__ = ()
+
+    @property
+    def raw(self) -> bytes:
+        """The message serialized again (deterministically): see :attr:`CachedResource.raw`."""
+        resource: Message = self.resource
+        return resource.SerializeToString(deterministic=True)
 
 
 def new_lazy_cached_resource(  # noqa: PLR0917 - positional like new_cached_resource
@@ -213,132 +214,250 @@ def with_changes(
     )  # fmt: skip
 
 
-class TypeCache:
-    """Resources of one type by name, with a reverse index from bytes and aliases.
+class Record:
+    """What every bare resource stored by one response shares: one object per response,
+    not one per resource (the cache keeps no Python object per bare entry)."""
 
-    The bytes index lets a SotW response skip decoding a bare resource whose
-    bytes equal a cached one: its name is then known without parsing it.
+    __slots__ = ("last_updated", "version")
+
+    def __init__(self, version: str, last_updated: float) -> None:
+        self.version = version
+        self.last_updated = last_updated
+
+
+def _plain_entry(
+    name: str, value: Any, record: Record, decode: Callable[[bytes], Message] | None
+) -> CachedResource[Any]:
+    """The :class:`CachedResource` of a bare entry (built on access)."""
+    if type(value) is bytes:  # lean mode: the bytes, decoded on access
+        assert decode is not None
+        return new_lazy_cached_resource(
+            name, record.version, decode, value, None, None, record.last_updated, (), ""
+        )
+    entry: CachedResource[Any] = _new(_PlainCachedResource)
+    _set_name(entry, name)
+    _set_version(entry, record.version)
+    _set_resource(entry, value)
+    _set_ttl(entry, None)
+    _set_deadline(entry, None)
+    _set_updated(entry, record.last_updated)
+    _set_aliases(entry, ())
+    _set_rversion(entry, "")
+    return entry
+
+
+class TypeCache:
+    """Resources of one type by name, with an index from content hashes and aliases.
+
+    Two kinds of entry share one dict, ``values``, in insertion order:
+
+    - a *bare* entry (a SotW resource with no TTL, aliases or per-resource version, the
+      common case) is the decoded message itself, or its bytes in lean mode, plus the
+      response-wide :class:`Record` of its version and time: no object per entry;
+    - any other entry (delta, a ``Resource`` wrapper, a TTL, restored from disk) is a
+      :class:`CachedResource` with its bytes.
+
+    :meth:`get` and :attr:`entries` build a :class:`CachedResource` of a bare entry on
+    access. A SotW cache also indexes each entry by the *key* of its content: the hash
+    of the plain serialized ``Any`` that carries it (``_any_prefix``, the length, the
+    value), so a resource sent again with the same bytes is named without parsing it.
+    Only that 64-bit keyed hash is kept, not a second copy of the bytes.
     """
 
     __slots__ = (
-        "_by_alias", "_by_packed", "_by_raw", "_prefix", "entries", "renamed", "renewable",
+        "_by_alias", "_by_key", "_key_of", "_last", "_prefix", "_records", "decode", "renewable",
+        "values",
     )  # fmt: skip
 
-    def __init__(self) -> None:
-        self.entries: dict[str, CachedResource[Any]] = {}
-        self._by_raw: dict[bytes, str] = {}
+    def __init__(
+        self, decode: Callable[[bytes], Message] | None = None, prefix: bytes = b""
+    ) -> None:
+        self.values: dict[str, Any] = {}
+        """name -> decoded message or bytes (bare entries), or CachedResource."""
+        self._records: dict[str, Record] = {}
+        self._key_of: dict[str, int] = {}
+        self._by_key: dict[int, str] = {}
         self._by_alias: dict[str, str] = {}
-        # The hash of the plain serialized ``Any`` (``_prefix``, the length, ``raw``) a
-        # raw SotW response carried a resource in. Only the hash is kept (the bytes would
-        # be a second copy of every resource); it is computed again to unindex one.
-        self._by_packed: dict[int, str] = {}
-        self._prefix = b""
+        self._last: Record | None = None
+        self._prefix = prefix
+        self.decode = decode
+        """Decodes the bytes of a lean bare entry (the type's ``ResourceType.decode``)."""
         # How many entries have a TTL or a per-resource version (a same-bytes resend renews them).
         self.renewable = 0
-        # Names whose bytes came in a wrapper named otherwise than the body: the same
-        # bytes sent bare name another resource, so name_of_raw() must not be trusted.
-        self.renamed: set[str] = set()
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.values)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.entries)
+        return iter(self.values)
 
     def __contains__(self, name: object) -> bool:
-        return name in self.entries
+        return name in self.values
+
+    def key_for(self, value: bytes) -> int:
+        """The content key of a resource of serialized bytes ``value``: the hash of the
+        plain ``Any`` of the type carrying it (what a raw response hashes as it reads)."""
+        return hash(self._prefix + varint(len(value)) + value)
+
+    def holds(self, name_or_alias: str) -> object | None:
+        """What is cached as ``name_or_alias`` (by name or alias), or None: no object built."""
+        value = self.values.get(name_or_alias)
+        if value is None:
+            real = self._by_alias.get(name_or_alias)
+            if real is not None:
+                value = self.values.get(real)
+        return value
+
+    def aliases_of(self, name: str) -> tuple[str, ...]:
+        """The aliases of the entry cached as ``name`` (``()`` when none or not cached)."""
+        value = self.values.get(name)
+        return value.aliases if isinstance(value, CachedResource) else ()
+
+    def record(self, version: str, now: float) -> Record:
+        """The record for bare entries stored at ``now`` with ``version`` (shared)."""
+        last = self._last
+        if last is None or last.version != version or last.last_updated != now:
+            last = self._last = Record(version, now)
+        return last
 
     def get(self, name: str) -> CachedResource[Any] | None:
         """The cached resource called ``name``, or None."""
-        return self.entries.get(name)
+        value = self.values.get(name)
+        if value is None or isinstance(value, CachedResource):
+            return value
+        return _plain_entry(name, value, self._records[name], self.decode)
 
-    def name_of_raw(self, raw: bytes) -> str | None:
-        """Name of the cached resource whose bytes are exactly ``raw``."""
-        return self._by_raw.get(raw)
+    def is_bare(self, name: str) -> bool:
+        """Whether ``name`` is a bare entry (no TTL, aliases, per-resource version)."""
+        return name in self._records
 
-    def name_of_packed(self, packed: bytes) -> str | None:
-        """Name of the cached resource that arrived as these serialized ``Any`` bytes."""
-        name = self._by_packed.get(hash(packed))
-        if name is not None:
-            entry = self.entries.get(name)
-            if entry is not None and packed.endswith(entry.raw):
-                return name
-        return None
+    def version_of(self, name: str) -> str:
+        """The cached version of ``name`` (it must be cached)."""
+        record = self._records.get(name)
+        if record is not None:
+            return record.version
+        entry: CachedResource[Any] = self.values[name]
+        return entry.version
 
-    def packed_names(self) -> Mapping[int, str]:
-        """The live ``hash(serialized Any)`` -> name index (callers must not mutate it).
+    def key_of(self, name: str) -> int | None:
+        """The content key ``name`` is indexed by, or None."""
+        return self._key_of.get(name)
 
-        A hit is trusted on the hash (a false one is a 64-bit keyed-hash collision);
-        :meth:`name_of_packed` also compares the bytes.
-        """
-        return self._by_packed
+    def keys_index(self) -> Mapping[int, str]:
+        """The live content key -> name index (callers must not mutate it).
 
-    def index_packed(self, packed: Mapping[str, int], prefix: bytes) -> None:
-        """Remember that each cached ``name`` arrived as an ``Any`` hashing to ``packed[name]``.
+        A hit is trusted on the hash: a false one is a 64-bit keyed-hash collision
+        (docs/protocol.md, "Unchanged resources")."""
+        return self._by_key
 
-        An entry keeps it until its bytes change or it leaves the cache. The caller
-        hashes each ``Any`` as it reads it, so its bytes are freed at once (held to the
-        end of a large response, they would leave the heap full of holes).
-        """
-        self._prefix = prefix
-        self._by_packed.update(zip(packed.values(), packed.keys(), strict=True))
+    @property
+    def entries(self) -> Mapping[str, CachedResource[Any]]:
+        """Name -> :class:`CachedResource` (bare entries built on access; live, read-only)."""
+        if not self._records:
+            return self.values  # every entry is a CachedResource already (delta)
+        return _Entries(self)
 
     def resolve(self, name_or_alias: str) -> CachedResource[Any] | None:
         """The resource called ``name_or_alias`` or having it as an alias."""
-        entry = self.entries.get(name_or_alias)
+        entry = self.get(name_or_alias)
         if entry is None:
             real = self._by_alias.get(name_or_alias)
             if real is not None:
-                entry = self.entries.get(real)
+                entry = self.get(real)
         return entry
 
-    def put(self, entry: CachedResource[Any]) -> None:
-        """Insert or replace ``entry``, keeping the indexes right."""
-        old = self.entries.get(entry.name)
-        if old is not None:
-            self._unindex(old)
-            if self._by_packed and old.raw != entry.raw:
-                self._unindex_packed(old.name, old.raw)
+    def put(self, entry: CachedResource[Any], key: int | None = None) -> None:
+        """Insert or replace ``entry`` (kept whole), indexed by ``key`` when given."""
+        name = entry.name
+        if name in self.values:
+            self._unindex(name, keep_key=key is not None and self._key_of.get(name) == key)
         if entry.ttl is not None or entry.resource_version:
             self.renewable += 1
-        self.entries[entry.name] = entry
-        self._by_raw[entry.raw] = entry.name
+        self.values[name] = entry
+        if key is not None:
+            self._key_of[name] = key
+            self._by_key[key] = name
         for alias in entry.aliases:
-            self._by_alias[alias] = entry.name
+            self._by_alias[alias] = name
 
-    def add_new(
-        self, names: Sequence[str], entries: Sequence[CachedResource[Any]], raws: Sequence[bytes]
+    def put_bare(
+        self, names: Sequence[str], values: Sequence[Any], keys: Sequence[int], record: Record
     ) -> None:
-        """Insert ``entries`` (called ``names``, of bytes ``raws``), none of them cached
-        yet, with no TTL, per-resource version or aliases (:func:`new_plain_entries`)."""
-        self.entries.update(zip(names, entries, strict=True))
-        self._by_raw.update(zip(raws, names, strict=True))
+        """Insert or replace bare entries ``names`` (messages, or bytes in lean mode)
+        indexed by content ``keys``: one call per response, not per entry."""
+        stored = self.values
+        if stored:
+            for name in [n for n in names if n in stored]:
+                self._unindex(name, keep_key=False)
+        stored.update(zip(names, values, strict=True))
+        self._records.update(zip(names, [record] * len(names), strict=True))
+        self._key_of.update(zip(names, keys, strict=True))
+        self._by_key.update(zip(keys, names, strict=True))
 
     def pop(self, name: str) -> CachedResource[Any] | None:
         """Remove and return the resource called ``name``."""
-        old = self.entries.pop(name, None)
-        if old is not None:
-            self._unindex(old)
-            if self._by_packed:
-                self._unindex_packed(name, old.raw)
-        return old
+        entry = self.get(name)
+        if entry is not None:
+            self.discard(name)
+        return entry
+
+    def discard(self, name: str) -> None:
+        """Remove the resource called ``name``, if cached (no object built)."""
+        if name in self.values:
+            self._unindex(name, keep_key=False)
+            del self.values[name]
 
     def view(self) -> Mapping[str, CachedResource[Any]]:
         """The live name -> resource mapping (callers must not mutate it)."""
         return self.entries
 
-    def _unindex_packed(self, name: str, raw: bytes) -> None:
-        key = hash(self._prefix + varint(len(raw)) + raw)
-        if self._by_packed.get(key) == name:
-            del self._by_packed[key]
+    def _unindex(self, name: str, *, keep_key: bool) -> None:
+        """Forget the indexes of the entry cached as ``name`` (about to be replaced)."""
+        if self._records.pop(name, None) is None:
+            entry: CachedResource[Any] = self.values[name]
+            if entry.ttl is not None or entry.resource_version:
+                self.renewable -= 1
+            for alias in entry.aliases:
+                if self._by_alias.get(alias) == name:
+                    del self._by_alias[alias]
+        if not keep_key:
+            key = self._key_of.pop(name, None)
+            if key is not None and self._by_key.get(key) == name:
+                del self._by_key[key]
 
-    def _unindex(self, entry: CachedResource[Any]) -> None:
-        if entry.ttl is not None or entry.resource_version:
-            self.renewable -= 1
-        if self.renamed:
-            self.renamed.discard(entry.name)
-        if self._by_raw.get(entry.raw) == entry.name:
-            del self._by_raw[entry.raw]
-        for alias in entry.aliases:
-            if self._by_alias.get(alias) == entry.name:
-                del self._by_alias[alias]
+
+class _Entries(Mapping[str, CachedResource[Any]]):
+    """:attr:`TypeCache.entries` when bare entries exist: each built on access."""
+
+    __slots__ = ("_cache",)
+
+    def __init__(self, cache: TypeCache) -> None:
+        self._cache = cache
+
+    def __getitem__(self, name: str) -> CachedResource[Any]:
+        entry = self._cache.get(name)
+        if entry is None:
+            raise KeyError(name)
+        return entry
+
+    def get(self, name: str, default: Any = None) -> Any:
+        entry = self._cache.get(name)
+        return default if entry is None else entry
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._cache.values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cache.values)
+
+    def __len__(self) -> int:
+        return len(self._cache.values)
+
+    def keys(self) -> KeysView[str]:
+        return self._cache.values.keys()
+
+    def items(self) -> ItemsView[str, CachedResource[Any]]:
+        return ItemsView(self)
+
+    def values(self) -> ValuesView[CachedResource[Any]]:
+        return ValuesView(self)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
+from xds_client._records import record
 from xds_client.errors import ProtocolUsageError
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ Validator = Callable[[Message], None]
 """A user check for one decoded resource; it raises (any exception) to reject it."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProtocolConfig:
     """How a :class:`SotwProtocol` or :class:`DeltaProtocol` behaves.
 
@@ -55,8 +56,10 @@ class ProtocolConfig:
     naming the field path. Runs before ``validators``."""
     lazy_decode: bool = False
     """Memory-lean cache: keep only the serialized bytes of each cached resource and
-    decode them on every access of ``CachedResource.resource``. Events still carry the
-    message decoded on arrival. A decoded Cluster costs several times its bytes."""
+    decode them on every access of ``CachedResource.resource``. A SotW response is
+    decoded a resource at a time (named, checked, dropped) and its events decode on
+    first access of ``ResourceUpdated.resource``; delta events carry the message
+    decoded on arrival. A decoded Cluster costs several times its bytes."""
     wall_time: Callable[[float], float] | None = None
     """Turns the ``now`` given to ``receive`` (the driver's monotonic seconds) into Unix
     seconds, for the ``(validate.rules)`` timestamp rules that compare with the current

@@ -6,7 +6,7 @@ watchers; none of them refers back to the protocol object.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
@@ -22,6 +22,8 @@ __all__ = [
     "ResourceUpdated",
     "ResponseAccepted",
     "ResponseRejected",
+    "UpdateBatch",
+    "new_lazy_resource_updated",
 ]
 
 M = TypeVar("M", bound=Message)
@@ -94,25 +96,192 @@ def new_resource_updated(  # noqa: PLR0917 - positional like the dataclass it bu
     return event
 
 
-def new_plain_updates(
-    type_url: str, names: Sequence[str], version: str, messages: Sequence[Message],
+class _LazyResourceUpdated(ResourceUpdated[M]):
+    """A :class:`ResourceUpdated` of lean mode (``lazy_decode``): it holds the bytes and
+    decodes them on the first access of ``resource`` (then keeps the message)."""
+
+    __slots__ = ("_decode", "_message", "_raw")
+    _decode: Callable[[bytes], M]
+    _raw: bytes
+    _message: M | None
+
+    @property
+    def resource(self) -> M:
+        """The message, decoded from the bytes on first access."""
+        message = self._message
+        if message is None:
+            message = self._decode(self._raw)
+            _set_lazy_message(self, message)
+        return message
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.type_url, self.name, self.version, self.resource, self.aliases, self.metadata,
+            self.control_plane,
+        )  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        # Equal to the plain event of the same values (the dataclass's __eq__ wants
+        # the same class).
+        if type(other) not in (ResourceUpdated, _LazyResourceUpdated):
+            return NotImplemented
+        return self._fields() == _LazyResourceUpdated._fields(other)  # type: ignore[arg-type]
+
+    __hash__ = ResourceUpdated.__hash__
+
+
+_set_lazy_decode, _set_lazy_raw, _set_lazy_message = (
+    _LazyResourceUpdated.__dict__[slot].__set__ for slot in ("_decode", "_raw", "_message")
+)
+
+
+def new_lazy_resource_updated(  # noqa: PLR0917 - positional like new_resource_updated
+    type_url: str,
+    name: str,
+    version: str,
+    decode: Callable[[bytes], Message],
+    raw: bytes,
+    aliases: tuple[str, ...],
+    metadata: Message | None,
     control_plane: str,
-) -> list[ResourceUpdated[Any]]:  # fmt: skip
-    """:func:`new_resource_updated` for many bare resources (no aliases, no metadata)."""
-    out: list[ResourceUpdated[Any]] = []
-    append = out.append
-    new = _new
-    for name, message in zip(names, messages, strict=True):
-        event: ResourceUpdated[Any] = new(ResourceUpdated)
-        _set_type_url(event, type_url)
-        _set_name(event, name)
-        _set_version(event, version)
-        _set_resource(event, message)
-        _set_aliases(event, ())
-        _set_metadata(event, None)
-        _set_control_plane(event, control_plane)
-        append(event)
-    return out
+) -> ResourceUpdated[Any]:
+    """A :class:`ResourceUpdated` whose ``resource`` is ``decode(raw)``, on first access."""
+    event: _LazyResourceUpdated[Any] = _new(_LazyResourceUpdated)
+    _set_type_url(event, type_url)
+    _set_name(event, name)
+    _set_version(event, version)
+    _set_lazy_decode(event, decode)
+    _set_lazy_raw(event, raw)
+    _set_lazy_message(event, None)
+    _set_aliases(event, aliases)
+    _set_metadata(event, metadata)
+    _set_control_plane(event, control_plane)
+    return event
+
+
+class UpdateBatch:
+    """The :class:`ResourceUpdated` events of many bare resources of one response, as
+    one object (not public: ``receive()`` hands out the single events).
+
+    ``values[i]`` is the decoded message of ``names[i]``, or its bytes when ``decode``
+    is set (lean mode); each event is built when taken (:meth:`event`), so a response
+    of 100,000 new resources costs one object, not 100,000, until watchers take them.
+    """
+
+    __slots__ = ("_positions", "control_plane", "decode", "names", "type_url", "values", "version")
+
+    def __init__(  # noqa: PLR0917 - internal, one per response
+        self,
+        type_url: str,
+        version: str,
+        control_plane: str,
+        names: list[str],
+        values: list[Any],
+        decode: Callable[[bytes], Message] | None,
+    ) -> None:
+        self.type_url = type_url
+        self.version = version
+        self.control_plane = control_plane
+        self.names = names
+        self.values = values
+        self.decode = decode
+        self._positions: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def positions(self) -> dict[str, int]:
+        """Name -> index (built once, on first use)."""
+        positions = self._positions
+        if positions is None:
+            positions = self._positions = dict(
+                zip(self.names, range(len(self.names)), strict=False)
+            )
+        return positions
+
+    def event(self, index: int) -> ResourceUpdated[Any]:
+        """The event of ``names[index]``."""
+        decode = self.decode
+        if decode is None:
+            return new_resource_updated(
+                self.type_url, self.names[index], self.version, self.values[index], (), None,
+                self.control_plane,
+            )  # fmt: skip
+        return new_lazy_resource_updated(
+            self.type_url, self.names[index], self.version, decode, self.values[index], (),
+            None, self.control_plane,
+        )  # fmt: skip
+
+    def updates(self) -> list[ResourceUpdated[Any]]:
+        """Every event, in order."""
+        return self.events(range(len(self.names)))
+
+    def events(self, positions: Iterable[int]) -> list[ResourceUpdated[Any]]:
+        """The events of the resources at ``positions``, in that order."""
+        names, values = self.names, self.values
+        decode = self.decode
+        if decode is not None:
+            return [self.event(i) for i in positions]
+        if not isinstance(positions, range) or positions.step != 1:
+            positions = list(positions)
+            picked = zip(
+                [names[i] for i in positions], [values[i] for i in positions], strict=False
+            )
+        else:
+            picked = zip(
+                names[positions.start : positions.stop],
+                values[positions.start : positions.stop],
+                strict=False,
+            )
+        type_url, version, plane = self.type_url, self.version, self.control_plane
+        if _Draft is None:
+            return [
+                new_resource_updated(type_url, name, version, message, (), None, plane)
+                for name, message in picked
+            ]
+        out: list[ResourceUpdated[Any]] = []
+        append = out.append
+        draft, final, new = _Draft, ResourceUpdated, _new
+        for name, message in picked:
+            event: Any = new(draft)
+            event.type_url = type_url
+            event.name = name
+            event.version = version
+            event.resource = message
+            event.aliases = ()
+            event.metadata = None
+            event.control_plane = plane
+            event.__class__ = final  # frozen from here on
+            append(event)
+        return out
+
+
+class _Draft(Generic[M]):
+    """A mutable twin of :class:`ResourceUpdated` (the same slots): built with plain
+    attribute stores, then turned into a ``ResourceUpdated`` by ``__class__``
+    assignment, at about half the cost of setting a frozen dataclass's seven fields."""
+
+    __slots__ = ResourceUpdated.__slots__
+    type_url: str
+    name: str
+    version: str
+    resource: M
+    aliases: tuple[str, ...]
+    metadata: Message | None
+    control_plane: str
+
+
+def _draft_works() -> bool:
+    try:
+        probe: Any = _new(_Draft)
+        probe.__class__ = ResourceUpdated
+    except TypeError:  # another interpreter's layout rules: the slot setters then
+        return False
+    return True
+
+
+if not _draft_works():
+    _Draft = None  # type: ignore[assignment,misc]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ Envoy runs protoc-gen-validate (PGV) on every resource it receives and NACKs the
 ones that fail. We do the same without PGV's runtime (it reads
 ``FieldDescriptor.label``, gone in protobuf 7, and generates code at run time):
 the options in each message's descriptor are compiled once, per message type,
-into a closure that checks a message and raises with the failing field's path.
+into a function that checks a message and raises with the failing field's path.
 
 Covered: numbers (const, lt/lte/gt/gte and their ranges, in, not_in,
 ignore_empty), bool const, strings (lengths in characters and bytes, pattern,
@@ -12,10 +12,19 @@ prefix, suffix, contains, not_contains, in, not_in, email, hostname, ip, ipv4,
 ipv6, uri, uri_ref, address, uuid, HTTP header name/value), bytes, enums
 (const, defined_only, in, not_in), repeated (min/max_items, unique, items), maps
 (min/max_pairs, keys, values), messages (required, skip), required oneofs,
-wrapper types, durations, timestamps (not lt_now/gt_now/within, which would read
-a clock), Any (required, in, not_in) and the payload of an ``Any`` whose type
-is known to this process, checked by its own rules. Messages marked
-``(validate.disabled)`` or ``(validate.ignored)`` are not checked.
+wrapper types, durations, timestamps (lt_now/gt_now/within against the ``now``
+the caller gives, never a clock), Any (required, in, not_in) and the payload of
+an ``Any`` whose type is known to this process, checked by its own rules.
+Messages marked ``(validate.disabled)`` or ``(validate.ignored)`` are not checked.
+
+Cost: upb charges 0.1-1 µs for each field read, set-ness test or sub-message
+touched from Python, so the generated code asks only the fields that carry a rule
+at any depth, one HasField each (ListFields would build a Python object for every
+set field, checked or not), and the verdicts of ``Any`` payloads and of costly
+sub-messages are memoised by their bytes (bounded), as control planes repeat them
+across resources. The order in which rules are tried, hence the verdict, is the
+one of the first checker (``tests/protocol/_rules_reference.py``): a differential
+test holds every verdict to it.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import keyword
 import math
 import re
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 from urllib.parse import urlsplit
 
 from google.protobuf import descriptor_pool, message_factory
@@ -37,8 +46,18 @@ from xds_client.errors import RuleViolationError
 
 __all__ = ["check_rules", "rule_violation", "validate"]
 
-Check = Callable[[Any, "float | None"], None]
-"""``check(value, now)``: raises :class:`_RuleBrokenError` when ``value`` breaks a rule."""
+Check = Callable[[Any, list[Any]], None]
+"""``check(value, ctx)``: raises :class:`_RuleBrokenError` when ``value`` breaks a rule;
+``ctx`` is ``[now, flag]``, the caller's Unix time or None and whether a rule compared
+a value with it (the verdict of such a check is not memoised)."""
+
+
+def _nothing(value: Any, ctx: list[Any]) -> None:
+    """The check of a type without rules."""
+
+
+class _NotReadyError(Exception):
+    """A checker asked for while another thread builds it."""
 
 
 class _RuleBrokenError(Exception):
@@ -182,6 +201,8 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _HEADER_NAME = re.compile(r"^:?[0-9a-zA-Z!#$%&'*+\-.^_|~`]+$")
 _HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0A-\x1F\x7F]*$")
 _HEADER_LOOSE = re.compile(r"^[^\x00\n\r]*$")
+_TOKEN = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_|~`"
+"""The characters of an HTTP token (a header name), as in ``_HEADER_NAME``."""
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
 
@@ -259,8 +280,18 @@ def _string_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
         elif known == pgv.HTTP_HEADER_VALUE:
             regex, what = _HEADER_VALUE, "header value"
         if regex is not None:
+            # Printable ASCII, or only the characters of a token, settles the common
+            # case without the regex (which decides the rest, quirks included).
+            fast = (
+                f"(v and not v.strip({_put(env, _TOKEN)}))"
+                if regex is _HEADER_NAME
+                else "(v.isascii() and v.isprintable())"
+            )
             conds.append(
-                (f"{_put(env, regex.match)}(v) is not None", f"must be a valid HTTP {what}")
+                (
+                    f"{fast} or {_put(env, regex.match)}(v) is not None",
+                    f"must be a valid HTTP {what}",
+                )
             )
     elif kind is not None and getattr(r, kind):
         test, text = _WELL_KNOWN_STRING[kind]
@@ -276,7 +307,13 @@ def _length_conds(r: Any, names: tuple[str, str, str], measure: str, unit: str) 
     ):
         if r.HasField(name):
             n = getattr(r, name)
-            conds.append((f"{measure} {op} {n}", f"length must be {word}{n} {unit}"))
+            condition = f"{measure} {op} {n}"
+            if measure == "len(v.encode())" and op != "==":
+                # A character is 1 to 4 bytes in UTF-8: the length in characters
+                # settles most strings without encoding them.
+                fast = f"len(v) <= {n // 4}" if op == "<=" else f"len(v) >= {n}"
+                condition = f"{fast} or {condition}"
+            conds.append((condition, f"length must be {word}{n} {unit}"))
     return conds
 
 
@@ -396,32 +433,81 @@ def _segment(lines: list[str], segment: str, *, literal: bool = True) -> list[st
 # ------------------------------------------------------------------ compiling messages
 
 _ASK_EACH_UP_TO = 8
-"""Up to this many checked fields, a generated check asks each field (HasField); with
-more it lists what the message sets (ListFields, in C), so a sparse Cluster does not pay
-for its forty unset checked fields."""
+"""The order in which a message's rules are tried (the first failing one is the verdict,
+so the order is part of it). Up to this many checked fields: declaration order, an unset
+field's failure at its place. With more: the set fields in field-number order, then the
+failures of the unset ones in declaration order (the order of the first checker, which
+listed the set fields of such messages with ListFields)."""
 _INLINE_DEPTH = 8
+"""How deep the checks of nested messages are written into their parent's function."""
 _INLINE_LINES = 20
 """The longest nested check written into its parent; longer ones are called (the
 generated code, compiled once per process, stays small)."""
-"""How deep the checks of nested messages are written into their parent's function."""
+
+_MEMO_ENTRIES = 4096
+_MEMO_BYTES = 1 << 20
+"""Bounds of the memo of ``Any`` payload verdicts: entries, and bytes of payload held
+(a payload longer than a sixteenth of it is not kept). Past either, it starts over."""
+
+_MEMO_FIELDS = 6
+"""Sub-messages of a type with this many checked fields (or with a list of checked
+messages) are looked up in the memo by their serialized bytes before being checked:
+serializing a small message costs a fifth to a half of checking one such."""
+_MEMO_PROBATION = 32
+_MEMO_MIN_HIT_RATIO = 2
+_MEMO_PAUSE = 2048
+"""Each place that checks such a sub-message asks the memo ``_MEMO_PROBATION`` times;
+with fewer than one hit in ``_MEMO_MIN_HIT_RATIO`` it checks the next ``_MEMO_PAUSE``
+ones directly (unique sub-messages, e.g. health checks naming their own host), then
+tries again."""
+
+_NOW_SEEN = 1
+"""Index of the flag in a check's context (``[now, flag]``) that a timestamp rule
+against ``now`` was reached: such a verdict depends on ``now`` and is not memoised."""
+
+_FLOATING = (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE)
+
+_PASSED: tuple[str, tuple[str, ...]] = ("", ())
+"""A memoised payload verdict that breaks no rule."""
+
+
+class _Plan(NamedTuple):
+    """How one field of a message is checked."""
+
+    fd: FieldDescriptor
+    var: str
+    """The variable holding the field's value in ``body``."""
+    body: list[str]
+    """Lines checking a set value, adding the field's name to a failure's path."""
+    has: bool
+    """Set-ness is asked with HasField (messages, scalars with presence); otherwise the
+    value itself is false when unset (scalars without presence, containers)."""
+    failure: str | None
+    """Name of the ``(reason, path)`` raised when the field is unset, or None."""
 
 
 class _Compiler:
     """Per-type checkers, built once per process and shared by every protocol object.
 
     A checker is one generated function per message type, written the way PGV
-    generates code: the checks of small nested messages are inlined into it (no
-    call per sub-message), nested messages without a rule at any depth are never
-    touched, set-ness is asked only of checked fields, and the failing field's path
-    is built only on the way out of a failure.
+    generates code: straight-line tests of the fields that carry a rule at any depth
+    (nested messages without a rule are never touched; the member of a oneof is
+    found with one WhichOneof), the checks of small nested messages inlined, and the
+    failing field's path built only on the way out of a failure. ``Any`` payloads of
+    known types are decoded and checked by their own type's checker, and their
+    verdicts are memoised by their bytes (bounded).
     """
 
     def __init__(self) -> None:
-        self._holders: dict[str, list[Check | None]] = {}
+        self._holders: dict[str, list[Any]] = {}  # [check or None, built]
+        self.by_class: dict[type[Any], Check | None] = {}
         self._reach: dict[str, bool] = {}
         self._checked: dict[str, int] = {}
         self.too_long: set[str] = set()  # types whose checks are called, not inlined
         self._any: dict[str, tuple[Callable[[bytes], Message], Check] | None] = {}
+        self._memo: dict[tuple[str, bytes], tuple[str, tuple[str, ...]]] = {}
+        self._memo_bytes = 0
+        self._memo_states: list[list[int]] = []
 
     # A type needs a checker when it, or a type it reaches, has a rule or an Any.
     def needs_check(self, desc: Descriptor) -> bool:
@@ -461,43 +547,54 @@ class _Compiler:
             self._checked[desc.full_name] = count
         return count
 
+    def for_class(self, cls: type[Any]) -> Check | None:
+        """The checker of messages of class ``cls`` (by class: no descriptor lookup)."""
+        try:
+            return self.by_class[cls]
+        except KeyError:
+            check, built = self.to_run(cls.DESCRIPTOR)
+            if built:
+                self.by_class[cls] = check
+            return check
+
     def checker(self, desc: Descriptor) -> Check | None:
-        """``check(message, now)`` for messages of ``desc``, or None when nothing applies."""
+        """``check(message, ctx)`` for messages of ``desc``, or None when nothing applies
+        (or while it is being built)."""
         holder = self._holders.get(desc.full_name)
         if holder is None:
-            holder = self._holders[desc.full_name] = [None]
+            holder = self._holders[desc.full_name] = [None, False]
             holder[0] = self._compile(desc)
-        return holder[0]
+            holder[1] = True
+        check: Check | None = holder[0]
+        return check
 
-    def ref(self, desc: Descriptor) -> Check:
-        """A call to ``desc``'s checker, which may still be under construction (cycles)."""
-        holder = self._holders.get(desc.full_name)
-        if holder is None:
-            self.checker(desc)
-            holder = self._holders[desc.full_name]
-        built = holder[0]
-        if built is not None:
-            return built
+    def built_names(self) -> dict[str, list[Any]]:
+        """The types whose checker is built or being built, by full name."""
+        return self._holders
 
-        def call(value: Any, now: float | None) -> None:
-            check = holder[0]
-            if check is not None:
-                check(value, now)
-
-        return call
+    def to_run(self, desc: Descriptor) -> tuple[Check | None, bool]:
+        """``(checker, shared)`` to run now: the shared one, or, while another thread
+        builds it, one built for this call (never no check for want of one)."""
+        check = self.checker(desc)
+        if self._holders[desc.full_name][1]:
+            return check, True
+        return self._compile(desc), False
 
     def _compile(self, desc: Descriptor) -> Check | None:
         if _disabled(desc) or not self.needs_check(desc):
             return None
-        env: dict[str, Any] = {"E": _RuleBrokenError, "broken": _broken, **_NUMBER_NAMES}
+        env: dict[str, Any] = {
+            "E": _RuleBrokenError,
+            "broken": _broken,
+            "copysign": math.copysign,
+            **_NUMBER_NAMES,
+        }
         gen = _Gen(self, env, desc)
-        if self.checked_fields(desc) <= _ASK_EACH_UP_TO:
-            body = gen.message(desc, 0)
-        else:
-            body = gen.listed(desc)
+        body = gen.message(desc, 0)
+        env["FIELDS"] = gen.fields
         if not body:
             return None
-        return gen.define(body)
+        return _define(desc.full_name, ["def check(m0, ctx):", *_indent(body)], env)
 
     def any_check(self, rules: Any) -> Check:
         """The check of an ``Any``: its type URL rules, then the payload's own rules."""
@@ -509,34 +606,132 @@ class _Compiler:
         text_in = "type URL must be in list [" + ", ".join(sorted(allowed)) + "]"
         text_out = "type URL must not be in list [" + ", ".join(sorted(banned)) + "]"
 
-        def check(value: Any, now: float | None) -> None:
+        def check(value: Any, ctx: list[Any]) -> None:
             type_url = value.type_url
             if allowed and type_url not in allowed:
                 raise _RuleBrokenError(text_in)
             if type_url in banned:
                 raise _RuleBrokenError(text_out)
-            payload(value, now)
+            payload(value, ctx)
 
         return check
 
-    def any_payload(self, value: Any, now: float | None) -> None:
+    def any_payload(self, value: Any, ctx: list[Any]) -> None:
         type_url = value.type_url
         try:
             known = self._any[type_url]
         except KeyError:
-            known = self._any[type_url] = self._any_type(type_url)
+            try:
+                known = self._any[type_url] = self._any_type(type_url)
+            except _NotReadyError:
+                known = self._any_type_now(type_url)
         if known is None:
             return  # a type this process does not know, or without rules: not ours to judge
+        data = value.value
+        key = (type_url, data)
+        memo = self._memo
+        seen = memo.get(key)
+        if seen is not None:  # the same bytes were judged before, without ``now``
+            if seen is _PASSED:
+                return
+            raise _broken(*seen)
         parse, check = known
+        inner_ctx = [ctx[0], False]  # its own flag: was ``now`` used for this payload?
         try:
-            inner = parse(value.value)
-        except DecodeError as exc:
-            raise _RuleBrokenError(f"cannot decode {type_url}: {exc}") from None
-        try:
-            check(inner, now)
+            try:
+                inner = parse(data)
+            except DecodeError as exc:
+                raise _RuleBrokenError(f"cannot decode {type_url}: {exc}") from None
+            try:
+                check(inner, inner_ctx)
+            except _RuleBrokenError as exc:
+                exc.segments.append(f"({inner.DESCRIPTOR.full_name})")
+                raise
         except _RuleBrokenError as exc:
-            exc.segments.append(f"({inner.DESCRIPTOR.full_name})")
+            if inner_ctx[_NOW_SEEN]:
+                ctx[_NOW_SEEN] = True
+            else:
+                self._remember(key, (exc.reason, tuple(exc.segments)))
             raise
+        if inner_ctx[_NOW_SEEN]:
+            ctx[_NOW_SEEN] = True
+        else:
+            self._remember(key, _PASSED)
+
+    def worth_memo(self, desc: Descriptor) -> bool:
+        """Whether checking a ``desc`` costs enough more than serializing it to look its
+        verdict up: many checked fields (a probe each), or a list of checked messages."""
+        if self.checked_fields(desc) >= _MEMO_FIELDS:
+            return True
+        return any(
+            fd.is_repeated
+            and fd.message_type is not None
+            and not fd.message_type.GetOptions().map_entry
+            and self.needs_check(fd.message_type)
+            for fd in desc.fields
+        )
+
+    def memo_ref(self, desc: Descriptor, env: dict[str, Any], name: str) -> tuple[Check, list[int]]:
+        """``(memoised, state)``: ``desc``'s checker (``env[name]``) through the memo of
+        verdicts by serialized bytes, and ``[lookups, hits, checks left without the
+        memo]``, with which the memo turns itself off for a while where it does not pay
+        (few repeats). The caller asks ``state[2]`` first (no extra call when off)."""
+        kind = desc.full_name
+        memo = self._memo
+        remember = self._remember
+        state = [0, 0, 0]
+        self._memo_states.append(state)
+
+        def memoised(value: Any, ctx: list[Any]) -> None:
+            key = (kind, value.SerializePartialToString())
+            seen = memo.get(key)
+            state[0] += 1
+            if seen is not None:
+                state[1] += 1
+                if seen is _PASSED:
+                    return
+                raise _broken(*seen)
+            if state[0] >= _MEMO_PROBATION:
+                if state[1] * _MEMO_MIN_HIT_RATIO < state[0]:
+                    state[2] = _MEMO_PAUSE
+                state[0] = state[1] = 0
+            inner = [ctx[0], False]
+            try:
+                env[name](value, inner)
+            except _RuleBrokenError as exc:
+                if inner[_NOW_SEEN]:
+                    ctx[_NOW_SEEN] = True
+                else:
+                    remember(key, (exc.reason, tuple(exc.segments)))
+                raise
+            if inner[_NOW_SEEN]:
+                ctx[_NOW_SEEN] = True
+            else:
+                remember(key, _PASSED)
+
+        return memoised, state
+
+    def forget(self) -> None:
+        """Drop every memoised verdict, and what the memos learnt of their hit rates."""
+        self._memo.clear()
+        self._memo_bytes = 0
+        for state in self._memo_states:
+            state[:] = [0, 0, 0]
+
+    def _remember(self, key: tuple[str, bytes], verdict: tuple[str, tuple[str, ...]]) -> None:
+        size = len(key[1])
+        if size > _MEMO_BYTES // 16:
+            return
+        if len(self._memo) >= _MEMO_ENTRIES or self._memo_bytes + size > _MEMO_BYTES:
+            self._memo.clear()
+            self._memo_bytes = 0
+        self._memo[key] = verdict
+        self._memo_bytes += size
+
+    def _any_type_now(self, type_url: str) -> tuple[Callable[[bytes], Message], Check] | None:
+        desc = descriptor_pool.Default().FindMessageTypeByName(type_url.rpartition("/")[2])
+        check = self._compile(desc)
+        return None if check is None else (message_factory.GetMessageClass(desc).FromString, check)
 
     def _any_type(self, type_url: str) -> tuple[Callable[[bytes], Message], Check] | None:
         full = type_url.rpartition("/")[2]
@@ -544,31 +739,30 @@ class _Compiler:
             desc = descriptor_pool.Default().FindMessageTypeByName(full)
         except KeyError:
             return None
-        check = self.checker(desc)
+        check, built = self.to_run(desc)
         if check is None:
             return None
+        if not built:
+            raise _NotReadyError  # not to be kept: the shared one is not built yet
         return message_factory.GetMessageClass(desc).FromString, check
 
 
 class _Gen:
     """Writes the body of one generated check. Variables: ``m<d>`` the message at
-    depth d, ``c<d>``/``i<d>``/``k<d>`` a repeated or map field of it and its index or
-    key, ``v`` the scalar under test; ``now`` the caller's Unix time or None."""
+    depth d, ``h<d>`` its HasField, ``w<d>_<i>`` the member set in its oneof ``i``,
+    ``p<d>_<n>`` whether its field ``n`` is set (when the failure of an unset field
+    comes after the other fields), ``c<d>``/``i<d>``/``k<d>`` a repeated or map field of
+    it and its index or key, ``v`` the scalar under test; ``ctx`` is ``[now, flag]``:
+    the caller's Unix time or None, and whether a rule against it was reached."""
 
     def __init__(self, compiler: _Compiler, env: dict[str, Any], root: Descriptor) -> None:
         self.c = compiler
         self.env = env
         self.inlining = [root.full_name]
-        self.defs: list[str] = []  # functions defined beside the check (ListFields dispatch)
-        self.fill: list[tuple[dict[Any, Check], Any, str]] = []
-
-    def define(self, body: list[str]) -> Check:
-        """Compile ``body`` as ``check(m0, now)``, with the functions it dispatches to,
-        in one go."""
-        check = _define("check", [*self.defs, "def check(m0, now):", *_indent(body)], self.env)
-        for dispatch, fd, fname in self.fill:
-            dispatch[fd] = self.env.pop(fname)
-        return check
+        # The descriptors of the fields read, kept alive: upb makes a container of an
+        # unset repeated field with its Python FieldDescriptor, which it caches only
+        # while someone holds it (otherwise it makes and frees one at every read).
+        self.fields: list[FieldDescriptor] = []
 
     def put(self, value: Any) -> str:
         return _put(self.env, value)
@@ -576,89 +770,113 @@ class _Gen:
     # ---------------------------------------------------------------- whole messages
 
     def message(self, desc: Descriptor, depth: int) -> list[str]:
-        """Lines checking message ``m<depth>`` of type ``desc``, asking each field."""
-        lines: list[str] = []
-        for fd in desc.fields:
-            lines += self.field(fd, depth)
-        return lines + self._oneofs(desc, depth)
-
-    def listed(self, desc: Descriptor) -> list[str]:
-        """Lines checking ``m0`` through the fields it sets (one function per field)."""
-        dispatch: dict[Any, Check] = {}
-        absent: list[str] = []
-        for fd in desc.fields:
-            plan = self._field(fd, 0)
-            if plan is None:
+        """Lines checking message ``m<depth>`` of type ``desc``."""
+        m = f"m{depth}"
+        plans = [plan for fd in desc.fields if (plan := self._field(fd, depth)) is not None]
+        listed = self.c.checked_fields(desc) > _ASK_EACH_UP_TO
+        if listed:
+            plans.sort(key=lambda plan: plan.fd.number)
+        required = [o for o in desc.oneofs if _required_oneof(o)]
+        members: dict[str, int] = {}
+        for plan in plans:
+            oneof = _real_oneof(plan.fd)
+            if oneof is not None:
+                members[oneof] = members.get(oneof, 0) + 1
+        # One WhichOneof answers for every member, and for "required".
+        which = {name for name, n in members.items() if n > 1}
+        which |= {o.name for o in required if o.name in members}
+        asks = sum(1 for p in plans if p.has and _real_oneof(p.fd) not in which)
+        has = f"h{depth}" if asks > 1 else f"{m}.HasField"
+        lines = [f"{has} = {m}.HasField"] if asks > 1 else []
+        later: list[tuple[int, list[str]]] = []  # failures of unset fields, if listed
+        asked: dict[str, str] = {}
+        chain: str | None = None  # the oneof whose if/elif chain the last lines continue
+        for plan in plans:
+            fd = plan.fd
+            checked = _segment(plan.body, fd.name)
+            get = _getter(m, fd.name)
+            oneof = _real_oneof(fd)
+            if oneof in which:
+                assert oneof is not None
+                member = asked.get(oneof)
+                word = "elif" if chain == oneof else "if"
+                if member is None:
+                    member = asked[oneof] = f"w{depth}_{len(asked)}"
+                    lines.append(f"{member} = {m}.WhichOneof({oneof!r})")
+                    word = "if"
+                lines += [f"{word} {member} == {fd.name!r}:", f"    {plan.var} = {get}"]
+                lines += _indent(checked)
+                chain = oneof
                 continue
-            param, body, present, failure = plan
-            if body:
-                fname = f"field_{fd.number}"
-                self.defs += [f"def {fname}({param}, now):", *_indent(_segment(body, fd.name))]
-                self.fill.append((dispatch, fd, fname))
-            if failure is not None:
-                absent += [f"if not {present}:", f"    raise broken(*{failure})"]
-        lines = absent + self._oneofs(desc, 0)
-        if not self.fill:
-            return lines
-        return [
-            "for fd, x in m0.ListFields():",
-            f"    f = {self.put(dispatch.get)}(fd)",
-            "    if f is not None:",
-            "        f(x, now)",
-            *lines,
-        ]
-
-    def _oneofs(self, desc: Descriptor, depth: int) -> list[str]:
-        lines: list[str] = []
-        for oneof in desc.oneofs:
-            opts = oneof.GetOptions()
-            if opts.HasExtension(pgv.required) and opts.Extensions[pgv.required]:
-                key = self.put(("is required (set one of its fields)", [oneof.name]))
-                lines += [
-                    f"if m{depth}.WhichOneof({oneof.name!r}) is None:",
-                    f"    raise broken(*{key})",
-                ]
+            chain = None
+            fail = None if plan.failure is None else f"    raise broken(*{plan.failure})"
+            if plan.has:
+                test = f"{has}({fd.name!r})"
+                if fail is not None and listed:
+                    if checked:
+                        flag = f"p{depth}_{fd.number}"
+                        lines += [f"{flag} = {test}", f"if {flag}:", f"    {plan.var} = {get}"]
+                        lines += _indent(checked)
+                        later.append((fd.index, [f"if not {flag}:", fail]))
+                    else:
+                        later.append((fd.index, [f"if not {test}:", fail]))
+                    continue
+                if checked:
+                    lines += [f"if {test}:", f"    {plan.var} = {get}", *_indent(checked)]
+                    if fail is not None:
+                        lines += ["else:", fail]
+                elif fail is not None:
+                    lines += [f"if not {test}:", fail]
+                continue
+            # No presence: the value is false when unset. ListFields lists a float of
+            # -0.0 (its bits are set), so a listed message checks it as set.
+            floating = fd.cpp_type in (
+                FieldDescriptor.CPPTYPE_FLOAT,
+                FieldDescriptor.CPPTYPE_DOUBLE,
+            )
+            present = (
+                f"{plan.var} or copysign(1.0, {plan.var}) < 0.0"
+                if listed and floating and not fd.is_repeated
+                else plan.var
+            )
+            if fail is not None and listed:
+                if checked:
+                    flag = f"p{depth}_{fd.number}"
+                    lines += [f"{plan.var} = {flag} = {get}", f"if {present}:", *_indent(checked)]
+                    later.append((fd.index, [f"if not {flag}:", fail]))
+                else:
+                    later.append((fd.index, [f"if not {get}:", fail]))
+                continue
+            if checked:
+                lines += [f"{plan.var} = {get}", f"if {present}:", *_indent(checked)]
+                if fail is not None:
+                    lines += ["else:", fail]
+            elif fail is not None:
+                lines += [f"if not {get}:", fail]
+        for _, failure in sorted(later):
+            lines += failure
+        for group in required:
+            key = self.put(("is required (set one of its fields)", [group.name]))
+            member = asked.get(group.name, f"{m}.WhichOneof({group.name!r})")
+            lines += [f"if {member} is None:", f"    raise broken(*{key})"]
         return lines
 
     # ---------------------------------------------------------------- fields
 
-    def field(self, fd: FieldDescriptor, depth: int) -> list[str]:
-        """Lines checking field ``fd`` of ``m<depth>``, set or not."""
-        plan = self._field(fd, depth)
-        if plan is None:
-            return []
-        param, body, present, failure = plan
-        checked = _segment(body, fd.name)
-        lines: list[str] = []
-        if checked and present.startswith(f"m{depth}.HasField("):
-            lines = [f"if {present}:", f"    {param} = {_getter(f'm{depth}', fd.name)}"]
-            lines += _indent(checked)
-        elif checked:  # unset and empty are falsy: the failure of an unset one decides
-            lines = [f"{param} = {present}", f"if {param}:", *_indent(checked)]
-        if failure is not None:
-            if not lines:
-                return [f"if not {present}:", f"    raise broken(*{failure})"]
-            lines += ["else:", f"    raise broken(*{failure})"]
-        return lines
-
-    def _field(
-        self, fd: FieldDescriptor, depth: int
-    ) -> tuple[str, list[str], str, str | None] | None:
-        """(the variable holding the field's value, the lines checking a set value,
-        the test that the field is set, the key of an unset field's failure or None)."""
+    def _field(self, fd: FieldDescriptor, depth: int) -> _Plan | None:
+        """How field ``fd`` of ``m<depth>`` is checked, or None if it is not."""
         opts = fd.GetOptions()
         rules = opts.Extensions[pgv.rules] if opts.HasExtension(pgv.rules) else None
         entry = fd.message_type
-        get = _getter(f"m{depth}", fd.name)
+        self.fields.append(fd)
         if fd.is_repeated:
-            param = f"c{depth}"
             if entry is not None and entry.GetOptions().map_entry:
                 body, failure = self._map(fd, rules, depth)
             else:
                 body, failure = self._repeated(fd, rules, depth)
             if not body and failure is None:
                 return None
-            return param, body, get, failure
+            return _Plan(fd, f"c{depth}", body, False, failure)
         if entry is None:  # a scalar
             kind = rules.WhichOneof("type") if rules is not None else None
             conds, ignore_empty = _scalar_conds(kind, fd, rules, self.env)
@@ -666,13 +884,12 @@ class _Gen:
             if not body:
                 return None
             if fd.has_presence:
-                return "v", body, f"m{depth}.HasField({fd.name!r})", None
+                return _Plan(fd, "v", body, True, None)
             failure = None
             if not ignore_empty:
                 found = _rejects(conds, self.env, fd.default_value)
                 failure = None if found is None else self.put((found, [fd.name]))
-            return "v", body, get, failure
-        param = f"m{depth + 1}"
+            return _Plan(fd, "v", body, False, failure)
         body = self._message_value(entry, rules, depth + 1)
         required = False
         if rules is not None:
@@ -689,7 +906,7 @@ class _Gen:
         if not body and not required:
             return None
         failure = self.put(("is required", [fd.name])) if required else None
-        return param, body, f"m{depth}.HasField({fd.name!r})", failure
+        return _Plan(fd, f"m{depth + 1}", body, True, failure)
 
     def _message_value(self, desc: Descriptor, rules: Any, depth: int) -> list[str]:
         """Lines checking the message in ``m<depth>`` under a field's ``rules``."""
@@ -724,12 +941,14 @@ class _Gen:
             if kind != "timestamp":
                 return []
             r = rules.timestamp
-            conds = _ordered(r, _nanos, _fmt_timestamp, self.env) + _now_conds(r)
-            body = _cond_lines(conds, self.env)
+            body = _cond_lines(_ordered(r, _nanos, _fmt_timestamp, self.env), self.env)
+            against_now = _cond_lines(_now_conds(r), self.env)
+            if against_now:  # the verdict depends on ``now``: say so, then read it
+                body += [f"ctx[{_NOW_SEEN}] = True", "now = ctx[0]", *against_now]
             return [f"v = {m}.seconds * 1000000000 + {m}.nanos", *body] if body else []
         if full == "google.protobuf.Any":
             check = self.c.any_check(rules.any if kind == "any" else None)
-            return [f"{self.put(check)}({m}, now)"]
+            return [f"{self.put(check)}({m}, ctx)"]
         if _disabled(desc) or not self.c.needs_check(desc):
             return []
         if (
@@ -746,7 +965,39 @@ class _Gen:
             if len(body) <= _INLINE_LINES:
                 return body
             self.c.too_long.add(full)
-        return [f"{self.put(self.c.ref(desc))}({m}, now)"]
+        call = self.call_of(desc)
+        if not self.c.worth_memo(desc):
+            return [f"{call}({m}, ctx)"]
+        memoised, state = self.c.memo_ref(desc, self.env, call)
+        off = self.put(state)
+        return [
+            f"if {off}[2]:",
+            f"    {off}[2] -= 1",
+            f"    {call}({m}, ctx)",
+            "else:",
+            f"    {self.put(memoised)}({m}, ctx)",
+        ]
+
+    def call_of(self, desc: Descriptor) -> str:
+        """The name of ``desc``'s checker in the generated code. A type not built yet is
+        built at its first call (most of the types a resource could hold never come):
+        the name first holds a stub that builds it and puts it in its place."""
+        built = self.c.checker(desc) if desc.full_name in self.c.built_names() else None
+        if built is not None:
+            return self.put(built)
+        key = self.put(None)
+        env, compiler = self.env, self.c
+
+        def first(value: Any, ctx: list[Any]) -> None:
+            check, shared = compiler.to_run(desc)
+            if check is None:
+                check = _nothing
+            if shared:
+                env[key] = check
+            check(value, ctx)
+
+        env[key] = first
+        return key
 
     def _items(
         self, fd: FieldDescriptor, desc: Descriptor | None, rules: Any, depth: int
@@ -788,8 +1039,10 @@ class _Gen:
                 conds.append((f"len(set(c{depth})) == len(c{depth})", "must contain unique items"))
         lines = _cond_lines(conds, self.env)
         if item:
+            # By index: iterating a repeated field ends in an IndexError, which costs more.
             lines += [
-                f"for i{depth}, {var} in enumerate(c{depth}):",
+                f"for i{depth} in range(len(c{depth})):",
+                f"    {var} = c{depth}[i{depth}]",
                 *_indent(_segment(item, f"f'[{{i{depth}}}]'", literal=False)),
             ]
         failure = None if ignore_empty else self._empty_failure(conds, fd.name, depth)
@@ -801,7 +1054,9 @@ class _Gen:
         r = rules.map if rules is not None and rules.HasField("map") else None
         key_fd, value_fd = entry.fields_by_name["key"], entry.fields_by_name["value"]
         key_rules = r.keys if r is not None and r.HasField("keys") else None
-        _, key = self._items(key_fd, None, key_rules, depth)
+        key_kind = key_rules.WhichOneof("type") if key_rules is not None else None
+        key_conds, key_ignore_empty = _scalar_conds(key_kind, key_fd, key_rules, self.env)
+        key = _cond_lines(key_conds, self.env, key_ignore_empty)
         value_rules = r.values if r is not None and r.HasField("values") else None
         var, value = self._items(value_fd, value_fd.message_type, value_rules, depth)
         conds: list[Cond] = []
@@ -810,7 +1065,18 @@ class _Gen:
             ignore_empty = r.ignore_empty
             conds += self._counts(r, "pairs", "pair", depth)
         lines = _cond_lines(conds, self.env)
-        if key or value:
+        if (
+            key
+            and not value
+            and not key_ignore_empty
+            and key_fd.type == FieldDescriptor.TYPE_STRING
+            and [condition for condition, _ in key_conds] == ["len(v) >= 1"]
+        ):
+            # Keys must not be empty (Metadata's filter_metadata): only "" can fail,
+            # and asking for it costs less than going through the keys.
+            empty_key = self.put((key_conds[0][1], ["['']"]))
+            lines += [f"if '' in c{depth}:", f"    raise broken(*{empty_key})"]
+        elif key or value:
             body = ([f"v = k{depth}", *key] if key else []) + value
             if value:  # keys only otherwise: a map's items() is a Python-level view
                 body = [f"{var} = c{depth}[k{depth}]", *body]
@@ -820,6 +1086,18 @@ class _Gen:
             ]
         failure = None if ignore_empty else self._empty_failure(conds, fd.name, depth)
         return lines, failure
+
+
+def _real_oneof(fd: FieldDescriptor) -> str | None:
+    """The name of the oneof ``fd`` is a member of (a proto3 ``optional``'s has one
+    member and no rule of its own, so it is never asked with WhichOneof)."""
+    oneof = fd.containing_oneof
+    return None if oneof is None else str(oneof.name)
+
+
+def _required_oneof(oneof: Any) -> bool:
+    opts = oneof.GetOptions()
+    return bool(opts.HasExtension(pgv.required) and opts.Extensions[pgv.required])
 
 
 def _lower_bound_only(r: Any) -> int | None:
@@ -901,23 +1179,36 @@ def rule_violation(message: Message, now: float | None = None) -> tuple[str, str
     ``now`` (Unix seconds) is the current time for the timestamp rules ``lt_now``,
     ``gt_now`` and ``within``; without it those rules are not checked.
     """
-    check = _COMPILER.checker(cast("Descriptor", message.DESCRIPTOR))
+    check = _COMPILER.for_class(type(message))
     if check is None:
         return None
     try:
-        check(message, now)
+        check(message, [now, False])
     except _RuleBrokenError as exc:
         return exc.path(), exc.reason
     return None
 
 
+def forget_verdicts() -> None:
+    """Forget the memoised verdicts (benchmarks: every repetition a first time)."""
+    _COMPILER.forget()
+
+
 def check_rules(message: Message, now: float | None = None) -> str | None:
     """The NACK reason for ``message`` under its ``(validate.rules)``, or None."""
-    found = rule_violation(message, now)
-    if found is None:
+    # rule_violation's body, written out: this runs for every resource received.
+    try:
+        check = _COMPILER.by_class[type(message)]
+    except KeyError:
+        check = _COMPILER.for_class(type(message))
+    if check is None:
         return None
-    path, reason = found
-    return f"{path}: {reason}" if path else reason
+    try:
+        check(message, [now, False])
+    except _RuleBrokenError as exc:
+        path = exc.path()
+        return f"{path}: {exc.reason}" if path else exc.reason
+    return None
 
 
 def validate(message: Message, *, now: float | None = None) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import partial
 from itertools import compress, repeat
-from operator import is_
+from operator import is_, is_not
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.any_pb2 import Any as AnyMessage
@@ -21,8 +21,8 @@ from xds_client.resources import (
 )
 
 from ._base import _TTL, ProtocolCore, TypeState, control_plane_id
-from ._cache import new_plain_entries, varint
-from ._events import Event, new_plain_updates
+from ._cache import CachedResource, any_prefix
+from ._events import Event, UpdateBatch
 from ._subscriptions import WILDCARD
 from ._validation import (
     RESPONSE_KEY,
@@ -46,14 +46,8 @@ _WRAPPERS = frozenset(
 
 
 _NO_ANY = AnyMessage()
+is_not_none = partial(is_not, None)
 _PLAIN_DECODE = ResourceType.decode
-
-
-@lru_cache(maxsize=256)
-def _any_prefix(type_url: str) -> bytes:
-    """How the plain encoding of an ``Any`` of ``type_url`` starts, up to the value's length."""
-    url = type_url.encode()
-    return b"\n" + varint(len(url)) + url + b"\x12"
 
 
 def _bare_value(blob: bytes, prefix: bytes) -> bytes | None:
@@ -226,6 +220,19 @@ class SotwProtocol(ProtocolCore[_Stream]):
         its ``Any``, and one that arrived as the same bytes before is recognised
         without parsing it.
         """
+        events: list[Event] = []
+        for event in self.receive_batched(response, now):
+            if type(event) is UpdateBatch:
+                events.extend(event.updates())
+            else:
+                events.append(event)  # type: ignore[arg-type]
+        return events
+
+    def receive_batched(
+        self, response: DiscoveryResponse | RawDiscoveryResponse, now: float
+    ) -> list[Event | UpdateBatch]:
+        """:meth:`receive`, with the updates of bare resources stored in one go given as
+        one :class:`UpdateBatch` each (the clients deliver it to watchers as it is)."""
         self._require_connected("receive")
         type_url = response.type_url
         st = self._types.get(type_url)
@@ -234,11 +241,11 @@ class SotwProtocol(ProtocolCore[_Stream]):
         st.nonce = response.nonce
         if not st.subs.active:
             return []
-        events: list[Event] = []
+        events: list[Any] = []
         version = response.version_info
         errors: dict[str, str] = {}
-        packed_of: dict[str, int] = {}
-        whole, items, unnamed, decoded = self._parse(st, response, errors, packed_of)
+        check = resource_check(self.config, type_url, now)
+        whole, items, unnamed, payload, reasons, wrappers = self._parse(st, response, errors, check)
         if whole is not None:
             self._finish(
                 st, nonce=response.nonce, version=version,
@@ -249,8 +256,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
         reported = response.resource_errors
         plane = control_plane_id(response)
         self._apply(
-            st, version=version, items=items, decoded=decoded, unnamed=unnamed, errors=errors,
-            now=now, events=events, packed_of=packed_of, control_plane=plane,
+            st, version=version, items=items, payload=payload, reasons=reasons,
+            wrappers=wrappers, unnamed=unnamed, errors=errors, now=now, events=events, check=check,
+            control_plane=plane,
             kept=self._reported_names(reported) if len(reported) else None,
         )  # fmt: skip
         if len(reported) and not (errors and self.config.reject_whole_response):
@@ -268,31 +276,32 @@ class SotwProtocol(ProtocolCore[_Stream]):
         st: TypeState,
         response: DiscoveryResponse | RawDiscoveryResponse,
         errors: dict[str, str],
-        packed_of: dict[str, int],
-    ) -> tuple[str | None, dict[str, _Item | bytes | None], bool, dict[str, Message]]:
+        check: Callable[[Message], str | None] | None,
+    ) -> tuple[
+        str | None, dict[str, _Item | int | None], bool, dict[str, Any], dict[str, str], int
+    ]:  # fmt: skip
         """Name every resource; a problem of the whole response comes back first.
 
-        A bare resource whose bytes equal a cached one maps to None: it is
-        neither decoded nor copied (the common case of a large re-push). Any
-        other bare resource maps to its bytes, and its decoded message is in
-        the fourth result: no per-resource record is built (each one would
-        survive the whole response and make the garbage collector run more).
+        A bare resource whose content key (the hash of its plain ``Any``, see
+        :class:`TypeCache`) is a cached one's maps to None: it is neither decoded nor
+        copied (the common case of a large re-push). Any other bare resource maps to
+        its key, and its payload (the decoded message, or its bytes in lean mode) is
+        in the fourth result: no per-resource record is built. In lean mode the
+        message is checked here and dropped at once (the fifth result has the reasons
+        to reject), so the messages of a large response are never all alive.
 
-        A resource given as serialized ``Any`` bytes (a raw response) is first
-        looked up by those bytes: for a raw response, every resource that
-        arrived as the same bytes before is named by one pass in C, and only
-        the others go through the loop, where each is parsed into an ``Any``
-        and goes the same way as in an ordinary response. The bytes of a
-        changed bare one are hashed into ``packed_of`` for the cache.
+        For a raw response (each resource the serialized bytes of its ``Any``), every
+        resource that arrived as the same bytes before is named by one pass in C,
+        and only the others go through the loop.
         """
         type_url = st.type_url
         if st.rtype is None:
-            return f"type URL {type_url} is not registered with this client", {}, False, {}
+            return f"type URL {type_url} is not registered with this client", {}, False, {}, {}, 0
         resources: Sequence[AnyMessage | bytes] = response.resources
-        items: dict[str, _Item | bytes | None] = {}
+        items: dict[str, _Item | int | None] = {}
         todo: Iterable[tuple[int, AnyMessage | bytes]]
         batched = False
-        index = st.cache.packed_names()
+        index = st.cache.keys_index()
         if index and resources and type(resources[0]) is bytes:
             # Each read of a resource copies it: read, hashed and freed one by one.
             names = list(map(index.get, map(hash, resources)))
@@ -300,8 +309,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if hits:
                 items = dict.fromkeys(hits)
                 # A hit is trusted on its 64-bit keyed hash, as Envoy trusts its 64-bit
-                # hash of a cluster to skip an update (checking every resource's bytes
-                # against the cache would double the cost of a re-push).
+                # hash of a cluster to skip an update (docs/protocol.md).
                 if len(items) == len(hits):
                     misses = compress(range(len(names)), map(is_, names, repeat(None)))
                     todo = [(i, resources[i]) for i in misses]  # only the misses read again
@@ -310,76 +318,78 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     items = {}
         if not batched:
             todo = enumerate(resources)
-        whole, unnamed, decoded = self._name_all(
-            st, todo, items, errors, packed_of, lookup=not batched
-        )
-        if whole is not None and batched:
+        found = self._name_all(st, todo, items, errors, check, lookup=not batched)
+        if found[0] is not None and batched:
             # Report the same first problem as the loop over every resource would.
             errors.clear()
-            packed_of.clear()
             items = {}
-            whole, unnamed, decoded = self._name_all(
-                st, enumerate(resources), items, errors, packed_of, lookup=True
-            )
+            found = self._name_all(st, enumerate(resources), items, errors, check, lookup=True)
+        whole, unnamed, payload, reasons, wrappers = found
         if whole is not None:
-            return whole, {}, False, {}
-        return None, items, unnamed, decoded
+            return whole, {}, False, {}, {}, 0
+        return None, items, unnamed, payload, reasons, wrappers
 
     def _name_all(
         self,
         st: TypeState,
         resources: Iterable[tuple[int, AnyMessage | bytes]],
-        items: dict[str, _Item | bytes | None],
+        items: dict[str, _Item | int | None],
         errors: dict[str, str],
-        packed_of: dict[str, int],
+        check: Callable[[Message], str | None] | None,
         *,
         lookup: bool,
-    ) -> tuple[str | None, bool, dict[str, Message]]:
-        """The loop of :meth:`_parse` over ``(index, resource)``, filling ``items``."""
+    ) -> tuple[str | None, bool, dict[str, Any], dict[str, str], int]:
+        """The loop of :meth:`_parse` over ``(index, resource)``, filling ``items``; also
+        the payloads, the lean mode's reasons to reject and how many came in wrappers."""
         type_url = st.type_url
         rtype = st.rtype
         assert rtype is not None
-        decoded: dict[str, Message] = {}
+        payload: dict[str, Any] = {}
+        reasons: dict[str, str] = {}
         unnamed = False
         cache = st.cache
-        name_of_raw = cache.name_of_raw
-        renamed = cache.renamed
+        key_for = cache.key_for
+        lean = self.config.lazy_decode
+        subs = st.subs
+        wildcard, subscribed, wants = subs.wildcard, subs.names, subs.wants
         # ResourceType.decode() inlined (a call less per resource); its error on failure.
         stock = type(rtype).decode is _PLAIN_DECODE  # not overridden (or patched by a test)
         decode = rtype.message_class.FromString if stock else rtype.decode
         # resource_name() inlined for the common case; called on failure for its error.
         name_field = name_field_of(rtype.message_class)
-        by_packed = cache.packed_names() if lookup else {}
-        name_of_packed = cache.name_of_packed
-        prefix = _any_prefix(type_url)
+        by_key = cache.keys_index()
+        by_key_get = by_key.get
+        prefix = any_prefix(type_url)
+        length_at = len(prefix)
+        body_at = length_at + 2
         twin = twin_type_url(type_url)  # A30: the other API version's URL is accepted
         parse_any = AnyMessage.FromString
         packed = _NO_ANY
+        wrappers = 0
         for index, given in resources:
-            blob: bytes | None = None
             value: bytes | None = None
-            plain = False
+            key: int | None = None
             if type(given) is bytes:  # a raw response: the serialized Any
-                blob = given
-                if by_packed:
-                    name = name_of_packed(blob)
-                    if name is not None:  # the same bytes as a cached bare resource
-                        if name in items:
-                            return f"resource name {name!r} appears more than once", False, {}
-                        items[name] = None
-                        continue
-                value = _bare_value(blob, prefix)
-                plain = value is not None
-                if not plain:  # not the plain encoding of a bare resource
+                # _bare_value() inlined for a value of 128 to 16,383 bytes (two-byte length).
+                size = len(given) - body_at
+                if (
+                    0x80 <= size < 0x4000 and given[length_at] == (size & 0x7F) | 0x80
+                    and given[length_at + 1] == size >> 7 and given.startswith(prefix)
+                ):  # fmt: skip
+                    value = given[body_at:]
+                else:
+                    value = _bare_value(given, prefix)
+                if value is not None:  # the plain encoding: its hash is the key
+                    key = hash(given)
+                    packed_type = type_url
+                else:  # not the plain encoding of a bare resource
                     try:
-                        packed = parse_any(blob)
+                        packed = parse_any(given)
                     except DecodeError:
                         errors[f"resources[{index}]"] = "not a valid google.protobuf.Any"
                         unnamed = True
                         continue
                     packed_type = packed.type_url
-                else:
-                    packed_type = type_url
             else:
                 assert isinstance(given, AnyMessage)
                 packed = given
@@ -387,9 +397,12 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if packed_type in (type_url, twin):
                 if value is None:
                     value = packed.value
-                name = name_of_raw(value)  # same bytes as cached: no decode
-                if name is not None and renamed and name in renamed:
-                    name = None  # cached under a wrapper's other name: learn this one's own
+                    key = key_for(value)
+                    name = by_key_get(key) if by_key else None
+                elif lookup and by_key:
+                    name = by_key_get(key)  # type: ignore[arg-type]
+                else:
+                    name = None  # a miss of the batched lookup, or nothing cached
                 if name is None:
                     try:
                         bare = decode(value)
@@ -408,14 +421,23 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         unnamed = True
                         continue
                     if name in items:
-                        return f"resource name {name!r} appears more than once", False, {}
-                    items[name] = value
-                    decoded[name] = bare
-                    if plain:  # indexed by hash, not by the bytes: they are freed at once
-                        packed_of[name] = hash(blob)
+                        return f"resource name {name!r} appears more than once", False, {}, {}, 0
+                    items[name] = key
+                    if lean:
+                        # Checked now and dropped (only the bytes are kept); unwanted
+                        # ones are not checked, as in _apply.
+                        payload[name] = value
+                        if check is not None and (
+                            wildcard or name in subscribed or wants(name)
+                        ):  # fmt: skip
+                            why = check(bare)
+                            if why is not None:
+                                reasons[name] = why
+                    else:
+                        payload[name] = bare
                     continue
                 if name in items:
-                    return f"resource name {name!r} appears more than once", False, {}
+                    return f"resource name {name!r} appears more than once", False, {}, {}, 0
                 items[name] = None
                 continue
             message: Message | None = None
@@ -430,11 +452,10 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     return (
                         f"resources[{index}] wraps {wrapped.body.type_url}, "
                         f"but the response is for {type_url}",
-                        False,
-                        {},
-                    )
+                        False, {}, {}, 0,
+                    )  # fmt: skip
                 raw = None if wrapped.body is None else wrapped.body.value
-                name = wrapped.name or (None if raw is None else cache.name_of_raw(raw))
+                name = wrapped.name or (None if raw is None else by_key_get(key_for(raw)))
                 ttl = wrapped.ttl
                 rversion = wrapped.version
                 aliases = wrapped.aliases
@@ -443,9 +464,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 return (
                     f"resources[{index}] has type {packed_type}, "
                     f"but the response is for {type_url}",
-                    False,
-                    {},
-                )
+                    False, {}, {}, 0,
+                )  # fmt: skip
             if name is None:
                 if raw is None:
                     errors[f"resources[{index}]"] = "heartbeat Resource wrapper has no name"
@@ -458,30 +478,42 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     errors[f"resources[{index}]"] = str(exc)
                     unnamed = True
                     continue
+                except (DecodeError, RuntimeError, ValueError) as exc:  # from FromString
+                    reason = str(exc) or type(exc).__name__
+                    errors[f"resources[{index}]"] = str(ResourceDecodeError(rtype.type_url, reason))
+                    unnamed = True
+                    continue
             if name in items:
-                return f"resource name {name!r} appears more than once", False, {}
+                return f"resource name {name!r} appears more than once", False, {}, {}, 0
             if ttl is not None and ttl < 0:
                 errors[name] = f"ttl {ttl:g}s is negative"
                 continue
             items[name] = _Item(name, raw, message, ttl, rversion, aliases, metadata)
-        return None, unnamed, decoded
+            wrappers += 1
+        return None, unnamed, payload, reasons, wrappers
 
-    @staticmethod
-    def _store_new(  # noqa: PLR0917 - positional like _store
+    def _store_bare(  # noqa: PLR0917 - positional like _store
+        self,
         st: TypeState,
         names: list[str],
-        items: dict[str, _Item | bytes | None],
-        decoded: dict[str, Message],
+        items: dict[str, _Item | int | None],
+        payload: dict[str, Any],
         version: str,
         control_plane: str,
         now: float,
-        events: list[Event],
+        events: list[Any],
     ) -> None:
-        """``_store()`` of new bare resources with no state row and no timer, in bulk."""
-        messages = list(map(decoded.__getitem__, names))
-        raws: list[bytes] = list(map(items.__getitem__, names))  # type: ignore[arg-type]
-        st.cache.add_new(names, new_plain_entries(names, version, messages, raws, now), raws)
-        events.extend(new_plain_updates(st.type_url, names, version, messages, control_plane))
+        """``_store()`` of bare resources with no state row and no timer, in bulk: one
+        cache call and one :class:`UpdateBatch` for them all."""
+        if len(names) == len(payload):  # every changed one (payload is in their order)
+            values = list(payload.values())
+        else:
+            values = list(map(payload.__getitem__, names))
+        keys: list[int] = list(map(items.__getitem__, names))  # type: ignore[arg-type]
+        cache = st.cache
+        cache.put_bare(names, values, keys, cache.record(version, now))
+        decode = cache.decode if self.config.lazy_decode else None
+        events.append(UpdateBatch(st.type_url, version, control_plane, names, values, decode))
 
     @staticmethod
     def _reported_names(reported: Iterable[Any]) -> set[str]:
@@ -500,79 +532,98 @@ class SotwProtocol(ProtocolCore[_Stream]):
         st: TypeState,
         *,
         version: str,
-        items: dict[str, _Item | bytes | None],
-        decoded: dict[str, Message],
+        items: dict[str, _Item | int | None],
+        payload: dict[str, Any],
+        reasons: dict[str, str],
+        wrappers: int,
         unnamed: bool,
         errors: dict[str, str],
         now: float,
-        events: list[Event],
-        packed_of: dict[str, int],
+        events: list[Any],
+        check: Callable[[Message], str | None] | None,
         kept: set[str] | None = None,
         control_plane: str = "",
     ) -> None:
         rtype = st.rtype
         assert rtype is not None
-        check = resource_check(self.config, st.type_url, now)
+        lean = self.config.lazy_decode
         subs = st.subs
         wildcard = subs.wildcard
         names = subs.names
         wants = subs.wants
         cache = st.cache
-        cached = cache.entries.get
-        # Names of the changed bare resources, in order: their bytes are in
-        # ``items`` and their messages in ``decoded`` (no record per resource).
+        cached = cache.values.get
+        # Names of the changed bare resources, in order: their keys are in ``items``
+        # and their messages (or bytes) in ``payload`` (no record per resource).
         staged: list[str] = []
-        staged_items: list[tuple[_Item, Message]] = []
+        staged_items: list[tuple[_Item, Message | None, int | None]] = []
         refreshes: list[_Item] = []
         quiet = not st.states.held  # no cached resource is NACKED, in error or kept (A53)
-        todo: Iterable[tuple[str, _Item | bytes | None]] = items.items()
-        if quiet and not cache.renewable:
+        todo: Iterable[tuple[str, _Item | int | None]] = items.items()
+        if quiet and not cache.renewable and not wrappers and wildcard and (lean or check is None):
+            # The common large push: every resource bare and wanted, nothing to renew,
+            # each one checked already (lean) or not at all. The changed ones, in order.
+            todo = ()
+            staged = list(payload)  # exactly the changed bare ones, in order
+            if reasons:
+                errors.update((name, reasons[name]) for name in staged if name in reasons)
+                staged = [name for name in staged if name not in reasons]
+        elif quiet and not cache.renewable:
             # No cached entry has a TTL or a per-resource version, so a resource sent
             # again with the same bytes changes nothing: only the others are visited.
-            todo = compress(todo, items.values())
+            todo = compress(todo, map(is_not_none, items.values()))
         for name, item in todo:
             if item is None:  # a bare resource with the bytes of the cached one
-                entry = cached(name)
-                if entry is None or not (wildcard or name in names or wants(name)):
+                value = cached(name)
+                if value is None or not (wildcard or name in names or wants(name)):
                     continue
-                if quiet and entry.ttl is None and not entry.resource_version:
-                    continue  # a refresh would change nothing
-                refreshes.append(_Item(name, entry.raw, None, None, "", ()))
+                if not isinstance(value, CachedResource):  # bare: no TTL, no version
+                    if quiet:
+                        continue  # a refresh would change nothing
+                elif quiet and value.ttl is None and not value.resource_version:
+                    continue
+                refreshes.append(_Item(name, b"", None, None, "", ()))
                 continue
-            if type(item) is bytes:  # a bare resource, decoded to learn its name
+            if type(item) is int:  # a bare resource, decoded to learn its name
                 if not (wildcard or name in names or wants(name)):
-                    packed_of.pop(name, None)  # not kept: not indexed either
                     continue
-                # Its bytes differ from every cached resource's (name_of_raw), so
-                # it is an update; it still goes through the validator.
-                if check is not None:
-                    reason = check(decoded[name])
-                    if reason is not None:
-                        errors[name] = reason
-                        packed_of.pop(name, None)
-                        continue
+                # Its key differs from every cached resource's, so it is an update; it
+                # still goes through the validator.
+                if lean:
+                    reason = reasons.get(name)  # checked as it was named
+                else:
+                    reason = None if check is None else check(payload[name])
+                if reason is not None:
+                    errors[name] = reason
+                    continue
                 staged.append(name)
                 continue
             assert isinstance(item, _Item)
             if not wildcard and name not in names and not wants(name, item.aliases):
                 continue
-            entry = cached(name)
+            value = cached(name)
             if item.raw is None:
-                if entry is None:
+                if value is None:
                     continue  # heartbeat for something we do not hold: nothing to keep alive
                 # Envoy takes a bodiless wrapper as a heartbeat when its version is the
                 # type's accepted version_info; ours also when it is the resource's.
-                if item.resource_version not in (entry.resource_version, st.version):
+                held = value.resource_version if isinstance(value, CachedResource) else ""
+                if item.resource_version not in (held, st.version):
                     errors[name] = (
                         f"heartbeat version {item.resource_version!r} does not match "
-                        f"held version {entry.resource_version!r}"
+                        f"held version {held!r}"
                     )
                     continue
                 refreshes.append(item)
                 continue
-            if entry is not None and entry.raw == item.raw:
-                refreshes.append(item)
-                continue
+            if value is not None:
+                if isinstance(value, CachedResource):  # kept whole, with its bytes
+                    same = value.raw == item.raw
+                else:
+                    same = cache.key_of(name) == cache.key_for(item.raw)
+                if same:
+                    refreshes.append(item)
+                    continue
             message = item.message
             if message is None:
                 try:
@@ -585,8 +636,13 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 if reason is not None:
                     errors[name] = reason
                     continue
+            name_field = name_field_of(rtype.message_class)
+            renamed = name_field is not None and getattr(message, name_field) != name
+            # Indexed by its content unless its body names another resource (the same
+            # bytes sent bare would name that one).
+            key = None if renamed else cache.key_for(item.raw)
             staged.append(name)
-            staged_items.append((item, message))
+            staged_items.append((item, message, key))
         if errors and self.config.reject_whole_response:
             return
         for item in refreshes:
@@ -594,59 +650,77 @@ class SotwProtocol(ProtocolCore[_Stream]):
             assert entry is not None
             # Received with no TTL, even as a heartbeat: its timer is removed (seed:
             # discovery.proto, Resource.ttl).
-            ttl = item.ttl
             self._refresh(
-                st, entry, ttl=ttl, version=None,
+                st, entry, ttl=item.ttl, version=None,
                 resource_version=item.resource_version, now=now,
             )  # fmt: skip
-        if staged:
-            store = self._store
-            name_field = name_field_of(rtype.message_class)
-            wrapped = iter(staged_items)
-            # A new bare resource with no state row and no timer is what _store() would
-            # cache and announce with no side effect: such runs go in one call each.
-            batch = not self.config.lazy_decode
-            entries = cache.entries
-            status = st.states.status
-            armed = self._timers.armed
-            type_url = st.type_url
-            run: list[str] = []
-            for name in staged:
-                raw = items[name]
-                if (
-                    batch and type(raw) is bytes and name not in entries and name not in status
-                    and not (armed and (_TTL, type_url, name) in armed)
-                ):  # fmt: skip
-                    run.append(name)
-                    continue
-                if run:
-                    self._store_new(st, run, items, decoded, version, control_plane, now, events)
-                    run = []
-                if type(raw) is bytes:
-                    store(
-                        st, name, version, decoded[name], raw, None, (), "", None,
-                        control_plane, now, events,
-                    )  # fmt: skip
-                else:
-                    item, message = next(wrapped)
-                    assert item.raw is not None
-                    store(
-                        st, name, version, message, item.raw, item.ttl, item.aliases,
-                        item.resource_version, item.metadata, control_plane, now, events,
-                    )  # fmt: skip
-                    if name_field is not None and getattr(message, name_field) != name:
-                        cache.renamed.add(name)
-            if run:
-                self._store_new(st, run, items, decoded, version, control_plane, now, events)
-        if packed_of:
-            cache.index_packed(packed_of, _any_prefix(st.type_url))  # each one stored above
+        if staged and not staged_items and not st.states.status and not self._timers.armed:
+            self._store_bare(st, staged, items, payload, version, control_plane, now, events)
+        elif staged:
+            self._store_staged(
+                st, staged, staged_items, items, payload, version, control_plane, now, events
+            )
         if rtype.full_state and not unnamed:
             # LDS/CDS: a resource we hold that the response leaves out was deleted.
             # Skipped when a resource could not even be named: it may be that one.
-            gone = (
-                [] if cache.entries.keys() <= items.keys() else [n for n in cache if n not in items]
-            )
+            held_names = cache.values.keys()
+            gone = [] if held_names <= items.keys() else [n for n in held_names if n not in items]
             for name in gone:
                 if kept is not None and name in kept:
                     continue  # left out with an error reported for it (TP3): not deleted
                 self._delete(st, name, now, events)
+
+    def _store_staged(  # noqa: PLR0917 - positional, once per response
+        self,
+        st: TypeState,
+        staged: list[str],
+        staged_items: list[tuple[_Item, Message | None, int | None]],
+        items: dict[str, _Item | int | None],
+        payload: dict[str, Any],
+        version: str,
+        control_plane: str,
+        now: float,
+        events: list[Any],
+    ) -> None:
+        """Cache and announce the changed resources, in order."""
+        store = self._store
+        wrapped = iter(staged_items)
+        lean = self.config.lazy_decode
+        # A bare resource with no state row and no timer is what _store() would cache
+        # and announce with no side effect: such runs go in one call each.
+        status = st.states.status
+        armed = self._timers.armed
+        type_url = st.type_url
+        run: list[str] = []
+        for name in staged:
+            key = items[name]
+            if type(key) is int:
+                if name not in status and not (armed and (_TTL, type_url, name) in armed):
+                    run.append(name)
+                    continue
+                if run:
+                    self._store_bare(st, run, items, payload, version, control_plane, now, events)
+                    run = []
+                value = payload[name]
+                if lean:
+                    store(
+                        st, name, version, None, value, None, (), "", None, control_plane, now,
+                        events, key,
+                    )  # fmt: skip
+                else:
+                    store(
+                        st, name, version, value, b"", None, (), "", None, control_plane, now,
+                        events, key,
+                    )  # fmt: skip
+                continue
+            if run:
+                self._store_bare(st, run, items, payload, version, control_plane, now, events)
+                run = []
+            item, message, index_key = next(wrapped)
+            assert item.raw is not None
+            store(
+                st, name, version, message, item.raw, item.ttl, item.aliases,
+                item.resource_version, item.metadata, control_plane, now, events, index_key,
+            )  # fmt: skip
+        if run:
+            self._store_bare(st, run, items, payload, version, control_plane, now, events)

@@ -28,16 +28,19 @@ from ._base import (
     StreamSpec,
     Transport,
 )
-from ._polling import PollError, PollPolicy
 
 if TYPE_CHECKING:
     from ._async_fetch import AsyncFetchTransport
     from ._async_rest import AsyncRestTransport
     from ._fetch import FetchTransport
+    from ._polling import PollError, PollPolicy
     from ._rest import RestTransport
 
-# Polling transports load on first use: they pull in grpc, ssl and http.client.
+# Polling transports load on first use: they pull in grpc, ssl and http.client; the
+# polling scheduler itself (with random and its dataclasses) only with them.
 _LAZY = {
+    "PollError": "._polling",
+    "PollPolicy": "._polling",
     "FetchTransport": "._fetch",
     "AsyncFetchTransport": "._async_fetch",
     "RestTransport": "._rest",
@@ -143,6 +146,8 @@ def make_transport(
 
         return GrpcTransport(target)
     if kind in ("grpc-fetch", "rest"):
+        from ._polling import PollPolicy
+
         policy = PollPolicy(interval=poll_interval)
         if kind == "grpc-fetch":
             if asynchronous:

@@ -13,7 +13,7 @@ their wire format, so v2 streams send them on the v2 method paths.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -23,6 +23,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryResponse,
 )
 
+from xds_client._records import record
 from xds_client.errors import UsageError
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def read_pem(source: PemSource | None, *, what: str) -> bytes | None:
         raise UsageError(f"cannot read {what} from {os.fspath(source)!r}: {exc}") from exc
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChannelCredentialsConfig:
     """TLS for a channel: a CA to trust, and for mTLS a client certificate and key.
 
@@ -103,7 +104,7 @@ class ChannelCredentialsConfig:
             raise UsageError("mTLS needs both certificate_chain and private_key, or neither")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Keepalive:
     """HTTP/2 keepalive pings; the server must permit the interval."""
 
@@ -115,7 +116,7 @@ class Keepalive:
     """Ping even when no stream is open."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ServerTarget:
     """One xDS server, from client arguments or a bootstrap file."""
 
@@ -147,7 +148,7 @@ class ServerTarget:
         return f"{self.uri} ({security}{extras})"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StreamSpec:
     """What one stream carries."""
 
