@@ -184,16 +184,22 @@ class AsyncWaiter:
 
     One bare future per wait, resolved by :meth:`wake`: no task, no ``wait_for``
     and no ``asyncio.Event`` per event (on Python 3.11 ``wait_for`` wraps each
-    wait in a new task). Loop-bound: ``wake`` is called on the loop.
+    wait in a new task). A wait with a timeout reuses the timer of an earlier wait
+    when that one fires no later: ``watch.get(timeout=...)`` in a loop arms one
+    timer per timeout, not one per event, and a timer that fires early only makes
+    the caller look again and wait for what remains. Loop-bound: ``wake`` is called
+    on the loop.
     """
 
-    __slots__ = ("_future", "_set")
+    __slots__ = ("_future", "_set", "_timer", "_timer_at")
     wants_wake = True
     """The buffer must call :meth:`wake` on every put (threads wait on its condition)."""
 
     def __init__(self) -> None:
         self._set = False
         self._future: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
     def wake(self) -> None:
         self._set = True
@@ -205,24 +211,31 @@ class AsyncWaiter:
         self._set = False
 
     async def wait(self, buffer: Any, timeout: float | None) -> None:
-        """Wait until woken (an event is pending or the buffer closed) or ``timeout`` passes."""
+        """Wait until woken (an event is pending or the buffer closed), ``timeout``
+        passes, or (rarely) a little earlier: callers look again and wait on."""
         if self._set:
             return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._future = future
-        timer = None if timeout is None else loop.call_later(timeout, _release, future)
+        if timeout is not None:
+            at = loop.time() + timeout
+            timer = self._timer
+            if timer is None or self._timer_at > at:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = loop.call_at(at, self._expire)
+                self._timer_at = at
         try:
             await future
         finally:
             self._future = None
-            if timer is not None:
-                timer.cancel()
 
-
-def _release(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+    def _expire(self) -> None:
+        self._timer = None
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
 
 
 def spawn(target: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: str) -> AsyncWorker:

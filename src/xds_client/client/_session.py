@@ -100,13 +100,18 @@ class OpenStream(Value):
 
 
 class Received(Value):
-    """What the reader of a stream does after :meth:`Session.receive`."""
+    """What the reader of a stream does after :meth:`Session.receive` (one is built per
+    response: a plain class, made without generated code)."""
 
-    __slots__ = ("buffers", "replies", "wake")
-    _fields = ("replies", "wake", "buffers")
+    __slots__ = ("buffers", "delivered", "replies", "wake")
+    _fields = ("replies", "wake", "buffers", "delivered")
 
     def __init__(
-        self, replies: tuple[Request, ...], wake: bool, buffers: tuple[EventBuffer, ...]
+        self,
+        replies: tuple[Request, ...],
+        wake: bool,
+        buffers: tuple[EventBuffer, ...],
+        delivered: bool = False,
     ) -> None:
         self.replies = replies
         """ACKs/NACKs to send now, in order (delta only; SotW replies go with ``step``)."""
@@ -114,6 +119,8 @@ class Received(Value):
         """The I/O worker must step: a timer moved earlier, an action is due, or SotW."""
         self.buffers = buffers
         """Held (flow control): the buffers whose events must be taken before ``release``."""
+        self.delivered = delivered
+        """Some watcher got events of the response (the asyncio reader lets it run first)."""
 
 
 class SendRequest(Value):
@@ -198,8 +205,10 @@ class _Slot:
     got_response: bool
     up: bool
     """The server serves this stream: its response headers or a response came."""
-    in_flight: list[Request]
-    """Requests handed to the driver whose write is not confirmed yet, oldest first."""
+    in_flight: list[Request | None]
+    """Requests handed to the driver whose write is not confirmed yet, oldest first;
+    None for an ACK/NACK, which starts no timer. A new stream gets a new list (never
+    cleared in place): :meth:`Session.on_written` pops it without the lock."""
     held: list[Request]
     """Requests written before the stream was known ``up``: their timers wait (A57)."""
     retry_at: float | None
@@ -270,7 +279,7 @@ class _Slot:
         self.attempt = attempt
         self.got_response = False
         self.up = False
-        self.in_flight.clear()
+        self.in_flight = []  # after ``attempt``: see Session.on_written
         self.holding = False
         self.held.clear()
         self.retry_at = None
@@ -756,12 +765,31 @@ class Session:
         connected stream the server serves; until the stream is known up (see
         :meth:`on_served`), they wait. Drivers of transports that cannot tell call it
         once ``send`` returned. Returns whether :meth:`next_wakeup` may have moved.
+
+        Called once per ACK from gRPC's side of the stream, so the common case, an
+        ACK, takes no lock: the oldest entry is popped from the stream's own list
+        (a list per stream attempt, replaced, never cleared, when the stream changes)
+        once the stream is known current; only a request that starts timers is then
+        handled under the lock.
         """
+        slot = self._slots.get(key)
+        if slot is None and key.endswith(CANDIDATE_SUFFIX):
+            slot = self._slots.get(key[: -len(CANDIDATE_SUFFIX)])
+        if slot is None:
+            return False
+        in_flight = slot.in_flight  # read before the checks: a newer list means a newer attempt
+        if not slot.open or slot.stream_key != key or slot.attempt != attempt or self.closed:
+            return False  # a candidate's stream (it runs no timers), or one already left
+        try:
+            request = in_flight.pop(0)
+        except IndexError:
+            return False
+        if request is None:
+            return False
         with self.lock:
             slot = self._current(key, attempt)
-            if slot is None or not slot.in_flight:
+            if slot is None:
                 return False
-            request = slot.in_flight.pop(0)
             if not slot.up:
                 slot.held.append(request)
                 return False
@@ -819,8 +847,8 @@ class Session:
             )  # fmt: skip
             if hold and buffers:
                 slot.holding = True
-                return Received((), wake, buffers)
-            return Received(self._take_replies(slot), wake, ())
+                return Received((), wake, buffers, True)
+            return Received(self._take_replies(slot), wake, (), bool(buffers))
 
     def release(self, key: str, attempt: int) -> Received:
         """Flow control: the watchers took the held response's events; its reply may go."""
@@ -836,7 +864,11 @@ class Session:
         if not slot.open or slot.holding or not isinstance(protocol, DeltaProtocol):
             return ()
         replies = protocol.replies_to_send()
-        slot.in_flight.extend(replies)  # A57: confirmed by on_written, in order
+        if not replies:
+            return ()
+        # Confirmed by on_written, in order. A delta ACK/NACK names no resource, so it
+        # starts no does-not-exist timer (A57): None holds its place.
+        slot.in_flight.extend([None] * len(replies))
         return tuple(replies)
 
     def _receive(
@@ -892,7 +924,7 @@ class Session:
             uri = self._server_uri(slot)
             slot.open = False
             slot.up = False
-            slot.in_flight.clear()
+            slot.in_flight = []  # a new list, after ``open``: see on_written
             slot.holding = False
             slot.held.clear()
             slot.protocol.disconnected(now)

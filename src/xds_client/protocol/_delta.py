@@ -22,6 +22,18 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaProtocol"]
 
+_request_class: list[type[DeltaDiscoveryRequest]] = []
+
+
+def _request_type() -> type[DeltaDiscoveryRequest]:
+    """The request class, imported on first use (a ``from`` import inside a function
+    costs microseconds per call: too much once per ACK)."""
+    if not _request_class:
+        from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
+
+        _request_class.append(DeltaDiscoveryRequest)
+    return _request_class[0]
+
 
 class _Stream:
     """What this stream has told the server about one type."""
@@ -77,10 +89,9 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         stream ``initial_resource_versions``) or the coalesced diff, which
         carries no nonce. Empty while disconnected.
         """
-        from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
-
         if not self._connected:
             return []
+        DeltaDiscoveryRequest = _request_type()  # noqa: N806 - the class, named as usual
         out = self.replies_to_send()
         for st in self._types.values():
             ss = self._stream(st)
@@ -121,14 +132,13 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         send it at once, whatever subscription diffs are still to go. Empty while
         disconnected.
         """
-        from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
-
         if not self._connected or not self._replies:
             return []
+        new = _request_type()
         out: list[DeltaDiscoveryRequest] = []
         replies, self._replies = self._replies, []
         for reply in replies:
-            request = DeltaDiscoveryRequest(type_url=reply.type_url, response_nonce=reply.nonce)
+            request = new(type_url=reply.type_url, response_nonce=reply.nonce)
             if reply.error is not None:
                 request.error_detail.CopyFrom(reply.error)
             self._with_node(request)
@@ -153,6 +163,77 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         st = self._types.get(response.type_url)
         if st is None or not st.subs.active:
             return []
+        resources = response.resources
+        if (
+            len(resources) == 1
+            and not len(response.removed_resources)
+            and not len(response.removed_resource_names)
+            and not len(response.resource_errors)
+        ):  # fmt: skip
+            events = self._receive_one(st, response, resources[0], now)
+            if events is not None:
+                return events
+        return self._receive_any(st, response, now)
+
+    def _receive_one(
+        self, st: TypeState, response: DeltaDiscoveryResponse, resource: Resource, now: float
+    ) -> list[Event] | None:
+        """The common response, one resource with a body and nothing removed, applied
+        with the same outcome as :meth:`_receive_any` at a fraction of its upb reads.
+
+        Returns None, having changed nothing, for anything else (a resource with no
+        name or no body, a TTL, a body of another type, an unknown type): the general
+        path decides those.
+        """
+        rtype = st.rtype
+        name = resource.name
+        if rtype is None or not name or not resource.HasField("resource"):
+            return None
+        body = resource.resource
+        type_url = st.type_url
+        if body.type_url != type_url and body.type_url != twin_type_url(type_url):
+            return None
+        if resource.HasField("ttl"):
+            return None
+        aliases = tuple(resource.aliases) if len(resource.aliases) else ()
+        events: list[Event] = []
+        errors: dict[str, str] = {}
+        failed: tuple[str, ...] = ()
+        plane = response.control_plane.identifier if response.HasField("control_plane") else ""
+        if st.subs.wants(name, aliases):  # else: sent before our unsubscribe reached it
+            entry = st.cache.get(name)
+            rversion = resource.version
+            raw = body.value
+            if entry is not None and entry.raw == raw:
+                self._refresh(st, entry, ttl=None, version=rversion, resource_version=rversion,
+                              now=now)  # fmt: skip
+            else:
+                reason: str | None
+                try:
+                    message = rtype.decode(raw)
+                except ResourceError as exc:
+                    reason = str(exc)
+                else:
+                    check = resource_check(self.config, type_url, now)
+                    reason = None if check is None else check(message)
+                if reason is not None:
+                    errors[name] = reason
+                    failed = (name,)
+                else:
+                    metadata = resource.metadata if resource.HasField("metadata") else None
+                    self._store(
+                        st, name, rversion, message, raw, None, aliases, rversion, metadata,
+                        plane, now, events,
+                    )  # fmt: skip
+        self._finish(
+            st, nonce=response.nonce, version=response.system_version_info, errors=errors,
+            failed=failed, now=now, events=events, control_plane=plane,
+        )  # fmt: skip
+        return events
+
+    def _receive_any(
+        self, st: TypeState, response: DeltaDiscoveryResponse, now: float
+    ) -> list[Event]:
         events: list[Event] = []
         version = response.system_version_info
         nonce = response.nonce
