@@ -132,22 +132,29 @@ def test_the_parts_still_load_when_used() -> None:
 # its generated methods (about 1 ms per frozen class). Public records use
 # ``xds_client._records.record``, internal ones are plain classes.
 def test_user_line_compiles_no_dataclass_methods() -> None:
+    # ``exec`` (dataclass methods) or ``eval`` (a namedtuple's ``__new__``) of source text,
+    # asked for by a module of ours.
     script = (
         "import builtins, sys\n"
         "seen = set()\n"
-        "real = builtins.exec\n"
-        "def spy(source, *args, **kwargs):\n"
+        "real_exec, real_eval = builtins.exec, builtins.eval\n"
+        "def note(source):\n"
         "    if isinstance(source, str):\n"
-        "        frame = sys._getframe(1)\n"
+        "        frame = sys._getframe(2)\n"
         "        name = lambda f: f.f_globals.get('__name__', '')\n"
-        "        while frame and not name(frame).startswith('xds_client'):\n"
+        "        while frame and name(frame) in ('collections', 'dataclasses', 'typing'):\n"
         "            frame = frame.f_back\n"
-        "        if frame is not None:\n"
-        "            seen.add(frame.f_globals['__name__'])\n"
-        "    return real(source, *args, **kwargs)\n"
-        "builtins.exec = spy\n"
+        "        if frame is not None and name(frame).startswith('xds_client'):\n"
+        "            seen.add(name(frame))\n"
+        "def spy_exec(source, *args, **kwargs):\n"
+        "    note(source)\n"
+        "    return real_exec(source, *args, **kwargs)\n"
+        "def spy_eval(source, *args, **kwargs):\n"
+        "    note(source)\n"
+        "    return real_eval(source, *args, **kwargs)\n"
+        "builtins.exec, builtins.eval = spy_exec, spy_eval\n"
         "from xds_client import XdsClient, AsyncXdsClient, Node\n"
-        "builtins.exec = real\n"
+        "builtins.exec, builtins.eval = real_exec, real_eval\n"
         "print('\\n'.join(sorted(seen)))\n"
     )
     out = subprocess.run(
