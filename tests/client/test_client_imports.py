@@ -85,6 +85,11 @@ _NOT_ON_THE_USER_LINE = (
     "xds_client.graph",  # the config graph
     "xds_client.client._bootstrap",  # from_bootstrap, load_bootstrap, parse_bootstrap
     "xds_client.client._metrics",  # Metrics, CountingMetrics (a client takes any object)
+    "dataclasses",  # fields(), replace(), asdict() of a record (see xds_client._records)
+    "xds_client.client._html",  # resources() (a dict with a notebook view)
+    "xds_client.client._persist",  # cache_dir (and ResourceRestored)
+    "queue",  # the threads backend uses the C SimpleQueue (_queue) only
+    "bisect",  # the watch buffer uses the C bisect_left (_bisect) only
 )
 
 
@@ -120,6 +125,7 @@ def test_the_parts_still_load_when_used() -> None:
         " asynchronous=False).close()\n"
     )
     for name in (
+        "xds_client.client._persist",
         "random",
         "json",
         "xds_client.transport._polling",
@@ -172,6 +178,8 @@ def test_the_lazy_client_names_are_the_modules_own() -> None:
         "assert c.parse_bootstrap is _bootstrap.parse_bootstrap\n"
         "assert c.Metrics is _metrics.Metrics is xds_client.Metrics\n"
         "assert c.CountingMetrics is _metrics.CountingMetrics is xds_client.CountingMetrics\n"
+        "from xds_client.client import _persist\n"
+        "assert c.ResourceRestored is _persist.ResourceRestored is xds_client.ResourceRestored\n"
         "from xds_client.client import *\n"
     )
     assert "xds_client.client._bootstrap" in loaded

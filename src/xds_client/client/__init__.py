@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from ._federation import Authority
 from ._options import Backoff
-from ._persist import ResourceRestored
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
 
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
     from ._csds import redact
     from ._metrics import CountingMetrics, Metrics
+    from ._persist import ResourceRestored
     from ._protojson import to_dict, to_json
 
 __all__ = [
@@ -58,6 +58,10 @@ def __getattr__(name: str) -> Any:
         from . import _bootstrap
 
         value = getattr(_bootstrap, name)
+    elif name == "ResourceRestored":  # with the cache directory's code (cache_dir)
+        from . import _persist
+
+        value = _persist.ResourceRestored
     elif name in ("Metrics", "CountingMetrics"):
         from . import _metrics
 

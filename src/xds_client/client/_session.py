@@ -14,13 +14,13 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from typing_extensions import ParamSpec
 
 from xds_client._clock import monotonic_to_wall
-from xds_client._records import Value
+from xds_client._gc import LARGE_RESPONSE, collector_paused
+from xds_client._records import Value, replace
 from xds_client.errors import ClientClosedError, ResourceNameError, UsageError
 from xds_client.federation import authority_label, is_xdstp, normalize_name, parse_xdstp
 from xds_client.protocol import (
@@ -51,10 +51,7 @@ from xds_client.transport import (
 )
 
 from ._federation import AuthorityRouter
-from ._gc import LARGE_RESPONSE, collector_paused
-from ._html import ResourceCache
 from ._options import BackoffState, ClientOptions
-from ._persist import ConfigCache, PersistedType, ResourceRestored, SaveConfig
 from ._watchers import (
     ConnectivityChanged,
     EventBuffer,
@@ -68,6 +65,7 @@ if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
 
     from ._metrics import Metrics
+    from ._persist import ConfigCache, PersistedType
 
 __all__ = [
     "Action",
@@ -155,6 +153,23 @@ class ProbeServer(Value):
     def __init__(self, slot: str, server: int) -> None:
         self.slot = slot
         self.server = server
+
+
+class SaveConfig:
+    """Write this type's accepted config to disk (``cache_dir``)."""
+
+    __slots__ = ("cache", "record")
+
+    def __init__(self, cache: ConfigCache, record: PersistedType) -> None:
+        self.cache = cache
+        self.record = record
+
+    def __repr__(self) -> str:
+        return f"SaveConfig({self.record!r})"
+
+    def write(self) -> None:
+        """Write the file (atomically); failures are logged, never raised."""
+        self.cache.save(self.record)
 
 
 Action: TypeAlias = Union[OpenStream, SendRequest, CloseStream, ProbeServer, SaveConfig]  # noqa: UP007
@@ -321,6 +336,8 @@ class Session:
         self._targets = tuple(self._with_backoff(t) for t in self._router.targets)
         self._cache: ConfigCache | None = None
         if options.cache_dir is not None:
+            from ._persist import ConfigCache  # the cache directory's code loads with it
+
             self._cache = ConfigCache(
                 options.cache_dir, node_id=options.node.id, persist_secrets=options.persist_secrets
             )
@@ -513,6 +530,11 @@ class Session:
         """A new watcher sees the cached state at once: values, errors, absence."""
         protocol = slot.protocol
         cached = protocol.resources(entry.type_url)
+        restored_class: type[ResourceUpdated[Any]] = ResourceUpdated
+        if slot.unconfirmed:  # values read from the cache directory (its module is loaded)
+            from ._persist import ResourceRestored
+
+            restored_class = ResourceRestored
         for state in protocol.resource_states(entry.type_url):
             value = cached.get(state.name)
             aliases = value.aliases if value is not None else ()
@@ -520,7 +542,7 @@ class Session:
                 continue
             if value is not None:
                 restored = (entry.type_url, value.name) in slot.unconfirmed
-                event_class = ResourceRestored if restored else ResourceUpdated
+                event_class = restored_class if restored else ResourceUpdated
                 entry.buffer.put(
                     event_class(entry.type_url, value.name, value.version, value.resource,
                                 value.aliases)
@@ -571,6 +593,8 @@ class Session:
             merged: dict[str, CachedResource[Any]] = {}
             for slot in self._slots_of(type_url):
                 merged.update(slot.protocol.resources(type_url))
+            from ._html import ResourceCache  # loads with the first snapshot, not the import
+
             return ResourceCache(type_url, merged)  # a dict that notebooks show as a table
 
     def client_config(self, to_wall: Callable[[float], float]) -> ClientConfig:

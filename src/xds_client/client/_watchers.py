@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import itertools
 import threading
-from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeAlias, TypeVar, Union
 
 from google.protobuf.message import Message
+
+try:  # the C function itself: the ``bisect`` module around it is not needed
+    from _bisect import bisect_left
+except ImportError:  # pragma: no cover - another interpreter
+    from bisect import bisect_left
 
 from xds_client._records import record
 from xds_client.federation import glob_collection_of, is_glob_collection

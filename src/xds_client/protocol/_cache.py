@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
-from dataclasses import fields
 from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
@@ -134,7 +133,7 @@ _new = object.__new__
 (
     _set_name, _set_version, _set_resource, _set_raw, _set_ttl, _set_deadline, _set_updated,
     _set_aliases, _set_rversion,
-) = (getattr(CachedResource, f.name).__set__ for f in fields(CachedResource))  # fmt: skip
+) = (getattr(CachedResource, name).__set__ for name in CachedResource.__match_args__)  # fmt: skip
 
 
 def new_cached_resource(  # noqa: PLR0917 - positional like the dataclass it builds

@@ -7,7 +7,6 @@ watchers; none of them refers back to the protocol object.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
@@ -75,7 +74,7 @@ _new = object.__new__
 (
     _set_type_url, _set_name, _set_version, _set_resource, _set_aliases, _set_metadata,
     _set_control_plane,
-) = (getattr(ResourceUpdated, f.name).__set__ for f in fields(ResourceUpdated))  # fmt: skip
+) = (getattr(ResourceUpdated, name).__set__ for name in ResourceUpdated.__match_args__)  # fmt: skip
 
 
 def new_resource_updated(  # noqa: PLR0917 - positional like the dataclass it builds
