@@ -4,11 +4,14 @@
 ``__hash__``, ``__setattr__`` and ``__delattr__`` for each class and ``exec``s
 it: about 1 ms per frozen class, paid by every program that imports it, and the
 client's import line loads a dozen public records. :func:`record` makes the same
-class without compiling anything: the standard ``dataclass`` still processes the
-fields (``fields()``, ``replace()``, ``asdict()``, ``is_dataclass()``, pattern
-matching and subclassing by a real dataclass work as before), and the methods
-are shared functions closed over the field list. ``__dataclass_params__`` tells
-what the class does (``frozen``, ``eq``), as for a real one.
+class without compiling anything and without importing ``dataclasses``: it reads
+the fields the way ``dataclasses`` does, the methods are shared functions closed
+over the field list, and ``__dataclass_fields__`` / ``__dataclass_params__`` are
+built by the real ``dataclasses`` on first access (``fields()``, ``asdict()``,
+``is_dataclass()``, a dataclass subclass), so those work as before. A class that
+needs more of ``dataclasses`` (a dataclass base, ``ClassVar``, ``InitVar``,
+``KW_ONLY``, a non-string annotation) is processed by it first, then given the
+same methods.
 
 For the type checker ``record`` *is* ``dataclasses.dataclass``. A generic
 ``__init__`` is slower per call (a few microseconds): a record made on a hot path
