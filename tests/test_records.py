@@ -7,9 +7,12 @@ methods: fields, parameters, signature, repr, equality, hashing, immutability,
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import pickle
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -17,11 +20,24 @@ import pytest
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
 import xds_client
-from xds_client._records import record
-from xds_client.client import Authority, Bootstrap
+from xds_client._records import _Lazy, record
+from xds_client._records import field as record_field
+from xds_client._records import replace as record_replace
+from xds_client.client import Authority, Bootstrap, ConnectivityChanged
 from xds_client.federation import XdstpName
 from xds_client.node import Locality, Node
-from xds_client.protocol import ProtocolConfig
+from xds_client.protocol import (
+    CachedResource,
+    ProtocolConfig,
+    ResourceDeletionIgnored,
+    ResourceDoesNotExist,
+    ResourceErrorReported,
+    ResourceRemoved,
+    ResourceState,
+    ResourceUpdated,
+    ResponseAccepted,
+    ResponseRejected,
+)
 from xds_client.resources import ResourceType, UnwrappedResource
 from xds_client.transport import ChannelCredentialsConfig, Keepalive, ServerTarget, StreamSpec
 
@@ -90,6 +106,26 @@ _CASES: list[tuple[type, dict[str, Any], dict[str, Any]]] = [
      {"aliases": ("a",)}),
     (XdstpName, {"authority": "a", "resource_type": "t", "id": "i",
                  "context_params": (("k", "v"),)}, {"id": "j"}),
+    # the protocol's events and cache records, the client's connectivity event
+    (ResourceUpdated, {"type_url": "t", "name": "n", "version": "1",
+                       "resource": NodeProto(id="n")}, {"control_plane": "cp"}),
+    (ResourceRemoved, {"type_url": "t", "name": "n", "reason": "deleted"},
+     {"aliases": ("a",)}),
+    (ResourceDoesNotExist, {"type_url": "t", "name": "n"}, {"name": "m"}),
+    (ResourceErrorReported, {"type_url": "t", "name": "n", "code": 14, "message": "m"},
+     {"code": 13}),
+    (ResourceDeletionIgnored, {"type_url": "t", "name": "n"}, {"name": "m"}),
+    (ResponseAccepted, {"type_url": "t", "version": "1", "nonce": "x"},
+     {"control_plane": "cp"}),
+    (ResponseRejected, {"type_url": "t", "nonce": "x", "version": "1",
+                        "errors": {"n": "bad"}}, {"control_plane": "cp"}),
+    (CachedResource, {"name": "n", "version": "1", "resource": NodeProto(id="n"),
+                      "raw": b"", "ttl": None, "ttl_deadline": None, "last_updated": 1.0},
+     {"aliases": ("a",)}),
+    (ResourceState, {"type_url": "t", "name": "n", "version": "1", "status": "NACKED",
+                     "last_updated": 1.0, "error": "e"}, {"failed_at": 2.0}),
+    (ConnectivityChanged, {"connected": False, "server": "h:1", "type_urls": ("t",)},
+     {"reason": "down"}),
 ]  # fmt: skip
 
 
@@ -131,6 +167,13 @@ def test_a_record_behaves_as_its_dataclass(
     ]
     assert repr(cls.__dataclass_params__) == repr(ref.__dataclass_params__)  # type: ignore[attr-defined]
     assert _parameters(cls) == _parameters(ref)
+    # the parameters of __init__ too (record's signature is built on first read), pickled
+    init, ref_init = inspect.signature(cls.__init__), inspect.signature(ref.__init__)  # type: ignore[misc]
+    assert [str(p) for p in init.parameters.values()] == [
+        str(p) for p in ref_init.parameters.values()
+    ]
+    for sig in (inspect.signature(cls), init):
+        assert str(pickle.loads(pickle.dumps(sig))) == str(sig)
     assert cls.__match_args__ == ref.__match_args__  # type: ignore[attr-defined]
 
     a, b = cls(**sample), ref(**sample)
@@ -151,8 +194,11 @@ def test_a_record_behaves_as_its_dataclass(
         assert hashed[1] == ref_hashed[1] == hash(same)
     first = dataclasses.fields(cls)[0].name
     assert _mutations(a, first) == _mutations(b, first)
+    quick = record_replace(cls(**sample), **change)  # before anything builds the metadata
     replaced = dataclasses.replace(a, **change)
     assert type(replaced) is cls
+    assert type(quick) is cls
+    assert repr(quick) == repr(replaced)
     assert repr(replaced) == repr(dataclasses.replace(b, **change)) == repr(other)
     assert dataclasses.asdict(a) == dataclasses.asdict(b)
     assert dataclasses.astuple(a) == dataclasses.astuple(b)
@@ -210,19 +256,123 @@ def test_the_generic_parts_match_dataclasses_on_every_kind_of_field() -> None:
             _same_behaviour(ours, real, frozen=frozen, eq=eq)
 
 
-def _same_behaviour(ours: Any, real: Any, *, frozen: bool, eq: bool) -> None:
+def test_records_made_without_dataclasses_match_them_on_every_kind_of_field() -> None:
+    # No pseudo-field: ``record`` finds the fields itself and ``dataclasses`` makes
+    # ``__dataclass_fields__`` only when something asks for it.
+    def body(make_field: Callable[..., Any], slots: bool) -> dict[str, Any]:
+        seen = "_seen" if not slots else "e"  # a slotted instance has no other attribute
+        return {
+            "__annotations__": {"a": "int", "b": "list[int]", "c": "str", "d": "int", "f": "int"},
+            "b": make_field(default_factory=list),
+            "c": make_field(default="x", repr=False),
+            "d": make_field(default=1, compare=False),
+            "e": 5,
+            "f": make_field(default=2, hash=False),
+            "__post_init__": lambda self: (
+                object.__setattr__(self, seen, True) if seen == "_seen" else None
+            ),
+            "__module__": __name__,
+            "__doc__": "doc",
+        }
+
+    for frozen in (False, True):
+        for eq in (False, True):
+            for slots in (False, True):
+                ours: Any = record(frozen=frozen, eq=eq, slots=slots)(
+                    type("R", (), body(record_field, slots))
+                )
+                assert isinstance(ours.__dict__["__dataclass_fields__"], _Lazy)
+                real: Any = dataclasses.dataclass(frozen=frozen, eq=eq, slots=slots)(
+                    type("R", (), body(dataclasses.field, slots))
+                )
+                _same_behaviour(ours, real, frozen=frozen, eq=eq, slots=slots)
+                assert [
+                    (f.name, f.type, f.default, f.default_factory, f.repr, f.hash, f.compare)
+                    for f in dataclasses.fields(ours)
+                ] == [
+                    (f.name, f.type, f.default, f.default_factory, f.repr, f.hash, f.compare)
+                    for f in dataclasses.fields(real)
+                ]
+                assert ("b" in ours.__dict__) == ("b" in real.__dict__)
+                if not slots:  # the defaults are class attributes
+                    assert (ours.c, ours.d, real.c, real.d) == ("x", 1, "x", 1)
+                assert ours.__dict__.get("__slots__") == real.__dict__.get("__slots__")
+                x, y = ours(1), real(1)
+                assert repr(copy.deepcopy(x)) == repr(copy.deepcopy(y))  # as pickling does
+
+
+def test_record_raises_where_dataclass_does() -> None:
+    pairs: list[tuple[Any, Any]] = [
+        (record, record_field),
+        (dataclasses.dataclass, dataclasses.field),
+    ]
+    for make, make_field in pairs:
+        with pytest.raises(ValueError, match="mutable default"):
+            make(type("R", (), {"__annotations__": {"a": "list[int]"}, "a": [],
+                                "__module__": __name__}))  # fmt: skip
+        with pytest.raises(TypeError, match="non-default argument 'b' follows default"):
+            make(type("R", (), {"__annotations__": {"a": "int", "b": "int"}, "a": 1,
+                                "__module__": __name__}))  # fmt: skip
+        with pytest.raises(TypeError, match="'a' is a field but has no type annotation"):
+            make(type("R", (), {"a": make_field(default=1), "__module__": __name__}))
+        with pytest.raises(ValueError, match="cannot specify both default and default_factory"):
+            make_field(default=1, default_factory=list)
+
+
+def test_a_record_loads_dataclasses_only_when_asked() -> None:
+    script = (
+        "from __future__ import annotations\n"
+        "import sys\n"
+        "from xds_client._records import record, field\n"
+        "@record(frozen=True, slots=True)\n"
+        "class R:\n"
+        "    a: int\n"
+        "    b: list = field(default_factory=list)\n"
+        "r = R(1)\n"
+        "assert (r, r.b, R.__match_args__) == (R(1, []), [], ('a', 'b'))\n"
+        "from xds_client._records import replace\n"
+        "assert replace(r, a=2) == R(2, []) and replace(r) == r and replace(r) is not r\n"
+        "@record\n"
+        "class S:\n"
+        "    a: int\n"
+        "    c: int = field(default=0, init=False)\n"
+        "for bad, error in (({'c': 1}, ValueError), ({'x': 1}, TypeError)):\n"
+        "    try:\n"
+        "        replace(S(1), **bad)\n"
+        "    except error:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError(bad)\n"
+        "assert 'dataclasses' not in sys.modules\n"
+        "import dataclasses\n"
+        "assert dataclasses.is_dataclass(r)\n"
+        "assert [f.name for f in dataclasses.fields(R)] == ['a', 'b']\n"
+        "assert dataclasses.replace(r, a=2) == R(2, [])\n"
+        "assert type(R.__dict__['__dataclass_fields__']) is dict\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    # Annotations that are not strings: dataclasses processes the fields, as before.
+    fallback = script.replace("from __future__ import annotations\n", "").replace(
+        "assert 'dataclasses' not in sys.modules\n", "assert 'dataclasses' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", fallback], check=True, timeout=60)
+
+
+def _same_behaviour(ours: Any, real: Any, *, frozen: bool, eq: bool, slots: bool = False) -> None:
     assert str(inspect.signature(ours)) == str(inspect.signature(real))
     x, y = ours(1, [2], "s", 3, 4), real(1, [2], "s", 3, 4)
     assert repr(x) == repr(y)
-    assert x._seen
-    assert y._seen
+    if not slots:
+        assert x._seen
+        assert y._seen
     assert (x == ours(1, [2], "s", 9, 4)) == (y == real(1, [2], "s", 9, 4))
     assert (x == ours(2, [2], "s", 3, 4)) == (y == real(2, [2], "s", 3, 4))
     assert _outcome(lambda: hash(x))[0] == _outcome(lambda: hash(y))[0]
     x, y = ours(1, (2,), "s", 3, 4), real(1, (2,), "s", 3, 4)  # hashable values
     assert _outcome(lambda: hash(x)) == _outcome(lambda: hash(y)) or not (frozen and eq)
     assert ours(1).b is not ours(1).b
-    assert _mutations(x, "a") == _mutations(y, "a")
+    if not slots:  # a slotted frozen dataclass's error names the class from before its slots
+        assert _mutations(x, "a") == _mutations(y, "a")
     assert _outcome(lambda: ours(1, a=1)) == ("raises", TypeError)
     assert _outcome(lambda: ours(1, [], "", 1, 1, 1)) == ("raises", TypeError)
     assert _outcome(ours) == ("raises", TypeError)

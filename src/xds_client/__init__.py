@@ -210,7 +210,11 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'xds_client' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from ._gc import collector_paused
+
+    # The modules made here live as long as the process: no collector passes over them.
+    with collector_paused():
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

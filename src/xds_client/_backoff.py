@@ -7,10 +7,9 @@ import path); a tenacity wait strategy can still replace the exponential one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from xds_client._records import record
+from xds_client._records import record, replace
 from xds_client.errors import UsageError
 
 if TYPE_CHECKING:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
-from xds_client._records import record
+from xds_client._records import field, record
 
 from ._version import __version__
 

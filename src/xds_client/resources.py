@@ -14,12 +14,11 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Iterator
-from dataclasses import field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from google.protobuf.message import DecodeError, Message
 
-from xds_client._records import record
+from xds_client._records import field, record
 
 from .errors import (
     DuplicateResourceTypeError,

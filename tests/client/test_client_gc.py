@@ -10,7 +10,7 @@ import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
 from xds_client import ResourceUpdated
-from xds_client.client._gc import LARGE_RESPONSE, collector_paused
+from xds_client._gc import LARGE_RESPONSE, collector_paused
 from xds_client.testing import ControlPlane
 
 from .conftest import ClientProxy

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import threading
 import time
 from collections import deque
@@ -17,6 +16,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
+
+try:  # the C queue itself: the ``queue`` module around it is not needed (0.4 ms of import)
+    from _queue import Empty as QueueEmpty
+    from _queue import SimpleQueue
+except ImportError:  # pragma: no cover - another interpreter
+    from queue import Empty as QueueEmpty
+    from queue import SimpleQueue
 from typing_extensions import Self
 
 __all__ = [
@@ -107,7 +113,7 @@ class Inbox(Generic[T]):
     __slots__ = ("_queue",)
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[T] = queue.SimpleQueue()
+        self._queue: SimpleQueue[T] = SimpleQueue()
 
     def put(self, item: T) -> None:
         self._queue.put(item)
@@ -115,13 +121,13 @@ class Inbox(Generic[T]):
     def get(self, timeout: float | None) -> T | Empty:
         try:
             return self._queue.get(timeout=timeout)
-        except queue.Empty:
+        except QueueEmpty:
             return EMPTY
 
     def get_nowait(self) -> T | Empty:
         try:
             return self._queue.get_nowait()
-        except queue.Empty:
+        except QueueEmpty:
             return EMPTY
 
 
@@ -159,7 +165,7 @@ class Waiter:
     """The buffer must call :meth:`wake` on every put."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._queue: SimpleQueue[None] = SimpleQueue()
         self._set = False
         self._waiting = 0
         """Threads blocked in :meth:`wait` (several may read one watch): one token each."""
@@ -177,7 +183,7 @@ class Waiter:
         """Block until woken (an event is pending, the buffer closed) or ``timeout`` passes."""
         self._waiting += 1
         try:
-            with contextlib.suppress(queue.Empty):
+            with contextlib.suppress(QueueEmpty):
                 self._queue.get(timeout=timeout)
         finally:
             self._waiting -= 1

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
 from ._federation import Authority
-from ._metrics import CountingMetrics, Metrics
 from ._options import Backoff
-from ._persist import ResourceRestored
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
 
 if TYPE_CHECKING:
     from ._async import AsyncWatch, AsyncXdsClient
+    from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
     from ._csds import redact
+    from ._metrics import CountingMetrics, Metrics
+    from ._persist import ResourceRestored
     from ._protojson import to_dict, to_json
 
 __all__ = [
@@ -53,6 +53,19 @@ def __getattr__(name: str) -> Any:
         from . import _async
 
         value = getattr(_async, name)
+    elif name in ("Bootstrap", "load_bootstrap", "parse_bootstrap"):
+        # The bootstrap parser loads with its first use (from_bootstrap, load_bootstrap).
+        from . import _bootstrap
+
+        value = getattr(_bootstrap, name)
+    elif name == "ResourceRestored":  # with the cache directory's code (cache_dir)
+        from . import _persist
+
+        value = _persist.ResourceRestored
+    elif name in ("Metrics", "CountingMetrics"):
+        from . import _metrics
+
+        value = getattr(_metrics, name)
     elif name == "redact":
         from ._csds import redact as value
     elif name in ("to_dict", "to_json"):

@@ -15,7 +15,6 @@ import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -46,7 +45,6 @@ from xds_client.transport import (
     make_transport,
 )
 
-from ._bootstrap import load_bootstrap
 from ._inbox import InboxItem, ProbeResult, StreamFailed
 from ._options import (
     ClientArgs,
@@ -171,17 +169,26 @@ class AsyncWatch(AsyncClosing, Generic[M]):
     # end async-only
 
 
-@dataclass
 class _OpenStream:
     """A stream the driver holds: its attempt number, its reader and the reader's stop flag."""
 
-    attempt: int
-    stream: AsyncStream
-    stop: AsyncEvent
-    reader: AsyncWorker
-    confirms_writes: bool
-    """The stream reports each write that reached the wire (gRFC A57); else a request
-    counts as written once ``send`` returns."""
+    __slots__ = ("attempt", "confirms_writes", "reader", "stop", "stream")
+
+    def __init__(
+        self,
+        attempt: int,
+        stream: AsyncStream,
+        stop: AsyncEvent,
+        reader: AsyncWorker,
+        confirms_writes: bool,
+    ) -> None:
+        self.attempt = attempt
+        self.stream = stream
+        self.stop = stop
+        self.reader = reader
+        self.confirms_writes = confirms_writes
+        """The stream reports each write that reached the wire (gRFC A57); else a request
+        counts as written once ``send`` returns."""
 
 
 class AsyncXdsClient:
@@ -237,6 +244,8 @@ class AsyncXdsClient:
         ``path`` defaults to ``$GRPC_XDS_BOOTSTRAP``, else the JSON in
         ``$GRPC_XDS_BOOTSTRAP_CONFIG``. Keyword options override the file.
         """
+        from ._bootstrap import load_bootstrap  # the bootstrap parser loads with its first use
+
         bootstrap = load_bootstrap(path)
         options.setdefault("node", bootstrap.node)
         options.setdefault("authorities", bootstrap.authorities)

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
     from google.protobuf.message import Message
 
-# Every client imports this module (the session names its types); json, base64 and
-# pathlib load only with ``cache_dir=``, when a file is first read or written.
+# Loaded with ``cache_dir=`` (or the first use of ResourceRestored); json, base64 and
+# pathlib load only when a file is first read or written.
 
 __all__ = [
     "FORMAT",
@@ -38,7 +38,6 @@ __all__ = [
     "ConfigCache",
     "PersistedType",
     "ResourceRestored",
-    "SaveConfig",
 ]
 
 log = logging.getLogger("xds_client.client")
@@ -107,23 +106,6 @@ class PersistedType:
             (name, entry.version, entry.resource_version, _serialized(entry))
             for name, entry in sorted(self.entries.items())
         )
-
-
-class SaveConfig:
-    """An action for the driver: write this type's accepted config to disk."""
-
-    __slots__ = ("cache", "record")
-
-    def __init__(self, cache: ConfigCache, record: PersistedType) -> None:
-        self.cache = cache
-        self.record = record
-
-    def __repr__(self) -> str:
-        return f"SaveConfig({self.record!r})"
-
-    def write(self) -> None:
-        """Write the file (atomically); failures are logged, never raised."""
-        self.cache.save(self.record)
 
 
 class ConfigCache:

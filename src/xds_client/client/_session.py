@@ -14,12 +14,13 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, Union
+from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from typing_extensions import ParamSpec
 
 from xds_client._clock import monotonic_to_wall
+from xds_client._gc import LARGE_RESPONSE, collector_paused
+from xds_client._records import Value, replace
 from xds_client.errors import ClientClosedError, ResourceNameError, UsageError
 from xds_client.federation import authority_label, is_xdstp, normalize_name, parse_xdstp
 from xds_client.protocol import (
@@ -50,10 +51,7 @@ from xds_client.transport import (
 )
 
 from ._federation import AuthorityRouter
-from ._gc import LARGE_RESPONSE, collector_paused
-from ._html import ResourceCache
 from ._options import BackoffState, ClientOptions
-from ._persist import ConfigCache, PersistedType, ResourceRestored, SaveConfig
 from ._watchers import (
     ConnectivityChanged,
     EventBuffer,
@@ -67,6 +65,7 @@ if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
 
     from ._metrics import Metrics
+    from ._persist import ConfigCache, PersistedType
 
 __all__ = [
     "Action",
@@ -85,53 +84,92 @@ _P = ParamSpec("_P")
 ADS_SLOT = "ads"
 
 
-@dataclass(frozen=True, slots=True)
-class OpenStream:
+class OpenStream(Value):
     """Open a stream for ``slot`` to server number ``server``."""
 
-    slot: str
-    attempt: int
-    server: int
-    spec: StreamSpec
+    __slots__ = ("attempt", "server", "slot", "spec")
+    _fields = ("slot", "attempt", "server", "spec")
+
+    def __init__(self, slot: str, attempt: int, server: int, spec: StreamSpec) -> None:
+        self.slot = slot
+        self.attempt = attempt
+        self.server = server
+        self.spec = spec
 
 
-class Received(NamedTuple):
-    """What the reader of a stream does after :meth:`Session.receive` (a tuple: one
-    is built per response)."""
+class Received(Value):
+    """What the reader of a stream does after :meth:`Session.receive` (one is built per
+    response: a plain class, made without generated code)."""
 
-    replies: tuple[Request, ...]
-    """ACKs/NACKs to send now, in order (delta only; SotW replies go with ``step``)."""
-    wake: bool
-    """The I/O worker must step: a timer moved earlier, an action is due, or SotW."""
-    buffers: tuple[EventBuffer, ...]
-    """Held (flow control): the buffers whose events must be taken before ``release``."""
-    delivered: bool = False
-    """Some watcher got events of the response (the asyncio reader lets it run first)."""
+    __slots__ = ("buffers", "delivered", "replies", "wake")
+    _fields = ("replies", "wake", "buffers", "delivered")
+
+    def __init__(
+        self,
+        replies: tuple[Request, ...],
+        wake: bool,
+        buffers: tuple[EventBuffer, ...],
+        delivered: bool = False,
+    ) -> None:
+        self.replies = replies
+        """ACKs/NACKs to send now, in order (delta only; SotW replies go with ``step``)."""
+        self.wake = wake
+        """The I/O worker must step: a timer moved earlier, an action is due, or SotW."""
+        self.buffers = buffers
+        """Held (flow control): the buffers whose events must be taken before ``release``."""
+        self.delivered = delivered
+        """Some watcher got events of the response (the asyncio reader lets it run first)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SendRequest:
+class SendRequest(Value):
     """Send ``request`` on the stream of ``slot`` (if it is still attempt ``attempt``)."""
 
-    slot: str
-    attempt: int
-    request: Request
+    __slots__ = ("attempt", "request", "slot")
+    _fields = ("slot", "attempt", "request")
+
+    def __init__(self, slot: str, attempt: int, request: Request) -> None:
+        self.slot = slot
+        self.attempt = attempt
+        self.request = request
 
 
-@dataclass(frozen=True, slots=True)
-class CloseStream:
+class CloseStream(Value):
     """Close the stream of ``slot`` opened as attempt ``attempt``."""
 
-    slot: str
-    attempt: int
+    __slots__ = ("attempt", "slot")
+    _fields = ("slot", "attempt")
+
+    def __init__(self, slot: str, attempt: int) -> None:
+        self.slot = slot
+        self.attempt = attempt
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeServer:
+class ProbeServer(Value):
     """Check whether server number ``server`` is reachable; report with ``on_probe``."""
 
-    slot: str
-    server: int
+    __slots__ = ("server", "slot")
+    _fields = ("slot", "server")
+
+    def __init__(self, slot: str, server: int) -> None:
+        self.slot = slot
+        self.server = server
+
+
+class SaveConfig:
+    """Write this type's accepted config to disk (``cache_dir``)."""
+
+    __slots__ = ("cache", "record")
+
+    def __init__(self, cache: ConfigCache, record: PersistedType) -> None:
+        self.cache = cache
+        self.record = record
+
+    def __repr__(self) -> str:
+        return f"SaveConfig({self.record!r})"
+
+    def write(self) -> None:
+        """Write the file (atomically); failures are logged, never raised."""
+        self.cache.save(self.record)
 
 
 Action: TypeAlias = Union[OpenStream, SendRequest, CloseStream, ProbeServer, SaveConfig]  # noqa: UP007
@@ -141,7 +179,6 @@ CANDIDATE_SUFFIX = "~primary"
 """Appended to a slot's key for the driver key of its stream to the primary (A71)."""
 
 
-@dataclass(eq=False)
 class _Candidate:
     """gRFC A71: the stream to the primary tried while a fallback serves.
 
@@ -154,62 +191,102 @@ class _Candidate:
     backoff: BackoffState
     """The primary's backoff: attempts that fail space out as any reconnection does."""
     retry_at: float | None
-    protocol: SotwProtocol | DeltaProtocol | None = None
-    attempt: int = 0
-    open: bool = False
+    protocol: SotwProtocol | DeltaProtocol | None
+    attempt: int
+    open: bool
+
+    def __init__(self, key: str, backoff: BackoffState, retry_at: float | None) -> None:
+        self.key = key
+        self.backoff = backoff
+        self.retry_at = retry_at
+        self.protocol = None
+        self.attempt = 0
+        self.open = False
 
 
-@dataclass(eq=False)
 class _Slot:
     """One stream's worth of state: ADS has one slot, per-type mode one per type."""
 
     key: str
     protocol: SotwProtocol | DeltaProtocol
     backoff: BackoffState
-    server: int = 0
-    attempt: int = 0
-    opened: int = 0
+    server: int
+    attempt: int
+    opened: int
     """Streams opened for this slot (its own and the candidate's): the attempt numbers."""
-    stream_key: str = ""
+    stream_key: str
     """The driver's key of the slot's stream: ``key``, or the candidate key it took over."""
-    open: bool = False
-    got_response: bool = False
-    up: bool = False
+    open: bool
+    got_response: bool
+    up: bool
     """The server serves this stream: its response headers or a response came."""
-    in_flight: list[Request | None] = field(default_factory=list)
+    in_flight: list[Request | None]
     """Requests handed to the driver whose write is not confirmed yet, oldest first;
     None for an ACK/NACK, which starts no timer. A new stream gets a new list (never
     cleared in place): :meth:`Session.on_written` pops it without the lock."""
-    held: list[Request] = field(default_factory=list)
+    held: list[Request]
     """Requests written before the stream was known ``up``: their timers wait (A57)."""
-    retry_at: float | None = None
-    candidate: _Candidate | None = None
+    retry_at: float | None
+    candidate: _Candidate | None
     """While on a fallback: the stream to the primary (gRFC A71)."""
-    ready_check_at: float = 0.0
+    ready_check_at: float
     """When to check again whether the current server's channel is up."""
-    probing: bool = False
-    probe_attempt: int = 0
+    probing: bool
+    probe_attempt: int
     """The stream attempt the readiness probe in flight was made for."""
-    reported: bool | None = None
+    reported: bool | None
     """Connectivity last told to watchers: None before anything was told."""
-    type_urls: set[str] = field(default_factory=set)
-    base: str = ADS_SLOT
+    type_urls: set[str]
+    base: str
     """ADS, or the type URL of a per-type stream (the key without its server group)."""
-    group: tuple[int, ...] = (0,)
+    group: tuple[int, ...]
     """The servers this stream may use, in priority order, as indices of the
     session's distinct targets; ``server`` is a position in this tuple (gRFC A47)."""
-    restored_types: set[str] = field(default_factory=set)
+    restored_types: set[str]
     """Types whose last good config was read from disk (once per type)."""
-    unconfirmed: set[tuple[str, str]] = field(default_factory=set)
+    unconfirmed: set[tuple[str, str]]
     """(type, name) restored from disk that no accepted response has confirmed yet."""
-    dirty: dict[str, PersistedType] = field(default_factory=dict)
+    dirty: dict[str, PersistedType]
     """By type: the config as accepted last, not yet written to the cache directory."""
-    holding: bool = False
+    holding: bool
     """Flow control: the last response's watchers have not taken its events yet, so
     its ACK (and the next read) waits; :meth:`Session.release` ends it."""
 
-    def __post_init__(self) -> None:
-        self.stream_key = self.stream_key or self.key
+    def __init__(
+        self,
+        key: str,
+        protocol: SotwProtocol | DeltaProtocol,
+        backoff: BackoffState,
+        *,
+        retry_at: float | None = None,
+        base: str = ADS_SLOT,
+        group: tuple[int, ...] = (0,),
+    ) -> None:
+        self.key = key
+        self.protocol = protocol
+        self.backoff = backoff
+        self.server = 0
+        self.attempt = 0
+        self.opened = 0
+        self.stream_key = key
+        self.open = False
+        self.got_response = False
+        self.up = False
+        self.in_flight = []
+        self.held = []
+        self.retry_at = retry_at
+        self.candidate = None
+        self.ready_check_at = 0.0
+        self.probing = False
+        self.probe_attempt = 0
+        self.reported = None
+        self.type_urls = set()
+        self.base = base
+        self.group = group
+        self.restored_types = set()
+        self.unconfirmed = set()
+        self.dirty = {}
+        self.holding = False
 
     def stream_opened(self, attempt: int) -> None:
         """The slot's stream is now attempt ``attempt``: nothing of the last one carries over."""
@@ -259,6 +336,8 @@ class Session:
         self._targets = tuple(self._with_backoff(t) for t in self._router.targets)
         self._cache: ConfigCache | None = None
         if options.cache_dir is not None:
+            from ._persist import ConfigCache  # the cache directory's code loads with it
+
             self._cache = ConfigCache(
                 options.cache_dir, node_id=options.node.id, persist_secrets=options.persist_secrets
             )
@@ -451,6 +530,11 @@ class Session:
         """A new watcher sees the cached state at once: values, errors, absence."""
         protocol = slot.protocol
         cached = protocol.resources(entry.type_url)
+        restored_class: type[ResourceUpdated[Any]] = ResourceUpdated
+        if slot.unconfirmed:  # values read from the cache directory (its module is loaded)
+            from ._persist import ResourceRestored
+
+            restored_class = ResourceRestored
         for state in protocol.resource_states(entry.type_url):
             value = cached.get(state.name)
             aliases = value.aliases if value is not None else ()
@@ -458,7 +542,7 @@ class Session:
                 continue
             if value is not None:
                 restored = (entry.type_url, value.name) in slot.unconfirmed
-                event_class = ResourceRestored if restored else ResourceUpdated
+                event_class = restored_class if restored else ResourceUpdated
                 entry.buffer.put(
                     event_class(entry.type_url, value.name, value.version, value.resource,
                                 value.aliases)
@@ -509,6 +593,8 @@ class Session:
             merged: dict[str, CachedResource[Any]] = {}
             for slot in self._slots_of(type_url):
                 merged.update(slot.protocol.resources(type_url))
+            from ._html import ResourceCache  # loads with the first snapshot, not the import
+
             return ResourceCache(type_url, merged)  # a dict that notebooks show as a table
 
     def client_config(self, to_wall: Callable[[float], float]) -> ClientConfig:

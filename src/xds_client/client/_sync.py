@@ -14,7 +14,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -44,7 +43,6 @@ from xds_client.transport import (
     make_transport,
 )
 
-from ._bootstrap import load_bootstrap
 from ._inbox import InboxItem, ProbeResult, StreamFailed
 from ._options import (
     ClientArgs,
@@ -162,17 +160,26 @@ class Watch(Closing, Generic[M]):
         self._client._wake()
 
 
-@dataclass
 class _OpenStream:
     """A stream the driver holds: its attempt number, its reader and the reader's stop flag."""
 
-    attempt: int
-    stream: Stream
-    stop: Event
-    reader: Worker
-    confirms_writes: bool
-    """The stream reports each write that reached the wire (gRFC A57); else a request
-    counts as written once ``send`` returns."""
+    __slots__ = ("attempt", "confirms_writes", "reader", "stop", "stream")
+
+    def __init__(
+        self,
+        attempt: int,
+        stream: Stream,
+        stop: Event,
+        reader: Worker,
+        confirms_writes: bool,
+    ) -> None:
+        self.attempt = attempt
+        self.stream = stream
+        self.stop = stop
+        self.reader = reader
+        self.confirms_writes = confirms_writes
+        """The stream reports each write that reached the wire (gRFC A57); else a request
+        counts as written once ``send`` returns."""
 
 
 class XdsClient:
@@ -228,6 +235,8 @@ class XdsClient:
         ``path`` defaults to ``$GRPC_XDS_BOOTSTRAP``, else the JSON in
         ``$GRPC_XDS_BOOTSTRAP_CONFIG``. Keyword options override the file.
         """
+        from ._bootstrap import load_bootstrap  # the bootstrap parser loads with its first use
+
         bootstrap = load_bootstrap(path)
         options.setdefault("node", bootstrap.node)
         options.setdefault("authorities", bootstrap.authorities)

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import itertools
 import threading
-from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar, Union
 
 from google.protobuf.message import Message
 
+try:  # the C function itself: the ``bisect`` module around it is not needed
+    from _bisect import bisect_left
+except ImportError:  # pragma: no cover - another interpreter
+    from bisect import bisect_left
+
+from xds_client._records import record
 from xds_client.federation import glob_collection_of, is_glob_collection
 from xds_client.protocol._events import (
     ResourceDeletionIgnored,
@@ -42,7 +46,7 @@ __all__ = [
 M = TypeVar("M", bound=Message)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ConnectivityChanged:
     """The stream carrying a watch's type went down or came back.
 
@@ -335,7 +339,6 @@ class EventBuffer:
 _ids = itertools.count(1)
 
 
-@dataclass(eq=False)
 class WatchEntry(Generic[M]):
     """One watcher: what it watches and where its events go."""
 
@@ -343,15 +346,26 @@ class WatchEntry(Generic[M]):
     names: frozenset[str] | None
     """Watched names; None for a wildcard watch (every resource of the type)."""
     buffer: EventBuffer
-    callback: Callable[[WatchEvent[M]], object] | None = None
-    id: int = field(default_factory=lambda: next(_ids))
-    closed: bool = False
-    has_globs: bool = field(init=False, default=False)
+    callback: Callable[[WatchEvent[M]], object] | None
+    id: int
+    closed: bool
+    has_globs: bool
     """Whether a watched name is an ``xdstp://.../*`` glob collection (TP1)."""
 
-    def __post_init__(self) -> None:
-        if self.names is not None:
-            self.has_globs = any(is_glob_collection(n) for n in self.names)
+    def __init__(
+        self,
+        type_url: str,
+        names: frozenset[str] | None,
+        buffer: EventBuffer,
+        callback: Callable[[WatchEvent[M]], object] | None = None,
+    ) -> None:
+        self.type_url = type_url
+        self.names = names
+        self.buffer = buffer
+        self.callback = callback
+        self.id = next(_ids)
+        self.closed = False
+        self.has_globs = names is not None and any(is_glob_collection(n) for n in names)
 
     def wants(self, name: str, aliases: Iterable[str] = ()) -> bool:
         """True when an event about ``name`` (or one of its aliases) concerns this watch."""

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
-from xds_client._records import record
+from xds_client._records import field, record
 from xds_client.errors import ProtocolUsageError
 
 if TYPE_CHECKING:

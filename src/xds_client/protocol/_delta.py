@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xds_client.errors import ResourceError
@@ -36,13 +35,15 @@ def _request_type() -> type[DeltaDiscoveryRequest]:
     return _request_class[0]
 
 
-@dataclass(slots=True)
 class _Stream:
     """What this stream has told the server about one type."""
 
-    server_names: set[str] = field(default_factory=set)  # as the server sees it ("*" included)
-    add: dict[str, None] = field(default_factory=dict)  # to subscribe on the next request
-    remove: dict[str, None] = field(default_factory=dict)  # to unsubscribe on the next request
+    __slots__ = ("add", "remove", "server_names")
+
+    def __init__(self) -> None:
+        self.server_names: set[str] = set()  # as the server sees it ("*" included)
+        self.add: dict[str, None] = {}  # to subscribe on the next request
+        self.remove: dict[str, None] = {}  # to unsubscribe on the next request
 
 
 class DeltaProtocol(ProtocolCore[_Stream]):

@@ -7,10 +7,11 @@ watchers; none of them refers back to the protocol object.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
+
+from xds_client._records import record
 
 __all__ = [
     "Event",
@@ -30,8 +31,10 @@ M = TypeVar("M", bound=Message)
 
 RemovalReason = Literal["deleted", "ttl_expired", "data_error"]
 
+_setattr = object.__setattr__  # what a frozen dataclass's __init__ sets fields with
 
-@dataclass(frozen=True, slots=True)
+
+@record(frozen=True, slots=True)
 class ResourceUpdated(Generic[M]):
     """A resource arrived for the first time or its serialized bytes changed."""
 
@@ -71,7 +74,7 @@ _new = object.__new__
 (
     _set_type_url, _set_name, _set_version, _set_resource, _set_aliases, _set_metadata,
     _set_control_plane,
-) = (getattr(ResourceUpdated, f.name).__set__ for f in fields(ResourceUpdated))  # fmt: skip
+) = (getattr(ResourceUpdated, name).__set__ for name in ResourceUpdated.__match_args__)  # fmt: skip
 
 
 def new_resource_updated(  # noqa: PLR0917 - positional like the dataclass it builds
@@ -284,7 +287,7 @@ if not _draft_works():
     _Draft = None  # type: ignore[assignment,misc]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ResourceRemoved:
     """A cached resource is gone: the server deleted it, or its TTL ran out."""
 
@@ -298,8 +301,17 @@ class ResourceRemoved:
     aliases: tuple[str, ...] = ()
     """Alternative names the resource had (VHDS), so alias watchers hear of it too."""
 
+    def __init__(
+        self, type_url: str, name: str, reason: RemovalReason, aliases: tuple[str, ...] = ()
+    ) -> None:
+        # Written out (one per removed resource): as fast as the dataclass's own.
+        _setattr(self, "type_url", type_url)
+        _setattr(self, "name", name)
+        _setattr(self, "reason", reason)
+        _setattr(self, "aliases", aliases)
 
-@dataclass(frozen=True, slots=True)
+
+@record(frozen=True, slots=True)
 class ResourceDoesNotExist:
     """A subscribed resource did not arrive before the does-not-exist timer fired.
 
@@ -311,8 +323,12 @@ class ResourceDoesNotExist:
     name: str
     """The subscribed name (or alias)."""
 
+    def __init__(self, type_url: str, name: str) -> None:
+        _setattr(self, "type_url", type_url)
+        _setattr(self, "name", name)
 
-@dataclass(frozen=True, slots=True)
+
+@record(frozen=True, slots=True)
 class ResourceErrorReported:
     """The server reported an error for this resource (xRFC TP3 ``resource_errors``).
 
@@ -332,7 +348,7 @@ class ResourceErrorReported:
     """The server's message."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ResourceDeletionIgnored:
     """The server deleted a resource, but ``ignore_resource_deletion`` keeps it (gRFC A53).
 
@@ -345,7 +361,7 @@ class ResourceDeletionIgnored:
     """Name of the resource the server no longer sends."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ResponseAccepted:
     """A response was ACKed (one per accepted response)."""
 
@@ -358,8 +374,15 @@ class ResponseAccepted:
     control_plane: str = ""
     """The response's ``control_plane.identifier`` (which server instance sent it)."""
 
+    def __init__(self, type_url: str, version: str, nonce: str, control_plane: str = "") -> None:
+        # Written out (one per response): as fast as the dataclass's own.
+        _setattr(self, "type_url", type_url)
+        _setattr(self, "version", version)
+        _setattr(self, "nonce", nonce)
+        _setattr(self, "control_plane", control_plane)
 
-@dataclass(frozen=True, slots=True)
+
+@record(frozen=True, slots=True)
 class ResponseRejected:
     """A response was NACKed (one per rejected response).
 

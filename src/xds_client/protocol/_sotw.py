@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from itertools import compress, repeat
 from operator import is_, is_not
@@ -78,23 +77,38 @@ def _bare_value(blob: bytes, prefix: bytes) -> bytes | None:
     return None
 
 
-@dataclass(slots=True)
 class _Stream:
     """What this stream has told the server about one type."""
 
-    sent_nonempty: bool = False  # after a non-empty name list, [] no longer means wildcard
-    dirty: bool = False  # the subscription changed since the last request
+    __slots__ = ("dirty", "sent_nonempty")
+
+    def __init__(self) -> None:
+        self.sent_nonempty = False  # after a non-empty name list, [] no longer means wildcard
+        self.dirty = False  # the subscription changed since the last request
 
 
-@dataclass(slots=True)
 class _Item:
-    name: str
-    raw: bytes | None  # None: heartbeat
-    message: Message | None  # decoded already (to learn the name), or None
-    ttl: float | None
-    resource_version: str
-    aliases: tuple[str, ...]
-    metadata: Message | None = None  # the wrapper's metadata
+    """One resource of a response, read and named, before it is applied."""
+
+    __slots__ = ("aliases", "message", "metadata", "name", "raw", "resource_version", "ttl")
+
+    def __init__(  # noqa: PLR0917 - internal, one per changed resource
+        self,
+        name: str,
+        raw: bytes | None,  # None: heartbeat
+        message: Message | None,  # decoded already (to learn the name), or None
+        ttl: float | None,
+        resource_version: str,
+        aliases: tuple[str, ...],
+        metadata: Message | None = None,  # the wrapper's metadata
+    ) -> None:
+        self.name = name
+        self.raw = raw
+        self.message = message
+        self.ttl = ttl
+        self.resource_version = resource_version
+        self.aliases = aliases
+        self.metadata = metadata
 
 
 class SotwProtocol(ProtocolCore[_Stream]):

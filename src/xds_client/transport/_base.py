@@ -13,7 +13,6 @@ their wire format, so v2 streams send them on the v2 method paths.
 from __future__ import annotations
 
 import os
-from dataclasses import field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -23,7 +22,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryResponse,
 )
 
-from xds_client._records import record
+from xds_client._records import field, record
 from xds_client.errors import UsageError
 
 if TYPE_CHECKING:
