@@ -454,6 +454,18 @@ class ProtocolMachine(RuleBasedStateMachine):
         errors = {n: c for n, c in reported.items() if n not in by_name and n not in gone}
         self.respond(type_url, items, gone, wrong_type=5, unnamed_bad=5, reported=errors)
 
+    @precondition(lambda self: self.p.is_connected)
+    @rule(type_url=type_urls, name=st.sampled_from(NAMES), tag=st.sampled_from(["x", "y"]))
+    def roll_back(self, type_url: str, name: str, tag: str) -> None:
+        """A good body, a bad one (NACKED, the good one kept), then the good one again:
+        a control plane rolling a bad change back. The random walk alone reaches the
+        last step (``SAME_BYTES`` in ``NACKED``) too rarely for the check below."""
+        if not self.model.wants(type_url, name):
+            self.subscribe(type_url, (name,), wildcard=False)
+            self.flush()
+        for body in (tag, None, tag):
+            self.respond_well_formed(type_url, {name: (body, None)}, set(), {})
+
     @precondition(lambda self: not self.p.is_connected)
     @rule()
     def change_server(self) -> None:
