@@ -120,10 +120,13 @@ def test_unchanged_resources_are_recognised_by_their_bytes(
     second = [*first[:2], make(api.cds, "c2", "b"), *first[3:]]
     events = pair.receive(sotw_response(api.cds, "2", "n2", second))
     assert [e.name for e in events if isinstance(e, ResourceUpdated)] == ["c2"]
-    assert len(seen) == 1  # only the changed one is decoded
+    # Only the changed one is decoded (twice when its check grew it: ResourceCheck.fresh).
+    assert len(set(seen)) == 1
+    assert 1 <= len(seen) <= 2
+    once = len(seen)
     events = pair.receive(sotw_response(api.cds, "3", "n3", second))
     assert [type(e) for e in events] == [ResponseAccepted]
-    assert len(seen) == 1
+    assert len(seen) == once
     pair.check(api.cds)
     # The cache entry keeps the version of the response that changed it.
     assert pair.raw.p.resources(api.cds)["c2"].version == "2"

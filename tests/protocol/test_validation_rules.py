@@ -36,7 +36,7 @@ from xds_client.protocol import (
     _validation,
     validate,
 )
-from xds_client.protocol._rules import check_rules
+from xds_client.protocol._rules import check_rules, rules_verdict
 from xds_client.testing import ControlPlane
 
 from ._protocol_support import V3, delta, delta_resource, delta_response, sotw, sotw_response
@@ -551,13 +551,13 @@ def test_rules_run_before_the_user_validator() -> None:
 
 def test_only_changed_resources_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     checked: list[str] = []
-    real = check_rules
+    real = rules_verdict
 
-    def counting(message: Any) -> str | None:
+    def counting(message: Any) -> tuple[str | None, bool]:
         checked.append(message.name)
         return real(message)
 
-    monkeypatch.setattr(_validation, "check_rules", counting)
+    monkeypatch.setattr(_validation, "rules_verdict", counting)
     h = sotw(V3, "single")
     h.p.subscribe(V3.cds, None)
     h.start()
@@ -584,3 +584,54 @@ def test_control_plane_refuses_invalid_resources_when_asked() -> None:
         cp.set_resources(resources.CLUSTER, [Cluster(name="fine")])
     with ControlPlane(rest_port=None, heartbeat_interval=None) as cp:
         cp.set_resources(resources.CLUSTER, [bad_cluster()])  # by default served as given
+
+
+# ------------------------------------------------------------------ upb's arena
+
+
+def test_the_verdict_says_when_the_check_read_an_unset_container() -> None:
+    # Reading an unset repeated or map field makes upb add an empty array to the
+    # message's arena (about 370 B on a Cluster), so a kept message is decoded again.
+    bare = Cluster(name="c")  # no health_checks, filters, ... (they carry rules)
+    assert rules_verdict(bare) == (None, True)
+    from envoy.type.v3.percent_pb2 import Percent
+
+    assert rules_verdict(Percent(value=50.0)) == (None, False)  # rules, no containers
+    assert rules_verdict(Percent(value=150.0)) == (
+        "value: must be inside range [0, 100]",
+        False,
+    )
+
+
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+@pytest.mark.parametrize("lean", [False, True])
+def test_a_message_whose_check_grew_it_is_not_the_one_kept(
+    monkeypatch: pytest.MonkeyPatch, protocol: str, lean: bool
+) -> None:
+    checked: list[Any] = []  # held, so that no id is reused
+    real = rules_verdict
+
+    def recording(message: Any, now: float | None = None) -> tuple[str | None, bool]:
+        checked.append(message)
+        return real(message, now)
+
+    monkeypatch.setattr(_validation, "rules_verdict", recording)
+    h = (sotw if protocol == "sotw" else delta)(V3, "single", lazy_decode=lean)
+    h.p.subscribe(V3.cds, None)
+    h.start()
+    sent = [Cluster(name="a"), Cluster(name="b", alt_stat_name="b")]
+    if protocol == "sotw":
+        events = h.receive(sotw_response(V3.cds, "1", "n1", sent))
+    else:
+        events = h.receive(delta_response(V3.cds, "n1", [delta_resource(m.name, m) for m in sent]))
+    assert [c.name for c in checked] == ["a", "b"]
+    kept = h.p.resources(V3.cds)
+    updates = [e for e in events if isinstance(e, ResourceUpdated)]
+    assert [e.resource for e in updates] == sent
+    for message in sent:
+        held = kept[message.name].resource
+        assert held == message
+        assert all(held is not c for c in checked)  # a fresh decode, not the grown one
+    if not lean:
+        for event in updates:
+            assert event.resource is kept[event.name].resource  # one message, shared

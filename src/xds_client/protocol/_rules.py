@@ -44,12 +44,13 @@ from validate import validate_pb2 as pgv
 
 from xds_client.errors import RuleViolationError
 
-__all__ = ["check_rules", "rule_violation", "validate"]
+__all__ = ["check_rules", "rule_violation", "rules_verdict", "validate"]
 
 Check = Callable[[Any, list[Any]], None]
 """``check(value, ctx)``: raises :class:`_RuleBrokenError` when ``value`` breaks a rule;
-``ctx`` is ``[now, flag]``, the caller's Unix time or None and whether a rule compared
-a value with it (the verdict of such a check is not memoised)."""
+``ctx`` is ``[now, now_seen, grew]``: the caller's Unix time or None, whether a rule
+compared a value with it (the verdict of such a check is not memoised), and whether the
+check read a repeated or map field the message does not hold (see :func:`rules_verdict`)."""
 
 
 def _nothing(value: Any, ctx: list[Any]) -> None:
@@ -462,8 +463,12 @@ ones directly (unique sub-messages, e.g. health checks naming their own host), t
 tries again."""
 
 _NOW_SEEN = 1
-"""Index of the flag in a check's context (``[now, flag]``) that a timestamp rule
-against ``now`` was reached: such a verdict depends on ``now`` and is not memoised."""
+"""Index of the flag in a check's context that a timestamp rule against ``now`` was
+reached: such a verdict depends on ``now`` and is not memoised."""
+
+_GREW = 2
+"""Index of the flag in a check's context that an empty container was read: upb then
+gave the message an empty array in its arena."""
 
 _FLOATING = (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE)
 
@@ -636,7 +641,9 @@ class _Compiler:
                 return
             raise _broken(*seen)
         parse, check = known
-        inner_ctx = [ctx[0], False]  # its own flag: was ``now`` used for this payload?
+        # Its own flags: was ``now`` used for this payload? (It is decoded here and
+        # dropped: what its check adds to its arena goes with it.)
+        inner_ctx = [ctx[0], False, False]
         try:
             try:
                 inner = parse(data)
@@ -695,7 +702,7 @@ class _Compiler:
                 if state[1] * _MEMO_MIN_HIT_RATIO < state[0]:
                     state[2] = _MEMO_PAUSE
                 state[0] = state[1] = 0
-            inner = [ctx[0], False]
+            inner = [ctx[0], False, False]
             try:
                 env[name](value, inner)
             except _RuleBrokenError as exc:
@@ -704,6 +711,8 @@ class _Compiler:
                 else:
                     remember(key, (exc.reason, tuple(exc.segments)))
                 raise
+            if inner[_GREW]:  # the part shares the checked message's arena
+                ctx[_GREW] = True
             if inner[_NOW_SEEN]:
                 ctx[_NOW_SEEN] = True
             else:
@@ -851,6 +860,8 @@ class _Gen:
                 lines += [f"{plan.var} = {get}", f"if {present}:", *_indent(checked)]
                 if fail is not None:
                     lines += ["else:", fail]
+                elif fd.is_repeated:  # an unset container, now an empty array in the arena
+                    lines += ["else:", f"    ctx[{_GREW}] = True"]
             elif fail is not None:
                 lines += [f"if not {get}:", fail]
         for _, failure in sorted(later):
@@ -1183,7 +1194,7 @@ def rule_violation(message: Message, now: float | None = None) -> tuple[str, str
     if check is None:
         return None
     try:
-        check(message, [now, False])
+        check(message, [now, False, False])
     except _RuleBrokenError as exc:
         return exc.path(), exc.reason
     return None
@@ -1196,19 +1207,32 @@ def forget_verdicts() -> None:
 
 def check_rules(message: Message, now: float | None = None) -> str | None:
     """The NACK reason for ``message`` under its ``(validate.rules)``, or None."""
+    return rules_verdict(message, now)[0]
+
+
+def rules_verdict(message: Message, now: float | None = None) -> tuple[str | None, bool]:
+    """:func:`check_rules`'s reason, and whether the check read a repeated or map field
+    that ``message`` does not hold.
+
+    Reading one makes upb give the message an empty array in its arena, which grows by
+    a block (about 370 B on a Cluster) for as long as the message lives. No test for an
+    unset container is cheaper (``ListFields`` costs twice a decode), so a caller that
+    keeps the message should keep a fresh decode of its bytes instead when this is true.
+    """
     # rule_violation's body, written out: this runs for every resource received.
     try:
         check = _COMPILER.by_class[type(message)]
     except KeyError:
         check = _COMPILER.for_class(type(message))
     if check is None:
-        return None
+        return None, False
+    ctx: list[Any] = [now, False, False]
     try:
-        check(message, [now, False])
+        check(message, ctx)
     except _RuleBrokenError as exc:
         path = exc.path()
-        return f"{path}: {exc.reason}" if path else exc.reason
-    return None
+        return (f"{path}: {exc.reason}" if path else exc.reason), bool(ctx[_GREW])
+    return None, bool(ctx[_GREW])
 
 
 def validate(message: Message, *, now: float | None = None) -> None:

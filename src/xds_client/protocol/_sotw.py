@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from itertools import compress, repeat
 from operator import is_, is_not
@@ -25,6 +25,7 @@ from ._events import Event, UpdateBatch
 from ._subscriptions import WILDCARD
 from ._validation import (
     RESPONSE_KEY,
+    ResourceCheck,
     name_field_of,
     resource_check,
     resource_name,
@@ -290,7 +291,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         st: TypeState,
         response: DiscoveryResponse | RawDiscoveryResponse,
         errors: dict[str, str],
-        check: Callable[[Message], str | None] | None,
+        check: ResourceCheck | None,
     ) -> tuple[
         str | None, dict[str, _Item | int | None], bool, dict[str, Any], dict[str, str], int
     ]:  # fmt: skip
@@ -349,7 +350,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         resources: Iterable[tuple[int, AnyMessage | bytes]],
         items: dict[str, _Item | int | None],
         errors: dict[str, str],
-        check: Callable[[Message], str | None] | None,
+        check: ResourceCheck | None,
         *,
         lookup: bool,
     ) -> tuple[str | None, bool, dict[str, Any], dict[str, str], int]:
@@ -437,18 +438,17 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     if name in items:
                         return f"resource name {name!r} appears more than once", False, {}, {}, 0
                     items[name] = key
-                    if lean:
-                        # Checked now and dropped (only the bytes are kept); unwanted
-                        # ones are not checked, as in _apply.
-                        payload[name] = value
-                        if check is not None and (
-                            wildcard or name in subscribed or wants(name)
-                        ):  # fmt: skip
-                            why = check(bare)
-                            if why is not None:
-                                reasons[name] = why
-                    else:
-                        payload[name] = bare
+                    # Checked now, where its bytes are at hand; unwanted ones are not
+                    # checked, as in _apply. Lean mode keeps only the bytes.
+                    if check is not None and (
+                        wildcard or name in subscribed or wants(name)
+                    ):  # fmt: skip
+                        why = check(bare)
+                        if why is not None:
+                            reasons[name] = why
+                        elif check.fresh and not lean:
+                            bare = decode(value)  # the check grew its arena: keep a new one
+                    payload[name] = value if lean else bare
                     continue
                 if name in items:
                     return f"resource name {name!r} appears more than once", False, {}, {}, 0
@@ -554,7 +554,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         errors: dict[str, str],
         now: float,
         events: list[Any],
-        check: Callable[[Message], str | None] | None,
+        check: ResourceCheck | None,
         kept: set[str] | None = None,
         control_plane: str = "",
     ) -> None:
@@ -574,9 +574,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
         refreshes: list[_Item] = []
         quiet = not st.states.held  # no cached resource is NACKED, in error or kept (A53)
         todo: Iterable[tuple[str, _Item | int | None]] = items.items()
-        if quiet and not cache.renewable and not wrappers and wildcard and (lean or check is None):
+        if quiet and not cache.renewable and not wrappers and wildcard:
             # The common large push: every resource bare and wanted, nothing to renew,
-            # each one checked already (lean) or not at all. The changed ones, in order.
+            # each one checked as it was named (_parse). The changed ones, in order.
             todo = ()
             staged = list(payload)  # exactly the changed bare ones, in order
             if reasons:
@@ -601,12 +601,9 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if type(item) is int:  # a bare resource, decoded to learn its name
                 if not (wildcard or name in names or wants(name)):
                     continue
-                # Its key differs from every cached resource's, so it is an update; it
-                # still goes through the validator.
-                if lean:
-                    reason = reasons.get(name)  # checked as it was named
-                else:
-                    reason = None if check is None else check(payload[name])
+                # Its key differs from every cached resource's, so it is an update,
+                # checked as it was named (_parse).
+                reason = reasons.get(name)
                 if reason is not None:
                     errors[name] = reason
                     continue
@@ -650,6 +647,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 if reason is not None:
                     errors[name] = reason
                     continue
+                if check.fresh and not lean:
+                    message = rtype.decode(item.raw)  # the check grew its arena: a new one
             name_field = name_field_of(rtype.message_class)
             renamed = name_field is not None and getattr(message, name_field) != name
             # Indexed by its content unless its body names another resource (the same

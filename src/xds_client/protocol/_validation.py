@@ -11,12 +11,14 @@ from xds_client.errors import ResourceError, ResourceValidationError
 
 from ._config import ProtocolConfig, Validator
 
-RuleCheck = Callable[..., "str | None"]
-"""``check_rules(message, now=None)``: the NACK reason under ``(validate.rules)``."""
+RulesVerdict = Callable[..., "tuple[str | None, bool]"]
+"""``rules_verdict(message, now=None)``: the NACK reason under ``(validate.rules)``, and
+whether the message should be decoded again before it is kept."""
 
 __all__ = [
     "MAX_ERROR_MESSAGE",
     "RESPONSE_KEY",
+    "ResourceCheck",
     "nack_message",
     "resource_name",
     "resource_check",
@@ -24,18 +26,18 @@ __all__ = [
     "run_validator",
 ]
 
-check_rules: RuleCheck | None = None
-"""``_rules.check_rules``, imported with the first check (the compiler is not needed to
-import the client)."""
+rules_verdict: RulesVerdict | None = None
+"""``_rules.rules_verdict``, imported with the first check (the compiler is not needed
+to import the client)."""
 
 
-def _rule_checker() -> RuleCheck:
-    global check_rules  # noqa: PLW0603 - loaded once, on first use
-    if check_rules is None:
-        from ._rules import check_rules as loaded
+def _rule_checker() -> RulesVerdict:
+    global rules_verdict  # noqa: PLW0603 - loaded once, on first use
+    if rules_verdict is None:
+        from ._rules import rules_verdict as loaded
 
-        check_rules = loaded
-    return check_rules
+        rules_verdict = loaded
+    return rules_verdict
 
 
 MAX_ERROR_MESSAGE = 4096
@@ -118,37 +120,51 @@ def twin_type_url(type_url: str) -> str | None:
     return twin
 
 
+class ResourceCheck:
+    """The check of each changed resource of one type in one response: the proto's
+    ``(validate.rules)`` first (when ``config.validate_rules``), then the user's
+    validator. Called with a decoded message, it returns the reason to reject it, or
+    None.
+
+    After a call, ``fresh`` says whether the message should be decoded again before it
+    is kept: the rule check read a repeated or map field the message does not hold,
+    and upb gave it an empty array in its arena (a block, about 370 B on a Cluster,
+    for as long as the message is cached). Made per response, so a reader thread owns
+    its flag.
+    """
+
+    __slots__ = ("_rules", "_validator", "_wall", "fresh")
+
+    def __init__(self, rules: bool, validator: Validator | None, wall: float | None) -> None:
+        self._rules = rules
+        self._validator = validator
+        self._wall = wall
+        self.fresh = False
+
+    def __call__(self, message: Message) -> str | None:
+        if self._rules:
+            # Looked up at each call (tests count the calls by replacing it).
+            verdict = rules_verdict or _rule_checker()
+            wall = self._wall
+            reason, self.fresh = verdict(message) if wall is None else verdict(message, wall)
+            if reason is not None:
+                return reason
+        validator = self._validator
+        return None if validator is None else run_validator(validator, message)
+
+
 def resource_check(
     config: ProtocolConfig, type_url: str, now: float | None = None
-) -> Callable[[Message], str | None] | None:
-    """The check of each changed resource of ``type_url``: the proto's
-    ``(validate.rules)`` first (when ``config.validate_rules``), then the user's
-    validator. It returns the reason to reject, or None; None for no check at all.
-    ``now`` is the driver's (monotonic) time of the response: with
-    ``config.wall_time`` it gives the timestamp rules that compare with the current
+) -> ResourceCheck | None:
+    """The check of each changed resource of ``type_url`` (:class:`ResourceCheck`), or
+    None for no check at all. ``now`` is the driver's (monotonic) time of the response:
+    with ``config.wall_time`` it gives the timestamp rules that compare with the current
     time (``lt_now``, ``gt_now``, ``within``) their Unix time."""
     validator = config.validators.get(type_url)
-    if not config.validate_rules:
-        if validator is None:
-            return None
-        user = validator
-        return lambda message: run_validator(user, message)
+    if not config.validate_rules and validator is None:
+        return None
     wall = None if config.wall_time is None or now is None else config.wall_time(now)
-
-    def rules(message: Message) -> str | None:
-        # Looked up at each call (tests count the calls by replacing it).
-        check = check_rules or _rule_checker()
-        return check(message) if wall is None else check(message, wall)
-
-    if validator is None:
-        return rules
-    chosen = validator
-
-    def both(message: Message) -> str | None:
-        reason = rules(message)
-        return reason if reason is not None else run_validator(chosen, message)
-
-    return both
+    return ResourceCheck(config.validate_rules, validator, wall)
 
 
 def nack_message(
