@@ -23,6 +23,20 @@ def _response(version: str) -> DeltaDiscoveryResponse:
     return response
 
 
+async def _until(check: Any, what: str, timeout: float = 10.0) -> None:
+    """Poll ``check`` on the loop until it is true; fail after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+def _blocked_in_get(watch: Any) -> bool:
+    future = watch._waiter._future
+    return future is not None and not future.done()
+
+
 def test_a_waiting_watcher_gets_the_update_before_its_ack_is_queued() -> None:
     """The watcher's task runs before the ACK is handed to the stream (and before the
     next read starts); the ACK still goes out for every response, in order."""
@@ -38,10 +52,9 @@ def test_a_waiting_watcher_gets_the_update_before_its_ack_is_queued() -> None:
             "mock:1", node=Node(id="n"), protocol="delta", transport=transport
         ) as client:
             watch = client.watch(Cluster, "c")
-            for _ in range(500):
-                if transport.streams and transport.streams[0].requests:
-                    break
-                await asyncio.sleep(0.01)
+            await _until(
+                lambda: transport.streams and transport.streams[0].requests, "the subscription"
+            )
             stream = transport.streams[0]
 
             async def watcher() -> None:
@@ -53,13 +66,10 @@ def test_a_waiting_watcher_gets_the_update_before_its_ack_is_queued() -> None:
 
             task = asyncio.create_task(watcher())
             for version in ("1", "2", "3"):
-                await asyncio.sleep(0.05)  # the watcher waits in get()
+                await _until(lambda: _blocked_in_get(watch), "the watcher to wait in get()")
                 stream.push(_response(version))
             await asyncio.wait_for(task, 10)
-            for _ in range(500):
-                if len(log) == 6:
-                    break
-                await asyncio.sleep(0.01)
+            await _until(lambda: len(log) == 6, "the third ACK")
         return log
 
     assert asyncio.run(main()) == [

@@ -301,9 +301,10 @@ class SotwProtocol(ProtocolCore[_Stream]):
         :class:`TypeCache`) is a cached one's maps to None: it is neither decoded nor
         copied (the common case of a large re-push). Any other bare resource maps to
         its key, and its payload (the decoded message, or its bytes in lean mode) is
-        in the fourth result: no per-resource record is built. In lean mode the
-        message is checked here and dropped at once (the fifth result has the reasons
-        to reject), so the messages of a large response are never all alive.
+        in the fourth result: no per-resource record is built. A wanted one is checked
+        here, where its bytes are at hand (the fifth result has the reasons to reject);
+        lean mode then drops the message at once, so the messages of a large response
+        are never all alive.
 
         For a raw response (each resource the serialized bytes of its ``Any``), every
         resource that arrived as the same bytes before is named by one pass in C,
@@ -355,7 +356,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         lookup: bool,
     ) -> tuple[str | None, bool, dict[str, Any], dict[str, str], int]:
         """The loop of :meth:`_parse` over ``(index, resource)``, filling ``items``; also
-        the payloads, the lean mode's reasons to reject and how many came in wrappers."""
+        the payloads, the reasons to reject bare ones and how many came in wrappers."""
         type_url = st.type_url
         rtype = st.rtype
         assert rtype is not None
@@ -714,17 +715,11 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 if run:
                     self._store_bare(st, run, items, payload, version, control_plane, now, events)
                     run = []
-                value = payload[name]
-                if lean:
-                    store(
-                        st, name, version, None, value, None, (), "", None, control_plane, now,
-                        events, key,
-                    )  # fmt: skip
-                else:
-                    store(
-                        st, name, version, value, b"", None, (), "", None, control_plane, now,
-                        events, key,
-                    )  # fmt: skip
+                value = payload[name]  # its bytes in lean mode, else its message
+                store(
+                    st, name, version, None if lean else value, value if lean else b"", None,
+                    (), "", None, control_plane, now, events, key,
+                )  # fmt: skip
                 continue
             if run:
                 self._store_bare(st, run, items, payload, version, control_plane, now, events)
