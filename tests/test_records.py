@@ -392,3 +392,22 @@ class _Holder:
     """ClassVar import kept for the synthetic annotations above."""
 
     unused: ClassVar[int] = 0
+
+
+def test_a_record_that_holds_itself_reprs_as_its_dataclass() -> None:
+    # record's __repr__ guards recursion itself (as reprlib.recursive_repr, which
+    # dataclasses uses), per thread and per object: the inner self shows as "...".
+    def body() -> dict[str, Any]:
+        return {"__annotations__": {"a": "list[Any]", "b": "int"}, "__module__": __name__}
+
+    ours: Any = record(frozen=True)(type("R", (), body()))
+    real: Any = dataclasses.dataclass(frozen=True)(type("R", (), body()))
+    x, y = ours([], 1), real([], 1)
+    x.a.append(x)
+    y.a.append(y)
+    assert repr(x) == repr(y) == "R(a=[...], b=1)"
+    x.a.append(ours([x], 2))  # another object of the class is shown, itself elided
+    y.a.append(real([y], 2))
+    first = repr(x)
+    assert first == repr(y)
+    assert repr(x) == first  # the guard is released after each call
