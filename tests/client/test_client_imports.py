@@ -170,6 +170,16 @@ def test_user_line_compiles_no_dataclass_methods() -> None:
     assert out.stdout.split() == []
 
 
+def test_client_args_compiles_no_forward_ref_but_for_what_the_line_does_not_load() -> None:
+    # TypedDict compiles each string value into a ForwardRef when the module is imported.
+    from typing import ForwardRef
+
+    from xds_client.client._options import ClientArgs
+
+    strings = [k for k, v in ClientArgs.__annotations__.items() if isinstance(v, ForwardRef)]
+    assert strings == ["metrics"]
+
+
 def test_the_lazy_client_names_are_the_modules_own() -> None:
     loaded = _modules_after(
         "import xds_client, xds_client.client as c\n"
