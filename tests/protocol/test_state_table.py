@@ -275,6 +275,17 @@ def test_the_enums_name_the_cores_ints_and_the_views_are_its_tables() -> None:
     assert repr(TRANSITIONS[S.ACKED, I.UNWANTED]) == "<Status.REQUESTED: 0>"
 
 
+def test_the_table_keeps_the_invariants_the_core_relies_on() -> None:
+    assert _state.broken_invariants(_state._MOVES) == []
+    # ... and the check sees a row that breaks one.
+    filled = {**_state._MOVES, (S.REQUESTED, I.SUBSCRIBED): S.ACKED}
+    assert _state.broken_invariants(filled) == [
+        "REQUESTED + SUBSCRIBED: only an arrival fills the cache"
+    ]
+    timing = {**_state._MOVES, (S.TIMING, I.SERVER_CHANGED): S.NACKED_TIMING}
+    assert _state.broken_invariants(timing) == ["TIMING + SERVER_CHANGED: timing to timing"]
+
+
 def test_the_core_returns_the_same_statuses_by_int() -> None:
     timers: DeadlineQueue[tuple[str, str, str]] = DeadlineQueue()
     states = ResourceStates(T, lambda name: None, timers, TIMEOUT)
