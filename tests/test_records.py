@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import inspect
 import pickle
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,9 +19,11 @@ from typing import Any, ClassVar
 
 import pytest
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import xds_client
-from xds_client._records import _Lazy, record
+from xds_client._records import _NO_HEAD, _head, _Lazy, record
 from xds_client._records import field as record_field
 from xds_client._records import replace as record_replace
 from xds_client.client import Authority, Bootstrap, ConnectivityChanged
@@ -392,3 +395,43 @@ class _Holder:
     """ClassVar import kept for the synthetic annotations above."""
 
     unused: ClassVar[int] = 0
+
+
+def test_a_record_that_holds_itself_reprs_as_its_dataclass() -> None:
+    # record's __repr__ guards recursion itself (as reprlib.recursive_repr, which
+    # dataclasses uses), per thread and per object: the inner self shows as "...".
+    def body() -> dict[str, Any]:
+        return {"__annotations__": {"a": "list[Any]", "b": "int"}, "__module__": __name__}
+
+    ours: Any = record(frozen=True)(type("R", (), body()))
+    real: Any = dataclasses.dataclass(frozen=True)(type("R", (), body()))
+    x, y = ours([], 1), real([], 1)
+    x.a.append(x)
+    y.a.append(y)
+    assert repr(x) == repr(y) == "R(a=[...], b=1)"
+    x.a.append(ours([x], 2))  # another object of the class is shown, itself elided
+    y.a.append(real([y], 2))
+    first = repr(x)
+    assert first == repr(y)
+    assert repr(x) == first  # the guard is released after each call
+
+
+_ANNOTATION_CHARS = " \t\n\u00a0\u2003._[]|,()'\"abcXYZ_019\u00e9\u0660\u2167\u00b2-"
+
+
+@given(st.text(alphabet=_ANNOTATION_CHARS, max_size=24))
+@settings(max_examples=2000, deadline=None)
+def test_the_annotation_head_is_dataclasses_regular_expression(text: str) -> None:
+    # record reads an annotation's head as dataclasses' _MODULE_IDENTIFIER_RE does,
+    # without compiling it at import: unicode letters, digits and spaces included.
+    match = re.match(r"^(?:\s*(\w+)\s*\.)?\s*(\w+)", text)
+    assert _head(text) == (_NO_HEAD if match is None else match.groups())
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ClassVar[int]", "typing.ClassVar[int]", " t . InitVar", "a. [x]", "a .b", "", "  ", "._x"],
+)
+def test_the_annotation_head_of_the_usual_spellings(text: str) -> None:
+    match = re.match(r"^(?:\s*(\w+)\s*\.)?\s*(\w+)", text)
+    assert _head(text) == (_NO_HEAD if match is None else match.groups())

@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+__version__ = "0.1.0"
+"""The package version, in one place (read by the build backend, see pyproject.toml)."""
 
 if TYPE_CHECKING:
     from .client import (

@@ -163,6 +163,24 @@ def test_a_later_event_supersedes_one_inside_a_segment_past_maxsize() -> None:
     assert buffer.pop() is None
 
 
+def test_a_later_event_supersedes_one_inside_an_indexed_segment() -> None:
+    """The same for a watcher's part of a batch (a segment with an index of the
+    batch's positions): its pending events are dropped for their later ones."""
+    buffer = EventBuffer(3)
+    buffer.put(Segment(_batch("1", ["a", "b", "c", "d", "e"]), [0, 2, 3, 4]))  # no "b"
+    buffer.put(ResourceRemoved(CLUSTER, "c", "deleted"))
+    buffer.put(Segment(_batch("2", ["d"])))
+    taken: list[Any] = [buffer.pop() for _ in range(4)]
+    assert [(type(e).__name__, e.name, getattr(e, "version", "")) for e in taken if e] == [
+        ("ResourceUpdated", "a", "1"),
+        ("ResourceUpdated", "e", "1"),
+        ("ResourceRemoved", "c", ""),
+        ("ResourceUpdated", "d", "2"),
+    ]
+    assert buffer.coalesced == 2
+    assert buffer.pop() is None
+
+
 def test_a_named_watcher_gets_only_its_part_of_a_batch() -> None:
     s = session(["p:1"])
     named = watch(s, ["c5", "c2"])

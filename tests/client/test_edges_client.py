@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xds_client._version import __version__
+from xds_client import __version__
 from xds_client.client._bootstrap import parse_bootstrap
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
 

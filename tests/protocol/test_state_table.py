@@ -19,7 +19,7 @@ from envoy.service.discovery.v3.discovery_pb2 import ResourceError
 from google.protobuf.message import Message
 from google.rpc.status_pb2 import Status as RpcStatus
 
-from xds_client.protocol import DeltaProtocol, ProtocolConfig, SotwProtocol
+from xds_client.protocol import DeltaProtocol, ProtocolConfig, SotwProtocol, _state
 from xds_client.protocol._state import (
     CACHED,
     CSDS_STATUS,
@@ -255,6 +255,44 @@ def test_an_input_without_a_row_is_an_internal_error() -> None:
 def test_the_table_as_written_is_the_table() -> None:
     flat = {(s, i): t for s, row in EVENT_TRIGGERED.items() for i, t in row.items()}
     assert flat == TRANSITIONS
+
+
+def test_the_enums_name_the_cores_ints_and_the_views_are_its_tables() -> None:
+    # The core moves plain ints (S, I); Status and Input name exactly those, in order.
+    def ints(namespace: type) -> list[tuple[str, int]]:
+        return [(k, v) for k, v in vars(namespace).items() if k.isupper()]
+
+    assert [(m.name, m.value) for m in Status] == ints(_state.S)
+    assert [(m.name, m.value) for m in Input] == ints(_state.I)
+    assert TRANSITIONS == _state._MOVES
+    assert EVENT_TRIGGERED == _state._ROWS
+    assert (TIMING, CACHED, IMPLICIT) == (_state._TIMING, _state._CACHED, _state._IMPLICIT)
+    assert CSDS_STATUS == _state.CSDS_SHOWN
+    # ... and the views hold members, not ints: repr and identity as before.
+    for (status, given), target in TRANSITIONS.items():
+        assert (type(status), type(given), type(target)) == (Status, Input, Status)
+    assert all(type(s) is Status for s in (*TIMING, *CACHED, *IMPLICIT, *CSDS_STATUS))
+    assert repr(TRANSITIONS[S.ACKED, I.UNWANTED]) == "<Status.REQUESTED: 0>"
+
+
+def test_the_table_keeps_the_invariants_the_core_relies_on() -> None:
+    assert _state.broken_invariants(_state._MOVES) == []
+    # ... and the check sees a row that breaks one.
+    filled = {**_state._MOVES, (S.REQUESTED, I.SUBSCRIBED): S.ACKED}
+    assert _state.broken_invariants(filled) == [
+        "REQUESTED + SUBSCRIBED: only an arrival fills the cache"
+    ]
+    timing = {**_state._MOVES, (S.TIMING, I.SERVER_CHANGED): S.NACKED_TIMING}
+    assert _state.broken_invariants(timing) == ["TIMING + SERVER_CHANGED: timing to timing"]
+
+
+def test_the_core_returns_the_same_statuses_by_int() -> None:
+    timers: DeadlineQueue[tuple[str, str, str]] = DeadlineQueue()
+    states = ResourceStates(T, lambda name: None, timers, TIMEOUT)
+    assert states.fire("a", I.REQUEST_SENT, 0.0) == (S.REQUESTED, S.TIMING)
+    assert states.get("a") is S.TIMING
+    assert states.code("a") == S.TIMING
+    assert ("dne", T, "a") in timers
 
 
 def test_docs_show_the_table_as_it_is() -> None:

@@ -6,6 +6,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
+import grpc
+from envoy.config.core.v3.base_pb2 import Node as NodeProto
 from google.protobuf.message import Message
 
 from xds_client._backoff import Backoff, BackoffState
@@ -25,9 +27,6 @@ from xds_client.transport._base import DEFAULT_MAX_RECEIVE_MESSAGE_SIZE
 from ._federation import Authority
 
 if TYPE_CHECKING:
-    import grpc
-    from envoy.config.core.v3.base_pb2 import Node as NodeProto
-
     from ._metrics import Metrics
 
 __all__ = [
@@ -360,12 +359,13 @@ def resolve_type(spec: ResourceSpec, api_version: ApiVersion) -> ResourceType[An
 
 
 # Keyword arguments of XdsClient and AsyncXdsClient (one definition). The functional
-# form with the types as objects: a class body's postponed annotations would each be
-# compiled by TypedDict at import (0.5 ms); only names not loaded at run time are strings.
+# form with the types as objects: TypedDict compiles each string into a ForwardRef at
+# import (about 0.2 M instructions each); only Metrics, a module the client line does not
+# load, is a string (grpc and the Node message are loaded by the line anyway).
 ClientArgs = TypedDict(  # noqa: UP013
     "ClientArgs",
     {
-        "node": "Node | NodeProto | None",
+        "node": Node | NodeProto | None,
         "protocol": Literal["sotw", "delta"],
         "ads": bool,
         "api_version": Literal["v3", "v2"],
@@ -374,7 +374,7 @@ ClientArgs = TypedDict(  # noqa: UP013
         "credentials": ChannelCredentialsConfig | None,
         "bearer_token": str | None,
         "metadata": Mapping[str, str] | Sequence[tuple[str, str]],
-        "call_credentials": "grpc.CallCredentials | None",
+        "call_credentials": grpc.CallCredentials | None,
         "keepalive": Keepalive | None,
         "max_receive_message_size": int,
         "server_features": Iterable[str],
@@ -390,7 +390,9 @@ ClientArgs = TypedDict(  # noqa: UP013
         "metrics": "Metrics | None",
         "fallback_probe_interval": float,
         "lazy_decode": bool,
-        "authorities": "Mapping[str, Authority | ServerSpec | Sequence[ServerSpec]] | None",
+        "authorities": (
+            Mapping[str, Authority | str | ServerTarget | Sequence[str | ServerTarget]] | None
+        ),
         "cache_dir": str | os.PathLike[str] | None,
         "persist_secrets": bool,
     },

@@ -35,8 +35,8 @@ from ._events import (
     new_lazy_resource_updated,
     new_resource_updated,
 )
-from ._state import CSDS_STATUS, DNE_TIMER, Detail, Input, ResourceStates
-from ._state import Status as St
+from ._state import CSDS_SHOWN, DNE_TIMER, Detail, I, ResourceStates
+from ._state import S as St
 from ._subscriptions import Subscription, normalize_names
 from ._timers import DeadlineQueue
 from ._validation import nack_message
@@ -199,7 +199,7 @@ class ProtocolCore(Generic[S]):
         stored = st.states.status
         for name in added:
             if name in stored:  # held through the wildcard until now (other rows: no-ops)
-                st.states.fire(name, Input.SUBSCRIBED, 0.0)
+                st.states.fire(name, I.SUBSCRIBED, 0.0)
         if added or wildcard_added:
             self._on_subscribed(st, added, wildcard_added)
 
@@ -222,7 +222,7 @@ class ProtocolCore(Generic[S]):
             st.requested.discard(name)  # a later subscription is a new one
             if name in stored:  # for the implicit statuses both inputs are no-ops
                 wanted = st.wanted(name) if name in st.cache else st.subs.wants(name)
-                states.fire(name, Input.UNNAMED if wanted else Input.UNWANTED, 0.0)
+                states.fire(name, I.UNNAMED if wanted else I.UNWANTED, 0.0)
         if wildcard_removed:
             candidates: Iterable[str] = list(st.cache)
         else:
@@ -231,11 +231,11 @@ class ProtocolCore(Generic[S]):
         for name in candidates:
             if not st.wanted(name):
                 if name in stored:
-                    states.fire(name, Input.UNWANTED, 0.0)
+                    states.fire(name, I.UNWANTED, 0.0)
                 self._forget(st, name)
         if wildcard_removed:  # what only the wildcard held, the server's errors included
             for name in [n for n in stored if n not in st.cache and not st.subs.wants(n)]:
-                states.fire(name, Input.UNWANTED, 0.0)
+                states.fire(name, I.UNWANTED, 0.0)
         if not st.subs.active:
             states.clear(0.0)
         self._on_unsubscribed(st, removed, wildcard_removed)
@@ -299,7 +299,7 @@ class ProtocolCore(Generic[S]):
             st.version = ""
             st.nonce = ""
             st.foreign_versions = True
-            st.states.fire_stored(Input.SERVER_CHANGED, 0.0)
+            st.states.fire_stored(I.SERVER_CHANGED, 0.0)
 
     def disconnected(self, now: float) -> None:
         """The stream ended. Owed ACKs are dropped; does-not-exist timers stop.
@@ -314,7 +314,7 @@ class ProtocolCore(Generic[S]):
         self._replies.clear()
         for kind, type_url, name in self._timers.armed_keys():
             if kind == DNE_TIMER:
-                self._types[type_url].states.fire(name, Input.STREAM_FAILED, now)
+                self._types[type_url].states.fire(name, I.STREAM_FAILED, now)
 
     def _new_stream(self) -> S:
         """Subclass hook: the per-type state of a stream that has told the server nothing."""
@@ -354,7 +354,7 @@ class ProtocolCore(Generic[S]):
             if name in requested or name not in subs or is_glob_collection(name):
                 continue  # a glob collection (TP1) may be empty: it never "does not exist"
             requested.add(name)
-            fire(name, Input.REQUEST_SENT, now)  # the table decides who gets a timer
+            fire(name, I.REQUEST_SENT, now)  # the table decides who gets a timer
 
     def tick(self, now: float) -> list[Event]:
         """Fire every timer due at ``now``: TTL expiry and does-not-exist."""
@@ -367,16 +367,16 @@ class ProtocolCore(Generic[S]):
                     # A88: late, not absent; the next stream's request asks again.
                     timeout = self.config.does_not_exist_timeout
                     text = f"not received within {timeout:g}s"
-                    st.states.fire(name, Input.TIMER_FIRED_TRANSIENT, now, Detail(text, "", now))
+                    st.states.fire(name, I.TIMER_FIRED_TRANSIENT, now, Detail(text, "", now))
                     events.append(ResourceErrorReported(type_url, name, _DEADLINE_EXCEEDED, text))
                     continue
-                st.states.fire(name, Input.TIMER_FIRED, now)
+                st.states.fire(name, I.TIMER_FIRED, now)
                 events.append(ResourceDoesNotExist(type_url, name))
             else:
                 entry = st.cache.get(name)
                 if entry is not None:
                     if st.states.status:
-                        st.states.fire(name, Input.TTL_EXPIRED, now)
+                        st.states.fire(name, I.TTL_EXPIRED, now)
                     self._forget(st, name)
                     events.append(ResourceRemoved(type_url, name, "ttl_expired", entry.aliases))
         return events
@@ -462,7 +462,7 @@ class ProtocolCore(Generic[S]):
     ) -> None:
         """Same bytes again, or a heartbeat: no event, but TTL and versions move."""
         if entry.name in st.states.status:  # sent again, valid: no longer NACKED or in error
-            st.states.fire(entry.name, Input.SAME_BYTES, now)
+            st.states.fire(entry.name, I.SAME_BYTES, now)
         deadline = None if ttl is None else now + ttl
         changed = entry.ttl != ttl or entry.ttl_deadline != deadline
         new_version = entry.version if version is None else version
@@ -490,15 +490,15 @@ class ProtocolCore(Generic[S]):
         stored = st.states.status
         for key in (name, *aliases) if aliases else (name,):
             if key in stored:  # an implicit status goes to ACKED: nothing to write
-                st.states.fire(key, Input.VALID_UPDATE, now)
+                st.states.fire(key, I.VALID_UPDATE, now)
 
     def _delete(self, st: TypeState, name: str, now: float, events: list[Event]) -> None:
         """The server deleted the cached ``name`` (absent from full state, delta removal,
         TP3 ``NOT_FOUND``)."""
         states = st.states
         if self.config.ignore_resource_deletion:
-            old, _ = states.fire(name, Input.REMOVAL_IGNORED, now)
-            if old is not St.DELETION_IGNORED:
+            old, _ = states.fire(name, I.REMOVAL_IGNORED, now)
+            if old != St.DELETION_IGNORED:
                 events.append(ResourceDeletionIgnored(st.type_url, name))
             return
         aliases = st.cache.aliases_of(name)
@@ -506,20 +506,20 @@ class ProtocolCore(Generic[S]):
         for key in (name, *aliases):
             # Still wanted by name: CSDS shows it as not existing.
             if key in names:
-                states.fire(key, Input.REMOVED, now)
+                states.fire(key, I.REMOVED, now)
             elif key == name:
-                states.fire(key, Input.REMOVED_UNNAMED, now)
+                states.fire(key, I.REMOVED_UNNAMED, now)
         self._forget(st, name)
         events.append(ResourceRemoved(st.type_url, name, "deleted", aliases))
 
     def _absent(self, st: TypeState, name: str, now: float, events: list[Event]) -> None:
         """The server says it has no ``name``, which is not cached: by name, it does not exist."""
         if name in st.subs.names:
-            old, _ = st.states.fire(name, Input.REMOVED, now)
-            if old is not St.DOES_NOT_EXIST:
+            old, _ = st.states.fire(name, I.REMOVED, now)
+            if old != St.DOES_NOT_EXIST:
                 events.append(ResourceDoesNotExist(st.type_url, name))
         elif name in st.states.status:
-            st.states.fire(name, Input.REMOVED_UNNAMED, now)
+            st.states.fire(name, I.REMOVED_UNNAMED, now)
 
     def _forget(self, st: TypeState, name: str) -> None:
         """Drop the cached value (its status was moved first, by the caller's input)."""
@@ -557,7 +557,7 @@ class ProtocolCore(Generic[S]):
                 errors[name] = str(exc)
                 continue
             if name in st.states.status:
-                st.states.fire(name, Input.RESTORED, now)
+                st.states.fire(name, I.RESTORED, now)
             st.cache.put(
                 new_cached_resource(name, version, message, raw, None, None, now, (),
                                     resource_version),
@@ -601,8 +601,7 @@ class ProtocolCore(Generic[S]):
         entry = st.cache.resolve(name)
         version = "" if entry is None else entry.version
         updated = 0.0 if entry is None else entry.last_updated
-        status = st.states.get(name)
-        shown = CSDS_STATUS[status]
+        shown = CSDS_SHOWN[st.states.code(name)]
         detail = st.states.detail.get(name)
         plane = st.control_plane
         if detail is None:
@@ -648,7 +647,7 @@ class ProtocolCore(Generic[S]):
                 continue
             label = _CODE_NAMES[code] if 0 <= code < len(_CODE_NAMES) else f"code {code}"
             st.states.fire(
-                name, Input.ERROR_REPORTED, now,
+                name, I.ERROR_REPORTED, now,
                 Detail(f"{label}: {message}" if message else label, version, now),
             )  # fmt: skip
             events.append(ResourceErrorReported(st.type_url, name, code, message))
@@ -695,10 +694,10 @@ class ProtocolCore(Generic[S]):
             if drop and name in st.cache:
                 # A88: the server sent bad data for it; the old value is not kept.
                 aliases = st.cache.aliases_of(name)
-                fire(name, Input.DATA_ERROR_DROP, now, detail)
+                fire(name, I.DATA_ERROR_DROP, now, detail)
                 self._forget(st, name)
                 events.append(ResourceRemoved(st.type_url, name, "data_error", aliases))
             else:
-                fire(name, Input.INVALID_UPDATE, now, detail)
+                fire(name, I.INVALID_UPDATE, now, detail)
         self._replies.append(_Reply(st.type_url, nonce, st.version, status))
         events.append(ResponseRejected(st.type_url, nonce, version, dict(errors), control_plane))

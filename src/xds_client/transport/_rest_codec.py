@@ -30,7 +30,7 @@ from typing import Any
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 from google.protobuf import descriptor_pool, json_format
 
-from xds_client._version import __version__
+from xds_client import __version__
 from xds_client.errors import UnknownResourceTypeError, UsageError
 from xds_client.node import USER_AGENT_NAME
 from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
