@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -127,29 +128,71 @@ EMPTY = Empty()
 class AsyncInbox(Generic[T]):
     """The driver's inbox: ``put`` never waits; ``await get(timeout)`` returns EMPTY on timeout.
 
-    ``put`` must be called on the loop (readers and helpers are tasks on it).
+    ``put`` must be called on the loop (readers and helpers are tasks on it). A deque
+    and one bare future per waiting ``get`` (an ``asyncio.Queue`` runs about five
+    Python calls per ``put`` and ``wait_for`` around each ``get``: this carries every
+    request a stream sends, an ACK per response).
     """
 
-    __slots__ = ("_queue",)
+    __slots__ = ("_items", "_waiters")
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[T] = asyncio.Queue()
+        self._items: deque[T] = deque()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     def put(self, item: T) -> None:
-        self._queue.put_nowait(item)
+        self._items.append(item)
+        if self._waiters:
+            self._wake_next()
 
     async def get(self, timeout: float | None) -> T | Empty:
-        if not self._queue.empty():
-            return self._queue.get_nowait()
-        try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
-        except asyncio.TimeoutError:
+        items = self._items
+        if items:
+            return items.popleft()
+        if timeout is not None and timeout <= 0:
             return EMPTY
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        waiters = self._waiters
+        while True:
+            waiter = loop.create_future()
+            waiters.append(waiter)
+            timer = None if deadline is None else loop.call_at(deadline, self._expire, waiter)
+            try:
+                await waiter
+            except BaseException:
+                if timer is not None:
+                    timer.cancel()
+                if waiter in waiters:
+                    waiters.remove(waiter)  # no put chose it
+                elif items:
+                    self._wake_next()  # a put chose it before the cancellation: pass it on
+                raise
+            if timer is not None:
+                timer.cancel()
+            if items:
+                return items.popleft()
+            if deadline is not None and loop.time() >= deadline:
+                return EMPTY
+
+    def _wake_next(self) -> None:
+        """Wake the oldest waiting ``get`` (a put chooses it by taking it off the queue)."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():  # else cancelled, on its way out
+                waiter.set_result(None)
+                return
+
+    def _expire(self, waiter: asyncio.Future[None]) -> None:
+        if waiter in self._waiters:
+            self._waiters.remove(waiter)
+        if not waiter.done():
+            waiter.set_result(None)
 
     def get_nowait(self) -> T | Empty:
-        if self._queue.empty():
-            return EMPTY
-        return self._queue.get_nowait()
+        items = self._items
+        return items.popleft() if items else EMPTY
 
 
 class AsyncWorker:

@@ -141,6 +141,7 @@ class EventBuffer:
         self._ready: deque[WatchEvent[Any]] = deque()
         self._lock = threading.Lock()
         self.cond = threading.Condition(self._lock)
+        self._blocked = 0  # threads in wait(): put_many notifies the condition only for them
         self._wake = wake
         self.closed = False
         self.coalesced = 0
@@ -174,7 +175,8 @@ class EventBuffer:
             self._count += added
             if self._index is None and self._count > self.maxsize:
                 self._start_folding()
-            self.cond.notify_all()
+            if self._blocked:  # threads in wait() (the watches wait on their waiters)
+                self.cond.notify_all()
         if self._wake is not None:
             self._wake()
 
@@ -326,9 +328,13 @@ class EventBuffer:
     def wait(self, timeout: float | None) -> bool:
         """Block the calling thread until an event is pending or the buffer closes."""
         with self.cond:
-            return self.cond.wait_for(
-                lambda: self._count > 0 or bool(self._ready) or self.closed, timeout
-            )
+            self._blocked += 1
+            try:
+                return self.cond.wait_for(
+                    lambda: self._count > 0 or bool(self._ready) or self.closed, timeout
+                )
+            finally:
+                self._blocked -= 1
 
 
 _ids = itertools.count(1)

@@ -30,10 +30,10 @@ from ._events import (
     ResourceDoesNotExist,
     ResourceErrorReported,
     ResourceRemoved,
-    ResponseAccepted,
     ResponseRejected,
     new_lazy_resource_updated,
     new_resource_updated,
+    new_response_accepted,
 )
 from ._state import CSDS_SHOWN, DNE_TIMER, Detail, I, ResourceStates
 from ._state import S as St
@@ -677,7 +677,7 @@ class ProtocolCore(Generic[S]):
             st.foreign_versions = False
             st.last_error = None
             self._replies.append(_Reply(st.type_url, nonce, version, None))
-            events.append(ResponseAccepted(st.type_url, version, nonce, control_plane))
+            events.append(new_response_accepted(st.type_url, version, nonce, control_plane))
             return
         from google.rpc.status_pb2 import Status
 
