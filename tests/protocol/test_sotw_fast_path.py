@@ -22,6 +22,7 @@ from xds_client import resources
 from xds_client.protocol import ProtocolConfig, ResourceUpdated, SotwProtocol
 from xds_client.protocol._cache import varint
 from xds_client.protocol._raw import raw_response_class
+from xds_client.protocol._sotw import _bare_value, _plain_head
 
 from ._protocol_support import NODE, bad_any, make, pack, wrap
 
@@ -202,3 +203,21 @@ def test_a_push_of_new_plain_resources_takes_the_fast_path() -> None:
     assert taken == [True, True]
     p.receive(response("3", [_cluster("d", "a", 0), _cluster("d", "b", 0)]), 3.0)
     assert taken == [True, True, False]
+
+
+def test_the_plain_head_of_each_size_is_what_the_general_parser_reads() -> None:
+    """``_plain_head`` against ``_bare_value`` (the general loop's reader of the plain
+    encoding) for every size around the varint widths' boundaries: the same value, and
+    no head an ``Any`` of a size with no plain encoding starts with."""
+    prefix = b"\n\x03abc\x12"
+    sizes = [*range(300), *range(2**14 - 10, 2**14 + 20), 2**21 + len(prefix) + 2]
+    for size in sizes:
+        head, at = _plain_head(prefix, size)
+        near = range(max(0, size - 12), size + 1)
+        fits = [n for n in near if len(prefix) + len(varint(n)) + n == size]
+        if fits:
+            assert (head, at) == (prefix + varint(fits[0]), len(prefix) + len(varint(fits[0])))
+            blob = head + bytes(size - at)
+            assert _bare_value(blob, prefix) == blob[at:]
+        else:
+            assert at == len(head) > size

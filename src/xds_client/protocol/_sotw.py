@@ -20,7 +20,7 @@ from xds_client.resources import (
 )
 
 from ._base import _TTL, ProtocolCore, TypeState, control_plane_id
-from ._cache import CachedResource, any_prefix
+from ._cache import CachedResource, any_prefix, varint
 from ._events import Event, UpdateBatch
 from ._subscriptions import WILDCARD
 from ._validation import (
@@ -76,6 +76,20 @@ def _bare_value(blob: bytes, prefix: bytes) -> bytes | None:
             return blob[pos:] if size - pos == length else None
         shift += 7
     return None
+
+
+def _plain_head(prefix: bytes, size: int) -> tuple[bytes, int]:
+    """How the plain encoding of an ``Any`` of ``size`` bytes starts (``prefix``, then
+    the value's length as a varint), and that head's length. When no value fits, a
+    head longer than ``size``, which no ``Any`` of that size starts with."""
+    for width in range(1, 6):
+        length = size - len(prefix) - width
+        if length < 0:
+            break
+        head = prefix + varint(length)
+        if len(head) == len(prefix) + width:
+            return head, len(head)
+    return bytes(size + 1), size + 1  # (only at a width's boundary: one size per width)
 
 
 class _Stream:
@@ -382,26 +396,21 @@ class SotwProtocol(ProtocolCore[_Stream]):
         subs = st.subs
         wildcard, subscribed, wants = subs.wildcard, subs.names, subs.wants
         prefix = any_prefix(st.type_url)
-        length_at = len(prefix)
-        body_at = length_at + 2
+        heads: dict[int, tuple[bytes, int]] = {}  # by the size of the Any
         items: dict[str, _Item | int | None] = {}
         payload: dict[str, Any] = {}
         reasons: dict[str, str] = {}
         try:
             for given in resources:
-                # The plain encoding, tested as _name_all does (a value of 128 to 16,383
-                # bytes inline, any other length by _bare_value()).
-                size = len(given) - body_at
-                if (
-                    0x80 <= size < 0x4000 and given[length_at] == (size & 0x7F) | 0x80
-                    and given[length_at + 1] == size >> 7 and given.startswith(prefix)
-                ):  # fmt: skip
-                    value = given[body_at:]
-                else:
-                    plain = _bare_value(given, prefix)
-                    if plain is None:
-                        return None
-                    value = plain
+                # The plain encoding: the head its size gives, then the value. One slice
+                # and one comparison (bytes indexing and int arithmetic cost twice that).
+                try:
+                    head, at = heads[len(given)]
+                except KeyError:
+                    head, at = heads[len(given)] = _plain_head(prefix, len(given))
+                if given[:at] != head:
+                    return None
+                value = given[at:]
                 bare = decode(value)
                 name = getattr(bare, name_field)
                 if not name:
