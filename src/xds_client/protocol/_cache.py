@@ -455,6 +455,21 @@ class TypeCache:
         self._key_of.update(zip(names, keys, strict=True))
         self._by_key.update(zip(keys, names, strict=True))
 
+    def put_bare_dict(
+        self, values: dict[str, Any], keys: Mapping[str, int], record: Record
+    ) -> None:
+        """:meth:`put_bare` of the names of ``values`` (each one's message, or bytes in
+        lean mode) and ``keys`` (each one's content key, in the same order): dicts are
+        merged as dicts, with no pair built per entry (a copy when the cache is empty)."""
+        stored = self.values
+        if stored:
+            for name in [n for n in values if n in stored]:
+                self._unindex(name, keep_key=False)
+        stored.update(values)
+        self._records.update(dict.fromkeys(values, record))
+        self._key_of.update(keys)
+        self._by_key.update(zip(keys.values(), keys, strict=True))
+
     def pop(self, name: str) -> CachedResource[Any] | None:
         """Remove and return the resource called ``name``."""
         entry = self.get(name)
