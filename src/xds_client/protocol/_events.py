@@ -11,7 +11,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
-from xds_client._records import record
+from xds_client._records import mutable_twin, record
 
 __all__ = [
     "Event",
@@ -87,11 +87,11 @@ def new_resource_updated(  # noqa: PLR0917 - positional like the dataclass it bu
     control_plane: str,
 ) -> ResourceUpdated[Any]:
     """``ResourceUpdated(...)`` for the hot path: built as its mutable twin, whose
-    class then becomes ``ResourceUpdated`` (see :class:`_Draft`: about half the cost of
+    class then becomes ``ResourceUpdated`` (see :data:`_Draft`: about half the cost of
     the slot setters, which are about half the cost of the frozen dataclass's
     ``object.__setattr__`` per field)."""
     if _Draft is not None:
-        draft: Any = _new(_Draft)
+        draft = _Draft()
         draft.type_url = type_url
         draft.name = name
         draft.version = version
@@ -260,7 +260,7 @@ class UpdateBatch:
         append = out.append
         draft, final = _Draft, ResourceUpdated
         for name, message in picked:
-            event: Any = draft()  # no __init__: cheaper than object.__new__(draft)
+            event = draft()  # no __init__: cheaper than object.__new__(draft)
             event.type_url = type_url
             event.name = name
             event.version = version
@@ -273,32 +273,8 @@ class UpdateBatch:
         return out
 
 
-class _Draft(Generic[M]):
-    """A mutable twin of :class:`ResourceUpdated` (the same slots): built with plain
-    attribute stores, then turned into a ``ResourceUpdated`` by ``__class__``
-    assignment, at about half the cost of setting a frozen dataclass's seven fields."""
-
-    __slots__ = ResourceUpdated.__slots__
-    type_url: str
-    name: str
-    version: str
-    resource: M
-    aliases: tuple[str, ...]
-    metadata: Message | None
-    control_plane: str
-
-
-def _draft_works(draft: type, final: type) -> bool:
-    try:
-        probe: Any = _new(draft)
-        probe.__class__ = final
-    except TypeError:  # another interpreter's layout rules: the slot setters then
-        return False
-    return True
-
-
-if not _draft_works(_Draft, ResourceUpdated):
-    _Draft = None  # type: ignore[assignment,misc]
+_Draft = mutable_twin(ResourceUpdated)
+"""``ResourceUpdated``'s mutable twin (see :func:`~xds_client._records.mutable_twin`)."""
 
 
 @record(frozen=True, slots=True)
@@ -396,14 +372,8 @@ class ResponseAccepted:
         _setattr(self, "control_plane", control_plane)
 
 
-class _AcceptedDraft:
-    """The mutable twin of :class:`ResponseAccepted` (see :class:`_Draft`)."""
-
-    __slots__ = ResponseAccepted.__slots__
-    type_url: str
-    version: str
-    nonce: str
-    control_plane: str
+_AcceptedDraft = mutable_twin(ResponseAccepted)
+"""``ResponseAccepted``'s mutable twin (see :func:`~xds_client._records.mutable_twin`)."""
 
 
 def new_response_accepted(
@@ -413,7 +383,7 @@ def new_response_accepted(
     mutable twin, about half the cost of the written-out ``__init__``."""
     if _AcceptedDraft is None:
         return ResponseAccepted(type_url, version, nonce, control_plane)
-    draft: Any = _new(_AcceptedDraft)
+    draft = _AcceptedDraft()
     draft.type_url = type_url
     draft.version = version
     draft.nonce = nonce
@@ -421,10 +391,6 @@ def new_response_accepted(
     draft.__class__ = ResponseAccepted  # frozen from here on
     built: ResponseAccepted = draft
     return built
-
-
-if not _draft_works(_AcceptedDraft, ResponseAccepted):
-    _AcceptedDraft = None  # type: ignore[assignment,misc]
 
 
 @record(frozen=True, slots=True)
