@@ -89,7 +89,7 @@ _NOT_ON_THE_USER_LINE = (
     "xds_client.client._html",  # resources() (a dict with a notebook view)
     "xds_client.client._persist",  # cache_dir (and ResourceRestored)
     "queue",  # the threads backend uses the C SimpleQueue (_queue) only
-    "bisect",  # the watch buffer uses the C bisect_left (_bisect) only
+    "bisect",  # the watch buffer loads bisect_left only
     "_bisect",  # ... and only when it folds an indexed segment's superseded event
     "xds_client.protocol._status",  # the state table's IntEnums: the core moves plain ints
 )

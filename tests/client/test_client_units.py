@@ -181,6 +181,26 @@ def test_a_later_event_supersedes_one_inside_an_indexed_segment() -> None:
     assert buffer.pop() is None
 
 
+def test_an_event_of_an_indexed_segment_already_handed_out_is_not_superseded() -> None:
+    """A later event for a name whose part of an indexed segment was already built for
+    the reader supersedes nothing: the index's position decides, not the batch's."""
+    buffer = EventBuffer(3)
+    buffer.put(Segment(_batch("1", ["a", "b", "c", "d", "e"]), [0, 2, 3, 4]))  # no "b"
+    buffer.put(ResourceRemoved(CLUSTER, "x", "deleted"))  # still folding after a pop
+    taken: list[Any] = [buffer.pop()]  # builds the segment's run: all four handed out
+    buffer.put(ResourceRemoved(CLUSTER, "e", "deleted"))
+    taken += [buffer.pop() for _ in range(5)]
+    assert [(type(e).__name__, e.name) for e in taken if e] == [
+        ("ResourceUpdated", "a"),
+        ("ResourceUpdated", "c"),
+        ("ResourceUpdated", "d"),
+        ("ResourceUpdated", "e"),
+        ("ResourceRemoved", "x"),
+        ("ResourceRemoved", "e"),
+    ]
+    assert buffer.coalesced == 0
+
+
 def test_a_named_watcher_gets_only_its_part_of_a_batch() -> None:
     s = session(["p:1"])
     named = watch(s, ["c5", "c2"])

@@ -220,7 +220,12 @@ class EventBuffer:
         if type(old) is Segment:
             position = old.batch.positions()[name]
             index = old.index
-            if (position if index is None else _bisect_left(index, position)) < old.pos:
+            at = position
+            if index is not None:  # folding an indexed segment: rare, so loaded here
+                from bisect import bisect_left
+
+                at = bisect_left(index, position)
+            if at < old.pos:
                 return  # handed to the reader already (the index keeps a segment's names)
             if old.dead is None:
                 old.dead = set()
@@ -467,19 +472,3 @@ def describe_wait(
     else:
         seen = f"last event {type(last).__name__}"
     return f"timed out after {timeout}s waiting for {want}: {seen}"
-
-
-def _bisect_left(index: list[int], position: int) -> int:
-    """``bisect_left``, imported when a fold first needs it (an indexed segment's event
-    superseded): the C module is not loaded by every client import for that."""
-    global _bisect  # noqa: PLW0603 - bound once, on first use
-    if _bisect is None:
-        try:  # the C function itself: the ``bisect`` module around it is not needed
-            from _bisect import bisect_left
-        except ImportError:  # pragma: no cover - another interpreter
-            from bisect import bisect_left
-        _bisect = bisect_left
-    return _bisect(index, position)
-
-
-_bisect: Callable[[list[int], int], int] | None = None

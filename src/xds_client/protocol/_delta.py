@@ -216,7 +216,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 else:
                     check = resource_check(self.config, type_url, now)
                     reason = None if check is None else check(message)
-                    if check is not None and check.fresh and not self.config.lazy_decode:
+                    if check is not None and check.fresh:
                         message = rtype.decode(raw)  # the check grew its arena: keep a new one
                 if reason is not None:
                     errors[name] = reason
@@ -311,7 +311,6 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         rtype = st.rtype
         assert rtype is not None
         check = resource_check(self.config, st.type_url, now)
-        lean = self.config.lazy_decode
         subs = st.subs
         cache = st.cache
         # (name, version, message, raw, ttl, aliases, metadata) per changed resource.
@@ -364,7 +363,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                     errors[name] = reason
                     failed.append(name)
                     continue
-                if check.fresh and not lean:
+                if check.fresh:
                     message = rtype.decode(raw)  # the check grew its arena: keep a new one
             metadata: Message | None = resource.metadata if resource.HasField("metadata") else None
             staged.append((name, rversion, message, raw, ttl, aliases, metadata))

@@ -419,7 +419,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     why = check(bare)
                     if why is not None:
                         reasons[name] = why
-                    elif check.fresh and not lean:
+                    elif check.fresh:
                         bare = decode(value)  # the check grew its arena: keep a new one
                 items[name] = hash(given)
                 payload[name] = value if lean else bare
@@ -531,7 +531,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                         why = check(bare)
                         if why is not None:
                             reasons[name] = why
-                        elif check.fresh and not lean:
+                        elif check.fresh:
                             bare = decode(value)  # the check grew its arena: keep a new one
                     payload[name] = value if lean else bare
                     continue
@@ -651,7 +651,6 @@ class SotwProtocol(ProtocolCore[_Stream]):
     ) -> None:
         rtype = st.rtype
         assert rtype is not None
-        lean = self.config.lazy_decode
         subs = st.subs
         wildcard = subs.wildcard
         names = subs.names
@@ -738,7 +737,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 if reason is not None:
                     errors[name] = reason
                     continue
-                if check.fresh and not lean:
+                if check.fresh:
                     message = rtype.decode(item.raw)  # the check grew its arena: a new one
             name_field = name_field_of(rtype.message_class)
             renamed = name_field is not None and getattr(message, name_field) != name

@@ -126,19 +126,27 @@ class ResourceCheck:
     validator. Called with a decoded message, it returns the reason to reject it, or
     None.
 
-    After a call, ``fresh`` says whether the message should be decoded again before it
-    is kept: the rule check read a repeated or map field the message does not hold,
-    and upb gave it an empty array in its arena (a block, about 370 B on a Cluster,
-    for as long as the message is cached). Made per response, so a reader thread owns
-    its flag.
+    After a call, ``fresh`` says whether the caller should keep a fresh decode of the
+    message's bytes instead of the message: the rule check read a repeated or map field
+    the message does not hold, and upb gave it an empty array in its arena (a block,
+    about 370 B on a Cluster, for as long as the message is cached). Never in lean mode
+    (``keeps_messages`` False), which keeps no message. Made per response, so a reader
+    thread owns its flag.
     """
 
-    __slots__ = ("_rules", "_validator", "_wall", "fresh")
+    __slots__ = ("_keeps", "_rules", "_validator", "_wall", "fresh")
 
-    def __init__(self, rules: bool, validator: Validator | None, wall: float | None) -> None:
+    def __init__(
+        self,
+        rules: bool,
+        validator: Validator | None,
+        wall: float | None,
+        keeps_messages: bool,
+    ) -> None:
         self._rules = rules
         self._validator = validator
         self._wall = wall
+        self._keeps = keeps_messages
         self.fresh = False
 
     def __call__(self, message: Message) -> str | None:
@@ -146,7 +154,8 @@ class ResourceCheck:
             # Looked up at each call (tests count the calls by replacing it).
             verdict = rules_verdict or _rule_checker()
             wall = self._wall
-            reason, self.fresh = verdict(message) if wall is None else verdict(message, wall)
+            reason, grew = verdict(message) if wall is None else verdict(message, wall)
+            self.fresh = grew and self._keeps
             if reason is not None:
                 return reason
         validator = self._validator
@@ -164,7 +173,7 @@ def resource_check(
     if not config.validate_rules and validator is None:
         return None
     wall = None if config.wall_time is None or now is None else config.wall_time(now)
-    return ResourceCheck(config.validate_rules, validator, wall)
+    return ResourceCheck(config.validate_rules, validator, wall, not config.lazy_decode)
 
 
 def nack_message(
