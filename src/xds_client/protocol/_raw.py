@@ -10,13 +10,19 @@ once, in a private descriptor pool, so it never clashes with the Envoy descripto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, cast
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
 
-__all__ = ["RawDiscoveryResponse", "raw_response_class", "to_raw_response"]
+__all__ = [
+    "RawDiscoveryResponse",
+    "parse_raw_response",
+    "raw_response",
+    "raw_response_class",
+    "to_raw_response",
+]
 
 
 class RawDiscoveryResponse(Protocol):
@@ -67,8 +73,25 @@ def raw_response_class() -> type[Message]:
     return _class
 
 
+def parse_raw_response(data: bytes) -> RawDiscoveryResponse:
+    """A response's bytes parsed with its resources left serialized (the gRPC deserializer)."""
+    return cast("RawDiscoveryResponse", raw_response_class().FromString(data))
+
+
+def raw_response(
+    *, type_url: str, version_info: str = "", nonce: str = "", resources: Iterable[bytes] = ()
+) -> RawDiscoveryResponse:
+    """A raw response built from its fields; ``resources`` are serialized ``Any`` messages,
+    kept byte for byte (a test can hand the core a non-canonical encoding)."""
+    # The class is built at run time, so its constructor's keywords are unknown to a type
+    # checker (the protobuf stubs' Message takes none): the one cast is here.
+    message: Any = cast("Any", raw_response_class())(
+        type_url=type_url, version_info=version_info, nonce=nonce
+    )
+    message.resources.extend(resources)
+    return cast("RawDiscoveryResponse", message)
+
+
 def to_raw_response(response: Message) -> RawDiscoveryResponse:
     """A ``DiscoveryResponse`` re-parsed as a :class:`RawDiscoveryResponse` (for tests)."""
-    return cast(
-        "RawDiscoveryResponse", raw_response_class().FromString(response.SerializeToString())
-    )
+    return parse_raw_response(response.SerializeToString())

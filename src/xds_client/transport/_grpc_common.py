@@ -18,7 +18,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 )
 
 from xds_client.errors import TransportError
-from xds_client.protocol._raw import raw_response_class
+from xds_client.protocol._raw import parse_raw_response
 
 from ._base import (
     ChannelCredentialsConfig,
@@ -104,7 +104,7 @@ def _deserializer(spec: StreamSpec) -> Callable[[bytes], Response]:
         return DeltaDiscoveryResponse.FromString
     if spec.raw_resources:
         # Resources stay serialized: the SotW core recognises unchanged ones by their bytes.
-        return raw_response_class().FromString  # type: ignore[return-value]
+        return parse_raw_response  # type: ignore[return-value]
     return DiscoveryResponse.FromString
 
 
