@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import re
 import shutil
 import sys
 import tempfile
@@ -41,6 +42,36 @@ def generate(out: Path) -> None:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
+    pin_grpc_floor(out)
+
+
+def grpcio_floor() -> str:
+    """The lowest grpcio pyproject.toml allows, as three numbers ("1.85" -> "1.85.0")."""
+    match = re.search(r'"grpcio>=([0-9.]+)', (ROOT / "pyproject.toml").read_text())
+    if match is None:
+        raise SystemExit("pyproject.toml names no grpcio>= floor")
+    parts = match.group(1).split(".")
+    return ".".join([*parts, "0", "0"][:3])
+
+
+def pin_grpc_floor(out: Path) -> None:
+    """Make the generated stubs demand the grpcio floor we declare, not grpcio-tools' own version.
+
+    grpc_tools writes its own version into GRPC_GENERATED_VERSION and the stubs refuse
+    any older grpcio at import time; a patch release of the tools would otherwise both
+    change the output and narrow what users may install.
+    """
+    floor = grpcio_floor()
+    for stub in out.rglob("*_pb2_grpc.py"):
+        text = stub.read_text()
+        stub.write_text(
+            re.sub(
+                r"^GRPC_GENERATED_VERSION = '[^']*'$",
+                f"GRPC_GENERATED_VERSION = '{floor}'",
+                text,
+                flags=re.M,
+            )
+        )
 
 
 def generated_files(base: Path) -> list[Path]:

@@ -5,7 +5,7 @@ import warnings
 
 from xds_client.store._proto import resource_pb2 as xds__client_dot_store_dot___proto_dot_resource__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.0'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
