@@ -1,18 +1,31 @@
 """Filter-chain selection for one connection, as Envoy (v3 and the v2 seed) and gRFC A36 do it.
 
-v3 (``listener_components.proto``): the criteria are applied one after the other, in
-this order: destination port, destination IP, direct source IP, server name (SNI),
-transport protocol, application protocols (ALPN), source type, source IP, source port.
-At each step the chains with a value that matches, the most specific one (longest
-CIDR prefix, exact name before wildcard), go on; chains that leave the field empty
-go on only when no chain with a value matched. There is no backtracking: when the
-survivors of a step all fail a later one, the ``default_filter_chain`` is used.
+v3, as Envoy 1.40 does it (``filter_chain_manager_impl.cc``): the criteria are applied
+one after the other, in this order: destination port, destination IP, server name
+(SNI), transport protocol, application protocols (ALPN), direct source IP, source
+type, source IP, source port. (``listener_components.proto`` lists the direct source
+IP third; Envoy's lookup tree has it after ALPN, and Envoy is what runs.) At each step
+the chains with a value that matches, the most specific one, go on: the longest CIDR
+prefix; an exact server name, else the longest ``*.`` wildcard; the ALPN value the
+client lists first; a source type of ``SAME_IP_OR_LOOPBACK`` when the source is
+127.0.0.1, ::1 or the destination address itself, ``EXTERNAL`` otherwise. Chains that
+leave the field empty go on only when no chain with a value matched. There is no
+backtracking: when the survivors of a step all fail a later one, the
+``default_filter_chain`` is used. An IPv4 ``prefix_len`` over 32 means 32 (and an
+IPv6 one over 128 means 128), as Envoy's ``CidrRange`` clamps it.
 
-gRFC A36 (``mode="grpc"``): the same walk, except that chains setting
+gRFC A36 (``mode="grpc"``): the same walk (gRPC's loopback is 127.0.0.1 and ::1 too),
+except that chains setting
 ``destination_port``, ``server_names`` or ``application_protocols`` never match and
 ``transport_protocol`` matches only when empty or ``raw_buffer``. Two chains with
 the same criteria (after CIDR normalisation, so ``10.1.2.3/8`` is ``10.0.0.0/8``)
-make the listener invalid: :func:`check_filter_chains` says so, to NACK it.
+make the listener invalid.
+
+:func:`check_filter_chains` gives the reasons Envoy 1.40 rejects a listener's filter
+chains: a ``(validate.rules)`` breach in a ``filter_chain_match`` (``destination_port: 0``),
+``address_suffix`` or ``suffix_len`` set, a malformed address, a partial wildcard in
+``server_names``, two chains with equal matches, and any connection two chains (or one
+chain twice, through a repeated value in one list) would match equally well.
 
 v2 (the seed's ``Listener.filter_chains`` comment), three steps: the SNI first, then
 the longest destination prefix, then the longest address suffix. The seed's
@@ -50,6 +63,8 @@ Mode = Literal["envoy", "grpc"]
 
 _SAME_IP_OR_LOOPBACK = 1
 _EXTERNAL = 2
+_IPV4_LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
+_IPV6_LOOPBACK = ipaddress.IPv6Address("::1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +107,11 @@ class FilterChainChoice:
 def normalize_cidr(address_prefix: str, prefix_len: int) -> IPNetwork:
     """``address_prefix/prefix_len`` with the host bits cleared (``10.1.2.3/8`` -> ``10.0.0.0/8``).
 
-    Raises ValueError for an address that is not an IP or a length too long for it.
+    A length over the address's bits means all of them (``1.2.3.4/33`` is ``1.2.3.4/32``),
+    as Envoy's ``CidrRange`` clamps it. Raises ValueError for an address that is not an IP.
     """
-    return ipaddress.ip_network(f"{address_prefix}/{prefix_len}", strict=False)
+    address = ipaddress.ip_address(address_prefix)
+    return ipaddress.ip_network((address, min(prefix_len, address.max_prefixlen)), strict=False)
 
 
 def _networks(ranges: Iterable[Any]) -> list[IPNetwork]:
@@ -127,26 +144,68 @@ def _narrow(candidates: list[Candidate], score: Any) -> list[Candidate]:
     return unset
 
 
+def _server_name_key(name: str) -> str:
+    """Envoy's index key for one ``server_names`` entry: ``*.a.com`` is ``.a.com``."""
+    name = name.lower()
+    return name[1:] if name.startswith("*.") else name
+
+
+def _wildcard_suffixes(sni: str) -> list[str]:
+    """The wildcard keys Envoy tries for ``sni``, longest first: ``.b.a.com``, ``.a.com``,
+    ``.com`` for ``x.b.a.com`` (never the whole name, nor a bare trailing dot)."""
+    found = []
+    pos = sni.find(".", 1)
+    while pos != -1 and pos < len(sni) - 1:
+        found.append(sni[pos:])
+        pos = sni.find(".", pos + 1)
+    return found
+
+
 def _server_name_score(names: Sequence[str], sni: str) -> Any:
     if not names:
         return None
     sni = sni.lower()
-    lowered = [n.lower() for n in names]
-    if sni and sni in lowered:
-        return (2, len(sni))
-    wildcard = [len(n) for n in lowered if n.startswith("*.") and sni.endswith(n[1:])]
-    if sni and wildcard:
-        return (1, max(wildcard))
+    keys = {_server_name_key(n) for n in names}
+    if sni in keys:
+        return (2, 0)
+    for suffix in _wildcard_suffixes(sni):
+        if suffix in keys:
+            return (1, len(suffix))
     return False
+
+
+def _application_protocols_score(protocols: Sequence[str], offered: Sequence[str]) -> Any:
+    """The client's order decides: a chain naming the client's first choice beats one
+    naming only its second (Envoy walks the ClientHello's list)."""
+    if not protocols:
+        return None
+    positions = [i for i, p in enumerate(offered) if p in protocols]
+    return -min(positions) if positions else False
+
+
+def _is_local(connection: Connection) -> bool:
+    """Envoy's ``isSameIpOrLoopback``: the source is 127.0.0.1 or ::1 (not the rest of
+    127.0.0.0/8), or the same IP as the destination."""
+    source = ipaddress.ip_address(connection.source_address)
+    if source in (_IPV4_LOOPBACK, _IPV6_LOOPBACK):
+        return True
+    return source == ipaddress.ip_address(connection.destination_address)
 
 
 def _source_type_score(source_type: int, connection: Connection) -> Any:
     if source_type == 0:
         return None
-    source = ipaddress.ip_address(connection.source_address)
-    local = source.is_loopback or connection.source_address == connection.destination_address
     wanted = source_type == _SAME_IP_OR_LOOPBACK
-    return local == wanted
+    return _is_local(connection) == wanted
+
+
+def _source_port_score(ports: Sequence[int], port: int) -> Any:
+    if not ports:
+        return None
+    if port in ports:
+        return True
+    # Envoy files a chain without source ports under port 0: a listed 0 is the same.
+    return None if 0 in ports else False
 
 
 def _usable_in_grpc(match: Any) -> bool:
@@ -188,21 +247,19 @@ def select_filter_chain(
             else m.destination_port.value == connection.destination_port
         ),
         cidr_score("prefix_ranges", destination),
-        cidr_score("direct_source_prefix_ranges", direct),
         lambda m: _server_name_score(m.server_names, connection.server_name),
         lambda m: (
             None
             if not m.transport_protocol
             else m.transport_protocol == connection.transport_protocol
         ),
-        lambda m: (
-            None
-            if not m.application_protocols
-            else any(p in connection.application_protocols for p in m.application_protocols)
+        lambda m: _application_protocols_score(
+            m.application_protocols, connection.application_protocols
         ),
+        cidr_score("direct_source_prefix_ranges", direct),
         lambda m: _source_type_score(m.source_type, connection),
         cidr_score("source_prefix_ranges", source),
-        lambda m: None if not m.source_ports else connection.source_port in m.source_ports,
+        lambda m: _source_port_score(m.source_ports, connection.source_port),
     ]
     for step in steps:
         candidates = _narrow(candidates, step)
@@ -268,49 +325,145 @@ def select_filter_chain_v2(listener: Message, connection: Connection) -> FilterC
     return FilterChainChoice(index, chain.name, chain)
 
 
+_REPEATED_FIELDS = (
+    "prefix_ranges",
+    "server_names",
+    "application_protocols",
+    "direct_source_prefix_ranges",
+    "source_prefix_ranges",
+    "source_ports",
+)
+
+
+def _keys(match: Any, field: str) -> list[Any]:
+    """The values Envoy files one chain under for ``field``, normalised as Envoy does
+    (CIDRs with host bits cleared and lengths clamped, lower-case server names with a
+    wildcard's ``*`` dropped); an empty list is ``[""]`` (``[0]`` for ports), the key
+    Envoy files a chain without the criterion under."""
+    values = getattr(match, field)
+    if field.endswith("prefix_ranges"):
+        return [str(n) for n in _networks(values)] or [""]
+    if field == "server_names":
+        return [_server_name_key(n) for n in values] or [""]
+    if field == "source_ports":
+        return list(values) or [0]
+    return list(values) or [""]
+
+
 def _criteria(match: Any) -> Iterable[tuple[Any, ...]]:
-    """Every elementary combination a chain matches (its cartesian product)."""
-
-    def cidrs(field: str) -> list[Any]:
-        ranges = getattr(match, field, None)
-        return [str(n) for n in _networks(ranges)] if ranges else [None]
-
+    """Every elementary combination a chain matches (its cartesian product), in the
+    order of Envoy's lookup tree."""
     return itertools.product(
-        [match.destination_port.value if match.HasField("destination_port") else None],
-        cidrs("prefix_ranges"),
-        cidrs("direct_source_prefix_ranges"),
-        [n.lower() for n in match.server_names] or [None],
-        [match.transport_protocol or None],
-        list(match.application_protocols) or [None],
+        [match.destination_port.value if match.HasField("destination_port") else 0],
+        _keys(match, "prefix_ranges"),
+        _keys(match, "server_names"),
+        [match.transport_protocol],
+        _keys(match, "application_protocols"),
+        _keys(match, "direct_source_prefix_ranges"),
         [match.source_type],
-        cidrs("source_prefix_ranges"),
-        list(match.source_ports) or [None],
+        _keys(match, "source_prefix_ranges"),
+        _keys(match, "source_ports"),
     )
 
 
-def check_filter_chains(listener: Message) -> list[str]:
-    """Reasons the listener's filter chains are invalid (empty when they are fine).
+_CRITERIA_NAMES = (
+    "destination_port",
+    "prefix_ranges",
+    "server_names",
+    "transport_protocol",
+    "application_protocols",
+    "direct_source_prefix_ranges",
+    "source_type",
+    "source_prefix_ranges",
+    "source_ports",
+)
 
-    Flags addresses that are not IPs and two chains matching the same connections
-    with the same specificity (after CIDR normalisation): the most specific match
-    would not be unique, so the listener must be NACKed (gRFC A36; Envoy rejects
-    it too).
+
+def _describe(combo: tuple[Any, ...]) -> str:
+    unset = ("", 0)
+    parts = [f"{n}={v!r}" for n, v in zip(_CRITERIA_NAMES, combo, strict=True) if v not in unset]
+    return ", ".join(parts) or "every connection"
+
+
+def _chain_problems(match: Any, label: str) -> list[str]:
+    """What Envoy rejects in one chain's ``filter_chain_match`` on its own."""
+    from xds_client.protocol._rules import rule_violation
+
+    where = f"{label}.filter_chain_match"
+    problems: list[str] = []
+    broken = rule_violation(match)
+    if broken is not None:
+        path, reason = broken
+        problems.append(f"{where}{'.' + path if path else ''}: {reason}")
+    if match.address_suffix or match.HasField("suffix_len"):
+        problems.append(
+            f"{where}: address_suffix and suffix_len are not implemented (Envoy rejects "
+            "a filter chain that sets them)"
+        )
+    for index, name in enumerate(match.server_names):
+        if "*" in name and not name.startswith("*."):
+            problems.append(
+                f"{where}.server_names[{index}]: partial wildcards are not supported "
+                f"({name!r}; only a leading '*.' is)"
+            )
+    for field in _REPEATED_FIELDS:
+        try:
+            keys = _keys(match, field)
+        except ValueError as exc:
+            problems.append(f"{where}.{field}: malformed IP address ({exc})")
+            continue
+        seen: dict[Any, int] = {}
+        for index, key in enumerate(keys):
+            first = seen.setdefault(key, index)
+            if first != index:
+                problems.append(
+                    f"{where}.{field}[{index}]: {key!r} repeats {field}[{first}] (after "
+                    "normalisation), so the chain overlaps itself"
+                )
+    return problems
+
+
+def check_filter_chains(listener: Message) -> list[str]:
+    """Reasons Envoy 1.40 would reject the listener's filter chains (empty when none).
+
+    Each reason names the listener, the chain (``filter_chains[i] ('name')``) and the
+    field. Flagged, as Envoy's ``FilterChainManagerImpl`` does: a ``(validate.rules)``
+    breach in a ``filter_chain_match`` (``destination_port: 0``, a ``prefix_len`` over
+    128), ``address_suffix``/``suffix_len`` set, a malformed address, a partial
+    wildcard in ``server_names`` (``*``, ``*x.com``, ``a.*``), a value repeated in one
+    list (after CIDR normalisation), two chains with equal matches, and two chains
+    matching some connection equally well (the most specific match would not be
+    unique; gRFC A36 NACKs that too). An IPv4 ``prefix_len`` over 32 is accepted, as
+    Envoy clamps it to 32.
     """
+    listener_name = getattr(listener, "name", "")
+    prefix = f"listener {listener_name!r}: " if listener_name else ""
     problems: list[str] = []
     owners: dict[tuple[Any, ...], int] = {}
-    for index, chain in enumerate(listener.filter_chains):  # type: ignore[attr-defined]
-        label = f"filter_chains[{index}]" + (f" ({chain.name!r})" if chain.name else "")
-        try:
-            combos = list(_criteria(chain.filter_chain_match))
-        except ValueError as exc:
-            problems.append(f"{label}.filter_chain_match: {exc}")
+    equal: dict[bytes, int] = {}
+    chains: Sequence[Any] = listener.filter_chains  # type: ignore[attr-defined]
+    labels = [
+        f"filter_chains[{i}]" + (f" ({c.name!r})" if c.name else "") for i, c in enumerate(chains)
+    ]
+    for index, chain in enumerate(chains):
+        match = chain.filter_chain_match
+        label = labels[index]
+        own = _chain_problems(match, label)
+        problems.extend(prefix + p for p in own)
+        if own:
             continue
-        for combo in combos:
+        same = equal.setdefault(match.SerializeToString(deterministic=True), index)
+        if same != index:
+            problems.append(
+                f"{prefix}{label}.filter_chain_match: the same matching rules as {labels[same]}"
+            )
+            continue
+        for combo in _criteria(match):
             first = owners.setdefault(combo, index)
             if first != index:
                 problems.append(
-                    f"{label}.filter_chain_match: the same criteria as filter_chains[{first}], "
-                    "so the most specific match is not unique"
+                    f"{prefix}{label}.filter_chain_match: overlaps {labels[first]} "
+                    f"({_describe(combo)}), so the most specific match is not unique"
                 )
                 break
     return problems
