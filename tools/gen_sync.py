@@ -184,6 +184,13 @@ TESTS: tuple[Twin, ...] = (
         "from test_async_client.py; the sync-only tests are in test_client_sync_only.py).",
     ),
     Twin(
+        "tests/store/test_async_edges.py",
+        "tests/store/test_edges.py",
+        "Issue 26's ResourceStore edges on ResourceStoreClient (generated from\n"
+        "test_async_edges.py): ghosts after a 410, a field-selector watch that relisted\n"
+        "without backoff, and bulk's errors and modes.",
+    ),
+    Twin(
         "tests/store/test_async_informer.py",
         "tests/store/test_informer.py",
         "Informer against the in-process store (generated from test_async_informer.py).\n\n"

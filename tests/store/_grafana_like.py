@@ -16,7 +16,12 @@ client meets them, including their rough edges:
 - ``require_token`` answers every call without an ``authorization`` header
   with 401 Unauthorized;
 - ``deleted_without_previous`` sends DELETED events with neither the object nor
-  ``previous`` (seen from some backends).
+  ``previous`` (seen from some backends);
+- a list whose field selector is ``metadata.name=X`` is answered from a read of
+  X: its resource version is X's, not the store's (older than any watch since);
+- ``compact()`` forgets the events so far: a watch from before is a 410 ERROR
+  event; ``drop_watches()`` breaks every open watch stream (UNAVAILABLE);
+- ``calls`` counts the calls by method.
 
 The state lives in memory: a dict of objects and a list of events.
 """
@@ -24,6 +29,7 @@ The state lives in memory: a dict of objects and a list of events.
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import re
 import threading
@@ -92,6 +98,10 @@ class GrafanaLikeServer:
         self.objects: dict[tuple[str, str, str, str], tuple[int, bytes]] = {}
         self.events: list[_Event] = []
         self.cond = threading.Condition()
+        self.compacted = 0
+        """Watches from before this version are 410 (see :meth:`compact`)."""
+        self.calls: collections.Counter[str] = collections.Counter()
+        self._drops = 0
         self._server: grpc.Server | None = None
         self._port = 0
         self._stopped = False
@@ -115,6 +125,18 @@ class GrafanaLikeServer:
             self.cond.notify_all()
         if self._server is not None:
             self._server.stop(grace=None).wait(5)
+
+    def compact(self) -> None:
+        """Forget the history so far: a watch from an older version is 410 Expired."""
+        with self.cond:
+            self.compacted = self.rv
+            self.cond.notify_all()
+
+    def drop_watches(self) -> None:
+        """Break every open watch stream, as a lost connection would."""
+        with self.cond:
+            self._drops += 1
+            self.cond.notify_all()
 
     # ------------------------------------------------------------ the backend
 
@@ -233,6 +255,7 @@ class _Store(pb_grpc.ResourceStoreServicer):
 
     def List(self, request: Any, context: Any) -> pb.ListResponse:  # noqa: N802
         s = self.s
+        s.calls["List"] += 1
         try:
             self._check(context, None)
             return self._list(request)
@@ -259,6 +282,12 @@ class _Store(pb_grpc.ResourceStoreServicer):
                 if exact:
                     rv = request.resource_version
             objects = s.at(rv) if rv != s.rv else dict(s.objects)
+            name = _name_selected(request.options.fields)
+            if name is not None and not request.next_page_token:
+                # Grafana's shortcut: one read, and the list is at that object's version.
+                objects = {k: v for k, v in objects.items() if k[3] == name}
+                found = [v[0] for k, v in objects.items() if k[1:3] == (key.group, key.resource)]
+                rv = found[0] if found else rv
         rows = sorted(
             (k, v)
             for k, v in objects.items()
@@ -285,6 +314,7 @@ class _Store(pb_grpc.ResourceStoreServicer):
 
     def Watch(self, request: Any, context: Any) -> Iterator[pb.WatchEvent]:  # noqa: N802
         s = self.s
+        s.calls["Watch"] += 1
         key = request.options.key
 
         def mine(k: tuple[str, str, str, str]) -> bool:
@@ -295,6 +325,19 @@ class _Store(pb_grpc.ResourceStoreServicer):
             )
 
         with s.cond:
+            drops = s._drops
+            if request.since and request.since < s.compacted:
+                status = {
+                    "kind": "Status",
+                    "code": 410,
+                    "reason": "Expired",
+                    "message": f"too old resource version: {request.since}",
+                }
+                yield pb.WatchEvent(
+                    type=pb.WatchEvent.ERROR,
+                    resource=pb.WatchEvent.Resource(value=json.dumps(status).encode()),
+                )
+                return
             since = request.since if request.since else s.rv
             initial = sorted(s.objects.items()) if request.send_initial_events else []
             if request.send_initial_events:
@@ -313,10 +356,12 @@ class _Store(pb_grpc.ResourceStoreServicer):
         sent = since
         while context.is_active():
             with s.cond:
-                while s.rv <= sent and not s._stopped and context.is_active():
+                while s.rv <= sent and not s._stopped and context.is_active() and s._drops == drops:
                     s.cond.wait(0.2)
                 if s._stopped:
                     return
+                if s._drops != drops:
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "watch dropped")
                 new = [e for e in s.events if e.rv > sent]
             for event in new:
                 sent = event.rv
@@ -332,6 +377,13 @@ class _Store(pb_grpc.ResourceStoreServicer):
                     out.previous.version = event.previous_rv
                     out.previous.value = event.previous
                 yield out
+
+
+def _name_selected(fields: Any) -> str | None:
+    for f in fields:
+        if f.key == "metadata.name" and f.operator in ("=", "==") and len(f.values) == 1:
+            return str(f.values[0])
+    return None
 
 
 class _Diagnostics(pb_grpc.DiagnosticsServicer):

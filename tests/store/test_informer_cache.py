@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from xds_client.store._informer_cache import InformerCache
-from xds_client.store._keys import ResourceKey
-from xds_client.store._watch import ADDED, DELETED, StoreWatchEvent
+from xds_client.store._keys import ResourceKey, StoredObject
+from xds_client.store._watch import ADDED, DELETED, RESYNCED, StoreWatchEvent
 
 PREFIX = ResourceKey("g", "things", "ns")
 
@@ -61,3 +61,37 @@ def test_objects_held_by_name_still_answer_their_key() -> None:
     assert ResourceKey("g", "other", "ns", "a") not in cache.objects
     cache.apply(event(DELETED, "a", 3))
     assert set(cache.objects) == {other}
+
+
+def test_a_resync_replaces_the_cache_and_reports_what_vanished() -> None:
+    # A resynced event carries the complete list: an object deleted during a gap
+    # that no event reported (a ghost) is dropped, and on_delete hears of it.
+    deleted: list[str] = []
+    added: list[str] = []
+    updated: list[str] = []
+    cache = InformerCache(
+        lambda o: added.append(o.key.name),
+        lambda old, new: updated.append(new.key.name),
+        lambda o: deleted.append(o.key.name),
+        prefix=PREFIX,
+    )
+    for i, name in enumerate(("a", "b", "c")):
+        cache.run(cache.apply(event(ADDED, name, i + 1)))
+    added.clear()
+    body = b'{"metadata":{"name":"%s","namespace":"ns"}}'
+    listed = {
+        PREFIX.with_name("a"): StoredObject(1, body % b"a", PREFIX.with_name("a")),
+        PREFIX.with_name("c"): StoredObject(7, body % b"c", PREFIX.with_name("c")),
+        PREFIX.with_name("d"): StoredObject(8, body % b"d", PREFIX.with_name("d")),
+    }
+    resync = StoreWatchEvent(RESYNCED, 9, None, None, PREFIX, objects=listed)
+    cache.run(cache.apply(resync))
+    assert (deleted, updated, added) == (["b"], ["c"], ["d"])
+    assert {k.name: o.resource_version for k, o in cache.objects.items()} == {
+        "a": 1,
+        "c": 7,
+        "d": 8,
+    }
+    # The same list again (what the watch hands an informer after its own
+    # reconcile events): nothing to do.
+    assert cache.apply(resync) == []

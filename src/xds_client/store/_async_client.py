@@ -8,6 +8,7 @@ asyncio (calls, streams, sleeps, timers, channels) is in :mod:`xds_client._backe
 
 from __future__ import annotations
 
+import asyncio  # async-only
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -25,6 +26,7 @@ from xds_client._backends.asyncio import (
     read_message,
     sleep,
     start_call,
+    task_cancelling,  # async-only
     unary_call,
 )
 from xds_client.errors import ClientClosedError, UsageError
@@ -270,13 +272,17 @@ class AsyncResourceStoreClient:
         """Replace a whole collection with ``items`` in one client stream (BulkProcess).
 
         ``collection`` is a prefix (namespace, group, resource); ``items`` are
-        ``(key, value)`` pairs or :class:`BulkItem` values, consumed lazily. With
-        ``rebuild`` (the only mode Grafana accepts) the collection holds exactly
-        the items afterwards, in one transaction; an invalid item rolls it all
-        back and raises. Needs the ``grafana`` dialect; never retried.
+        ``(key, value)`` pairs or :class:`BulkItem` values, consumed lazily. Bulk is
+        a rebuild: the collection holds exactly the items afterwards, in one
+        transaction; an invalid item rolls it all back and raises. ``rebuild=False``
+        is refused with :class:`UsageError` before anything is sent (Grafana clears
+        the collection whatever the flag says; older versions answer 400). An error
+        raised by ``items`` itself reaches the caller as it is. Needs the
+        ``grafana`` dialect; never retried.
         """
         self._check_open()
         bulk_core.check_dialect(self.dialect)
+        bulk_core.check_rebuild(collection, rebuild)
         metadata = (*self._metadata, *bulk_core.settings_metadata(collection, rebuild=rebuild))
         feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
         try:
@@ -287,6 +293,11 @@ class AsyncResourceStoreClient:
             if feed.error is not None:
                 raise feed.error from None
             raise from_rpc_error(exc, exc.trailing_metadata()) from exc
+        except asyncio.CancelledError:  # async-only
+            # grpc.aio cancels the call when the request iterator raises.  # async-only
+            if feed.error is None or task_cancelling():  # async-only
+                raise  # async-only
+            raise feed.error from None  # async-only
         return bulk_core.result(resp, trailing)
 
     async def search(

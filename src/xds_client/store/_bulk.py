@@ -114,6 +114,22 @@ def settings_metadata(
     return md
 
 
+def check_rebuild(collection: ResourceKey, rebuild: bool) -> None:
+    """Refuse a bulk that is not a rebuild: no Grafana version does what it would promise.
+
+    Grafana's BulkProcess clears the collection and writes the items whatever the
+    flag says (older versions answer 400 without it), so ``rebuild=False`` would
+    delete every object not in the stream while looking like an upsert.
+    """
+    if not rebuild:
+        raise UsageError(
+            f"bulk({collection_id(collection)}) with rebuild=False: Grafana's bulk always "
+            "replaces the whole collection (older versions refuse it with 400); pass "
+            "rebuild=True and every object the collection should keep, or write single "
+            "objects with create/update/delete"
+        )
+
+
 def check_dialect(dialect: Dialect, what: str = "bulk") -> None:
     """BulkStore and ResourceIndex exist only in today's Grafana."""
     if dialect is Dialect.SEED:

@@ -268,13 +268,17 @@ class ResourceStoreClient:
         """Replace a whole collection with ``items`` in one client stream (BulkProcess).
 
         ``collection`` is a prefix (namespace, group, resource); ``items`` are
-        ``(key, value)`` pairs or :class:`BulkItem` values, consumed lazily. With
-        ``rebuild`` (the only mode Grafana accepts) the collection holds exactly
-        the items afterwards, in one transaction; an invalid item rolls it all
-        back and raises. Needs the ``grafana`` dialect; never retried.
+        ``(key, value)`` pairs or :class:`BulkItem` values, consumed lazily. Bulk is
+        a rebuild: the collection holds exactly the items afterwards, in one
+        transaction; an invalid item rolls it all back and raises. ``rebuild=False``
+        is refused with :class:`UsageError` before anything is sent (Grafana clears
+        the collection whatever the flag says; older versions answer 400). An error
+        raised by ``items`` itself reaches the caller as it is. Needs the
+        ``grafana`` dialect; never retried.
         """
         self._check_open()
         bulk_core.check_dialect(self.dialect)
+        bulk_core.check_rebuild(collection, rebuild)
         metadata = (*self._metadata, *bulk_core.settings_metadata(collection, rebuild=rebuild))
         feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
         try:

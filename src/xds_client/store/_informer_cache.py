@@ -18,7 +18,15 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar, overload
 
 from xds_client.store._keys import ResourceKey, StoredObject
-from xds_client.store._watch import ADDED, BOOKMARK, DELETED, MODIFIED, StoreWatchEvent
+from xds_client.store._watch import (
+    ADDED,
+    BOOKMARK,
+    DELETED,
+    MODIFIED,
+    RESYNCED,
+    EventType,
+    StoreWatchEvent,
+)
 
 __all__ = [
     "AddHandler",
@@ -292,6 +300,8 @@ class InformerCache:
             if event.initial_events_end:
                 self.synced = True
             return _NO_CALLS
+        if etype == RESYNCED:
+            return self._replace(event)
         key = event.key
         if key is None:
             return _NO_CALLS
@@ -319,6 +329,29 @@ class InformerCache:
             return [(upd, (previous, new)) for _a, upd, _d in self.handlers if upd is not None]
         return _NO_CALLS
 
+    def _replace(self, event: StoreWatchEvent) -> HandlerCalls:
+        # A resync carries the complete list: whatever the cache holds that is not
+        # in it is gone (deleted during a gap), whatever differs is newer. After the
+        # watch's own reconcile events nothing differs, and nothing is called.
+        listed = event.objects
+        if listed is None:
+            return _NO_CALLS
+        objects = self.objects
+        gone = [k for k in objects if k not in listed]
+        changed = [
+            (k, o)
+            for k, o in listed.items()
+            if (had := objects.get(k)) is None or had.resource_version != o.resource_version
+        ]
+        calls: list[tuple[Callable[..., None], tuple[StoredObject, ...]]] = []
+        rv = event.resource_version
+        for k in gone:
+            calls.extend(self.apply(_keyed(DELETED, rv, None, objects[k].value, k)))
+        for k, o in changed:
+            etype = MODIFIED if k in objects else ADDED
+            calls.extend(self.apply(_keyed(etype, o.resource_version, o.value, None, k)))
+        return calls
+
     @staticmethod
     def run(calls: HandlerCalls) -> None:
         """Make the calls; a raising handler is logged and the others still run."""
@@ -328,6 +361,14 @@ class InformerCache:
             except Exception:
                 # A broken handler must not stop the informer; the user sees the log.
                 _log.exception("informer handler %r failed", handler)
+
+
+def _keyed(
+    etype: EventType, rv: int, value: bytes | None, previous: bytes | None, key: ResourceKey
+) -> StoreWatchEvent:
+    event = StoreWatchEvent(etype, rv, value, previous, key.prefix())
+    event._key = key
+    return event
 
 
 def _safe_values(fn: IndexFunc, obj: StoredObject | None) -> tuple[str, ...]:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from enum import Enum
+from types import MappingProxyType
 from typing import Any, Literal
 
 from xds_client.store._errors import (
@@ -63,10 +64,21 @@ class StoreWatchEvent:
 
     ``type`` is ``"added"``, ``"modified"``, ``"deleted"``, ``"bookmark"`` or
     ``"resynced"``. A deleted event carries the object in ``previous`` and no
-    ``value``; bookmark and resynced events carry neither, only a version.
+    ``value``; bookmark and resynced events carry neither, only a version. A
+    resynced event carries the complete list in :attr:`objects`.
     """
 
-    __slots__ = ("_doc", "_end", "_key", "_prefix", "_previous", "_rv", "_type", "_value")
+    __slots__ = (
+        "_doc",
+        "_end",
+        "_key",
+        "_objects",
+        "_prefix",
+        "_previous",
+        "_rv",
+        "_type",
+        "_value",
+    )
 
     def __init__(
         self,
@@ -77,6 +89,7 @@ class StoreWatchEvent:
         prefix: ResourceKey,
         *,
         initial_events_end: bool = False,
+        objects: Mapping[ResourceKey, StoredObject] | None = None,
     ) -> None:
         # Plain slots behind read-only properties: cheaper to build than a frozen
         # dataclass, which matters at thousands of events per second.
@@ -85,6 +98,7 @@ class StoreWatchEvent:
         self._value = value
         self._previous = previous
         self._end = initial_events_end
+        self._objects = objects
         self._prefix = prefix
         self._key: ResourceKey | None = None
         self._doc: Any = _UNSET
@@ -113,6 +127,17 @@ class StoreWatchEvent:
     def initial_events_end(self) -> bool:
         """True on the bookmark that ends the initial events (``send_initial_events``)."""
         return self._end
+
+    @property
+    def objects(self) -> Mapping[ResourceKey, StoredObject] | None:
+        """On ``resynced``: every object the watch selects at ``resource_version``, by key.
+
+        The complete list the watch resynchronised from (read-only). A consumer
+        that keeps a view replaces it with this mapping: that also drops objects
+        deleted during the gap that the watch never knew of (it cannot report
+        them as ``deleted``). None on every other event.
+        """
+        return self._objects
 
     def json(self) -> Any:
         """The decoded object: ``value``, or ``previous`` for deletions (cached)."""
@@ -146,6 +171,15 @@ class DeletedWithoutObjectError(InvalidResponseError):
     """
 
 
+def server_behind(error: BaseException | None) -> bool:
+    """Whether the server says our version is ahead of it (restored from a backup)."""
+    if not isinstance(error, ResourceStoreError):
+        return False
+    if any(c.reason == "ResourceVersionTooLarge" for c in error.causes):
+        return True
+    return "too large resource version" in error.message.lower()
+
+
 def needs_relist(error: BaseException | None) -> bool:
     """Whether a failed stream means our view is stale and only a fresh list repairs it.
 
@@ -155,11 +189,7 @@ def needs_relist(error: BaseException | None) -> bool:
     """
     if isinstance(error, ExpiredError | DeletedWithoutObjectError):
         return True
-    if isinstance(error, ResourceStoreError):
-        if any(c.reason == "ResourceVersionTooLarge" for c in error.causes):
-            return True
-        return "too large resource version" in error.message.lower()
-    return False
+    return server_behind(error)
 
 
 class Step(Enum):
@@ -228,6 +258,10 @@ class WatchState:
         self._seen: set[ResourceKey] | None = None
         self._reconciling = False
         """Between the start and the end of a reconcile (a list or the initial events)."""
+        self._list_after_anchor = False
+        """A relist with a field selector learns the store's version first (see stream_ended)."""
+        self._rewind = False
+        """The server is behind our version: the next list's version replaces ours."""
 
     # ------------------------------------------------------------ requests
 
@@ -253,8 +287,10 @@ class WatchState:
 
     def anchored(self, resource_version: int) -> None:
         """The driver learned the current resource version (step ANCHOR)."""
-        self.last_rv = resource_version
-        self.step = Step.WATCH
+        self.last_rv = resource_version if self._rewind else max(self.last_rv, resource_version)
+        self._rewind = False  # the list that follows moves on from the store's version
+        self.step = Step.LIST if self._list_after_anchor else Step.WATCH
+        self._list_after_anchor = False
 
     # ------------------------------------------------------------ events
 
@@ -333,6 +369,8 @@ class WatchState:
         k = self._key_of(doc)
         now = self._selects(doc)
         known = self._known.get(k)
+        if known is not None and rv <= known.resource_version:
+            return None  # already listed (a watch from before a relist's list)
         before = self._selects(json.loads(prev)) if prev is not None else known is not None
         if now:
             if not self._external:
@@ -367,21 +405,39 @@ class WatchState:
     def list_done(self, resource_version: int) -> None:
         """The list is complete at ``resource_version``; events go to :attr:`pending`."""
         self.pending.extend(self._end_reconcile(resource_version))
+        # Never backwards (unless the server said it is behind us): Grafana's
+        # ``metadata.name`` shortcut answers a list at the object's version, which
+        # may be older than where the watch was.
+        if self._rewind:
+            self._rewind = False
+            self.last_rv = resource_version
+        else:
+            self.last_rv = max(self.last_rv, resource_version)
         if self.resyncing:
             self.resyncing = False
             self.pending.append(
-                StoreWatchEvent(RESYNCED, resource_version, None, None, self.prefix)
+                StoreWatchEvent(
+                    RESYNCED, self.last_rv, None, None, self.prefix, objects=self._complete()
+                )
             )
         elif self.initial_pending:
             self.initial_pending = False
             self.pending.append(
                 StoreWatchEvent(
-                    BOOKMARK, resource_version, None, None, self.prefix, initial_events_end=True
+                    BOOKMARK, self.last_rv, None, None, self.prefix, initial_events_end=True
                 )
             )
-        self.last_rv = resource_version
-        self.failures = 0
+        # The failure count stays: only a stream that makes progress resets it, so
+        # a list followed by the same failure waits longer each time.
         self.step = Step.WATCH
+
+    def _complete(self) -> Mapping[ResourceKey, StoredObject]:
+        # The informer's dict is current once it applied the events before this
+        # one: hand out a view of it. A plain watch's own record is copied.
+        if self._external:
+            return MappingProxyType(self._known)
+        self._fold()
+        return MappingProxyType(dict(self._known))
 
     # ------------------------------------------------------------ failures
 
@@ -400,6 +456,14 @@ class WatchState:
             self.resyncing = True
             self.in_initial = False
             self.step = Step.LIST
+            self._rewind = server_behind(error)
+            if self.fields:
+                # Grafana answers a ``metadata.name`` list at the object's version,
+                # not the store's: a watch from there is 410 again. Learn the store's
+                # version first (a list without the field selector); changes between
+                # that and the list come again and are dropped by version.
+                self.step = Step.ANCHOR
+                self._list_after_anchor = True
             self.failures += 1
             return 0.0 if self.failures == 1 else self.policy.delay_for(self.failures - 1, error)
         if error is not None and not retryable_stream(error):

@@ -1,0 +1,157 @@
+# Generated from tests/store/test_async_edges.py by tools/gen_sync.py: do not edit.
+"""Issue 26's ResourceStore edges on ResourceStoreClient (generated from
+test_async_edges.py): ghosts after a 410, a field-selector watch that relisted
+without backoff, and bulk's errors and modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from xds_client.errors import UsageError
+from xds_client.store import ResourceStoreClient, StoreWatchEvent
+from xds_client.testing import ResourceStoreServer
+
+from ._grafana_like import GrafanaLikeServer
+from ._store_support import FAST, PREFIX, doc, key
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def srv() -> Iterator[GrafanaLikeServer]:
+    with GrafanaLikeServer() as grafana:
+        yield grafana
+
+
+def apply(view: dict[str, bytes], event: StoreWatchEvent) -> None:
+    """What a consumer of a plain watch does with each event."""
+    if event.type == "resynced":
+        assert event.objects is not None
+        view.clear()
+        view.update({k.name: o.value for k, o in event.objects.items()})
+    elif event.type == "deleted":
+        assert event.key is not None
+        view.pop(event.key.name, None)
+    elif event.type in ("added", "modified"):
+        assert event.key is not None
+        assert event.value is not None
+        view[event.key.name] = event.value
+
+
+def server_view(srv: GrafanaLikeServer) -> dict[str, bytes]:
+    return {k[3]: v for k, (_rv, v) in srv.objects.items()}
+
+
+# ---------------------------------------------------------------- ghosts after a 410
+
+
+def test_a_watch_from_a_compacted_version_converges_without_ghosts(
+    srv: GrafanaLikeServer,
+) -> None:
+    with ResourceStoreClient(srv.address, retry=FAST, timeout=10) as client:
+        for name in "abc":
+            client.create(key(name), doc(name))
+        listed = client.list(PREFIX)
+        view = {o.key.name: o.value for o in listed}
+        # Deleted while nobody watched, and the history is gone: a watch from the
+        # list's version is 410 and lists again; "b" was never reported to it.
+        client.delete(key("b"))
+        client.update(key("c"), doc("C"), resource_version=0)
+        client.create(key("d"), doc("d"))
+        srv.compact()
+        with client.watch(PREFIX, since=listed.resource_version, timeout=20) as w:
+            for event in w:
+                apply(view, event)
+                if event.type == "resynced":
+                    break
+        assert w.state.resyncs == 1
+    assert view == server_view(srv)
+
+
+def test_a_watch_disconnected_past_compaction_converges_without_ghosts(
+    srv: GrafanaLikeServer,
+) -> None:
+    with ResourceStoreClient(srv.address, retry=FAST, timeout=10) as client:
+        for name in "abc":
+            client.create(key(name), doc(name))
+        listed = client.list(PREFIX)
+        view = {o.key.name: o.value for o in listed}
+        with client.watch(PREFIX, since=listed.resource_version, timeout=20) as w:
+            client.create(key("e"), doc("e"))
+            event = w.__next__()
+            assert (event.type, event.key) == ("added", key("e"))
+            apply(view, event)
+            # The stream breaks; before the watch resumes (when asked for more),
+            # "a" (from the consumer's list) and "e" (reported) go, and so does
+            # the history.
+            srv.drop_watches()
+            client.delete(key("a"))
+            client.delete(key("e"))
+            srv.compact()
+            for event in w:
+                apply(view, event)
+                if event.type == "resynced":
+                    break
+    assert view == server_view(srv)
+    assert sorted(view) == ["b", "c"]
+
+
+# ---------------------------------------------------------------- field selector after a 410
+
+
+def test_a_field_selector_watch_after_a_410_does_not_relist_in_a_loop(
+    srv: GrafanaLikeServer,
+) -> None:
+    with ResourceStoreClient(srv.address, retry=FAST, timeout=10) as client:
+        first = client.create(key("a"), doc("a"))
+        client.create(key("b"), doc("b"))
+        for i in range(3):
+            client.update(key("b"), doc(str(i)), resource_version=0)
+        srv.compact()  # "a" is older than the history; its list says version `first`
+        events: list[StoreWatchEvent] = []
+        watch = client.watch(PREFIX, since=first, fields="metadata.name=a", timeout=1.5)
+        with watch:
+            for event in watch:  # for 1.5 s
+                events.append(event)
+        # Before the fix: the list's (older) version became the watch's, which
+        # was 410 again at once: 1,300-2,100 lists in 3 s, without backoff.
+        assert srv.calls["List"] <= 6, (srv.calls, [e.type for e in events][:10])
+        assert [e.type for e in events] == ["added", "resynced"]
+        assert watch.resource_version == srv.rv
+        # The watch is live from there: a change of "a" arrives.
+        watch = client.watch(PREFIX, since=watch.resource_version, fields="metadata.name=a")
+        with watch:
+            client.update(key("b"), doc("b"), resource_version=0)
+            client.update(key("a"), doc("A"), resource_version=0)
+            event = watch.__next__()
+        assert (event.type, event.key, event.resource_version) == ("modified", key("a"), srv.rv)
+
+
+# ---------------------------------------------------------------- bulk
+
+
+def _failing_items() -> Iterator[tuple[object, object]]:
+    yield key("x"), doc("x")
+    raise LookupError("the item source broke")
+
+
+def test_bulk_raises_the_items_own_error(server: ResourceStoreServer) -> None:
+    with ResourceStoreClient(server.address, retry=FAST, timeout=10) as client:
+        client.create(key("kept"), doc())
+        with pytest.raises(LookupError, match="the item source broke"):
+            client.bulk(PREFIX, _failing_items())  # type: ignore[arg-type]
+        assert [o.key.name for o in client.list(PREFIX)] == ["kept"]
+
+
+def test_bulk_without_rebuild_is_refused_before_sending(
+    server: ResourceStoreServer,
+) -> None:
+    with ResourceStoreClient(server.address, retry=FAST, timeout=10) as client:
+        client.create(key("kept"), doc())
+        with pytest.raises(UsageError, match="rebuild=False"):
+            client.bulk(PREFIX, [(key("x"), doc())], rebuild=False)
+        assert server.calls["BulkProcess"] == 0
+        assert [o.key.name for o in client.list(PREFIX)] == ["kept"]
