@@ -434,10 +434,12 @@ class AsyncResourceStoreClient:
         events, then a bookmark with ``initial_events_end`` set. Dropped
         streams resume from the last version seen. After a 410 (or a version
         ahead of the server's) the watch lists again, emits the differences
-        from what it knows and a ``resynced`` event. It knows the objects it
-        reported itself, plus ``known`` (pass the list that gave ``since``):
-        an object deleted during the gap that it never reported and that is
-        not in ``known`` cannot be reported as deleted. Close it (or use
+        from what it knows and a ``resynced`` event whose ``objects`` is the
+        complete list. It knows the objects it reported itself, plus ``known``
+        (the list that gave ``since``): an object deleted during the gap that it
+        never reported and that is not in ``known`` cannot be reported as
+        deleted, so a consumer keeping a view replaces it with
+        ``resynced.objects``, which converges. Close it (or use
         ``async with``) to stop; with ``timeout`` it also stops by itself that many
         seconds after iteration starts (a notebook cell that cannot hang).
         """
