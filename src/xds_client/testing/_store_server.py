@@ -68,6 +68,9 @@ from xds_client.testing._store_search import (
 __all__ = ["ResourceStoreServer"]
 
 _DEFAULT_LIMIT = 50
+_MAX_LIMIT = 1 << 62
+"""Larger limits (``2**63 - 1`` means "no limit" to some clients) are clamped: SQLite's
+LIMIT is a signed 64-bit integer and the page query asks for ``limit + 1`` rows."""
 _MAX_PAGE_BYTES = 2 * 1024 * 1024
 
 # Grafana's name rules (pkg/apimachinery/validation): lengths are in bytes, and
@@ -753,10 +756,23 @@ class ResourceStoreServer:
             return self._list_events(req, source)
         opts = req.options
         prefix = _Prefix(opts.key.group, opts.key.resource, opts.key.namespace)
-        limit = req.limit if req.limit > 0 else _DEFAULT_LIMIT
+        limit = min(req.limit, _MAX_LIMIT) if req.limit > 0 else _DEFAULT_LIMIT
         after: tuple[str, str, str, str] = ("", "", "", "")
+        if self._rv == 0:
+            # Grafana's versions are never 0: a list of a store never written to is at
+            # version 1 (a version without an event), so the first write is 2 and a
+            # watch from the list's version sees it.
+            self._rv = 1
         if req.next_page_token:
             list_rv, after = _decode_token(req.next_page_token, prefix)
+            if req.resource_version and req.resource_version != list_rv:
+                # As Grafana: a token continues the list it came from, at its version.
+                raise _Failure(
+                    400,
+                    "BadRequest",
+                    f"the page token continues a list at resource version {list_rv}, "
+                    f"not {req.resource_version}",
+                )
         else:
             list_rv = self._rv
             if req.resource_version and _dialect.wants_exact(req, self.dialect):
@@ -836,7 +852,7 @@ class ResourceStoreServer:
         (the last version of each deleted object that was not recreated)."""
         key = req.options.key
         prefix = _Prefix(key.group, key.resource, key.namespace)
-        limit = req.limit if req.limit > 0 else _DEFAULT_LIMIT
+        limit = min(req.limit, _MAX_LIMIT) if req.limit > 0 else _DEFAULT_LIMIT
         before = self._rv + 1
         if req.next_page_token:
             try:
@@ -1202,6 +1218,12 @@ class _BulkServicer(pb_grpc.BulkStoreServicer):
         try:
             with s._cond, s._transaction():
                 summary = self._rebuild(targets, items, resp)
+                if not context.is_active():
+                    # A cancelled stream (the client's items raised) ends like a
+                    # complete one in Python's gRPC: roll back what is known to be
+                    # cancelled by now. Grafana (Go) tells the two apart; this server
+                    # only narrows the race.
+                    raise _Failure(499, "Cancelled", "the bulk stream was cancelled")
         except _Failure as failure:
             resp.ClearField("summary")
             resp.error.CopyFrom(failure.result)
