@@ -274,11 +274,12 @@ class _Store(pb_grpc.ResourceStoreServicer):
                 token = json.loads(base64.b64decode(request.next_page_token))
                 rv, offset = int(token["v"]), int(token["o"])
             elif request.resource_version:
-                exact = (
+                # Today's Grafana migrates the deprecated field when v2 is unset.
+                v2 = request.version_match_v2
+                old = request.HasField("version_match") and (
                     request.version_match == pb.DEPRECATED_Exact
-                    if s.dialect == "seed"
-                    else request.version_match_v2 == pb.Exact
                 )
+                exact = old if s.dialect == "seed" or v2 == pb.UNKNOWN else v2 == pb.Exact
                 if exact:
                     rv = request.resource_version
             objects = s.at(rv) if rv != s.rv else dict(s.objects)

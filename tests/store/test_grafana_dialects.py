@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -32,6 +34,7 @@ from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._watch import DeletedWithoutObjectError, WatchState
 from xds_client.testing import ResourceStoreServer
 
+from ._grafana_like import GrafanaLikeServer
 from ._store_support import FAST, PREFIX, doc, key
 
 pytestmark = pytest.mark.timeout(60)
@@ -137,6 +140,27 @@ def test_a_client_of_the_other_dialect_silently_reads_the_latest(dialect: Dialec
         rv1 = wrong.create(key("a"), doc("one"))
         wrong.update(key("a"), doc("two"), resource_version=rv1)
         assert wrong.read(key("a"), resource_version=rv1).json()["spec"]["title"] == "two"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "grafana-like"])
+def test_todays_grafana_migrates_the_seeds_version_match(kind: str) -> None:
+    # A seed client's exact list reaches today's Grafana in the deprecated field,
+    # which Grafana migrates to version_match_v2 (MigrateListRequestVersionMatch):
+    # the list is at the version asked for, not the latest.
+    with contextlib.ExitStack() as stack:
+        if kind == "sqlite":
+            srv: Any = stack.enter_context(ResourceStoreServer(dialect=Dialect.GRAFANA))
+        else:
+            srv = stack.enter_context(GrafanaLikeServer(dialect="grafana"))
+        seed = stack.enter_context(ResourceStoreClient(srv.address, retry=FAST, dialect="seed"))
+        for name in "abc":
+            seed.create(key(name), doc(name))
+        rv = seed.list_page(PREFIX).resource_version
+        seed.delete(key("b"))
+        then = seed.list(PREFIX, resource_version=rv, exact=True)
+        assert [o.key.name for o in then] == ["a", "b", "c"]
+        assert then.resource_version == rv
+        assert [o.key.name for o in seed.list(PREFIX, resource_version=rv)] == ["a", "c"]
 
 
 def test_list_at_an_exact_version(server: ResourceStoreServer, client: ResourceStoreClient) -> None:

@@ -121,11 +121,16 @@ def requested_read_version(req: pb.ReadRequest, dialect: Dialect) -> int:
 def wants_exact(req: pb.ListRequest, dialect: Dialect) -> bool:
     """Whether a list asks for exactly its resource version, as a server of ``dialect`` reads it.
 
-    Today's Grafana ignores the deprecated ``version_match`` (a seed client's
-    Exact is read as Unset), and a seed server knows nothing of the v2 field.
+    Today's Grafana migrates the deprecated ``version_match`` when
+    ``version_match_v2`` is not set (``MigrateListRequestVersionMatch`` in
+    ``pkg/storage/unified/resource``): the seed's Exact becomes Exact and its
+    NotOlderThan becomes Unset (what the seed's servers did with it). A seed
+    server knows nothing of the v2 field.
     """
     if dialect is Dialect.SEED:
         return req.HasField("version_match") and req.version_match == pb.DEPRECATED_Exact
+    if req.version_match_v2 == pb.UNKNOWN and req.HasField("version_match"):
+        return req.version_match == pb.DEPRECATED_Exact
     return req.version_match_v2 == pb.Exact
 
 
