@@ -201,3 +201,32 @@ async def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer
         # A "not older than" list pages at the version it is pinned to.
         paged = client.list(PREFIX, limit=1, resource_version=first.resource_version)
         assert [o.key.name async for o in paged] == ["a", "b", "c"]
+
+
+# ---------------------------------------------------------------- a page over 4 MiB
+
+
+@run_async  # async-only
+async def test_a_list_page_over_the_message_limit_is_asked_for_again_smaller(
+    srv: GrafanaLikeServer,
+) -> None:
+    mib = 1024 * 1024
+    async with AsyncResourceStoreClient(srv.address, retry=FAST, timeout=10) as client:
+        # 1.98 MiB is under Grafana's 2 MiB page budget, so the next object (2.05
+        # MiB) joins the page: 4.03 MiB, over the 4 MiB gRPC limit.
+        await client.create(key("a"), {"spec": {"blob": "x" * (2 * mib - 20_000)}})
+        await client.create(key("b"), {"spec": {"blob": "y" * (2 * mib + 50_000)}})
+        await client.create(key("c"), doc("c"))
+        listed = client.list(PREFIX)
+        assert [o.key.name async for o in listed] == ["a", "b", "c"]
+        page = await client.list_page(PREFIX)
+        assert [o.key.name for o in page.items] == ["a"]  # limit 500, 250, ... 1
+        assert page.next_page_token
+        srv.compact()
+        names = []
+        async with client.watch(PREFIX, since=1, timeout=10) as watch:  # 410: it lists
+            async for event in watch:
+                if event.type == "resynced":
+                    break
+                names.append(event.key.name if event.key else "")
+        assert names == ["a", "b", "c"]

@@ -197,6 +197,19 @@ class ListPager:
             req.resource_version = self.resource_version
         return req
 
+    def halve_limit(self) -> bool:
+        """Ask for half as many items per page from now on; False when already at one.
+
+        For a page over the message limit: Grafana ends a page once its values
+        reach 2 MiB, checked before it adds the next item, so one page of large
+        objects can exceed 4 MiB.
+        """
+        limit = self._base.limit or DEFAULT_PAGE_SIZE
+        if limit <= 1:
+            return False
+        self._base.limit = limit // 2
+        return True
+
     def on_page(self, resp: pb.ListResponse, trailing: Sequence[Any] | None) -> ListPage:
         """Check a page, advance the token and return the (filtered) items."""
         check_result(_error(resp), trailing)
