@@ -152,6 +152,37 @@ async def test_informer_relists_when_the_watch_fails_and_reports_the_differences
 
 
 @run_async  # async-only
+async def test_informer_disconnected_past_compaction_converges(
+    server: ResourceStoreServer,
+) -> None:
+    # The watch breaks, "b" goes and the history with it: the watch resumes into a
+    # 410, lists again, and the informer (its view, its handlers) equals the server.
+    deleted: list[str] = []
+    server.put_many([(key(n), doc(n)) for n in "abc"])
+    async with connect(server) as client:
+        informer = client.informer(
+            PREFIX, backoff=QUICK, on_delete=lambda o: deleted.append(o.key.name)
+        )
+        async with informer:
+            await informer.wait_synced(10)
+            await run_blocking(lambda: server.wait_for_watchers(1))
+            server.fail_next(1, grpc.StatusCode.UNAVAILABLE, methods=["Watch"])
+            server.drop_watches()
+            server.remove(key("b"))
+            server.put(key("c"), doc("C"))
+            server.compact()
+            await run_blocking(until(lambda: key("b") not in informer.objects, "b removed"))
+            current = {o.key: o.value async for o in client.list(PREFIX)}
+            await run_blocking(
+                until(
+                    lambda: {k: o.value for k, o in informer.objects.items()} == current,
+                    "the informer equals the server",
+                )
+            )
+    assert deleted == ["b"]
+
+
+@run_async  # async-only
 async def test_several_handlers_indexes_and_resync(server: ResourceStoreServer) -> None:
     log: list[tuple[str, str]] = []
     server.put(key("a"), doc("a", team="x"))
