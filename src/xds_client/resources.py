@@ -12,10 +12,13 @@ takes seconds, and most programs need two or three types.
 from __future__ import annotations
 
 import importlib
+import logging
+import pkgutil
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
+from google.protobuf import descriptor_pool
 from google.protobuf.message import DecodeError, Message
 
 from xds_client._records import field, record
@@ -29,6 +32,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from google.protobuf.any_pb2 import Any as AnyProto
+    from google.protobuf.descriptor import Descriptor
 
 __all__ = [
     "ApiVersion",
@@ -58,6 +62,7 @@ __all__ = [
     "resource_types",
     "type_url_of",
     "message_class_of",
+    "message_descriptor",
     "is_full_state",
     "register",
     "decode",
@@ -344,6 +349,65 @@ def message_class_of(type_url: str) -> type[Message]:
     """The message class registered for a type URL (imports its module if needed)."""
     cls: type[Message] = resource_type(type_url).message_class
     return cls
+
+
+# Packages whose *_pb2 modules may be imported to resolve a name a server sent (an
+# ``Any``'s type URL): the protos' own roots and the registered types' packages, never
+# an arbitrary module a remote peer names.
+_TRUSTED_ROOTS = frozenset({"envoy", "xds", "udpa", "validate", "google", "contrib"})
+_imported_packages: set[str] = set()
+_imports_lock = threading.Lock()
+_log = logging.getLogger("xds_client.resources")
+
+
+def message_descriptor(full_name: str) -> Descriptor | None:
+    """The descriptor of message ``full_name``, importing its generated module if needed.
+
+    xds-protos has hundreds of modules and none is imported eagerly: a name the default
+    descriptor pool lacks is looked for in the ``*_pb2`` modules of the packages its
+    prefixes name (``a.b.v3.Msg`` in ``a.b.v3``, then ``a.b``), under trusted roots only.
+    None when no installed module defines it (asked again next time: a module the
+    application imports later is found then).
+    """
+    pool = descriptor_pool.Default()
+    try:
+        return pool.FindMessageTypeByName(full_name)
+    except KeyError:
+        pass
+    registered = _by_url.get(TYPE_URL_PREFIX + full_name)
+    if registered is not None:
+        return cast("Descriptor", registered.message_class.DESCRIPTOR)
+    parts = full_name.split(".")
+    roots = _TRUSTED_ROOTS | {r.module.split(".", 1)[0] for r in list(_by_url.values())}
+    if parts[0] not in roots:
+        return None
+    for cut in range(len(parts) - 1, 0, -1):
+        _import_package(".".join(parts[:cut]))
+        try:
+            return pool.FindMessageTypeByName(full_name)
+        except KeyError:
+            continue
+    return None
+
+
+def _import_package(package: str) -> None:
+    with _imports_lock:
+        if package in _imported_packages:
+            return
+        _imported_packages.add(package)
+    try:
+        module = importlib.import_module(package)
+    except ImportError:
+        return
+    search = getattr(module, "__path__", None)
+    if search is None:
+        return
+    for info in pkgutil.iter_modules(search):
+        if info.name.endswith("_pb2"):
+            try:
+                importlib.import_module(f"{package}.{info.name}")
+            except Exception as exc:  # a broken optional module must not stop the caller
+                _log.debug("cannot import %s.%s: %s", package, info.name, exc)
 
 
 def is_full_state(type_url: str) -> bool:

@@ -15,12 +15,16 @@ from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import re2
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from validate import validate_pb2 as pgv
 
 from xds_client.errors import RuleViolationError
+
+# The rules Envoy's protos add to the installed descriptors: the same table for both.
+from xds_client.protocol._rules import _field_rules
 
 __all__ = ["check_rules", "rule_violation", "validate"]
 
@@ -109,26 +113,36 @@ def _ordered(
         else None
     )
     ops = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+    # PGV's C++ code (Envoy's) tests for the breach (``v >= lt``), so a NaN, for which
+    # every comparison is false, passes a bound; floats are written the same way.
+    breach = {"lt": ">=", "lte": ">", "gt": "<=", "gte": "<"}
+    floating = isinstance(upper[1] if upper else lower[1] if lower else 0, float)
     if upper and lower:
         (ukind, hi), (lkind, lo) = upper, lower
         left = "(" if lkind == "gt" else "["
         right = ")" if ukind == "lt" else "]"
         above = f"v {ops[lkind]} {lo!r}"
         below = f"v {ops[ukind]} {hi!r}"
+        not_above = f"v {breach[lkind]} {lo!r}"
+        not_below = f"v {breach[ukind]} {hi!r}"
         if hi > lo or (hi == lo and ukind == "lte" and lkind == "gte"):
             text = f"must be inside range {left}{fmt(lo)}, {fmt(hi)}{right}"
-            conds.append((f"{above} and {below}", text))
+            cond = f"not ({not_above} or {not_below})" if floating else f"{above} and {below}"
+            conds.append((cond, text))
         else:  # PGV: lt below gt means "outside the range between them"
             text = f"must be outside range ({fmt(hi)}, {fmt(lo)})"
-            conds.append((f"{above} or {below}", text))
+            cond = f"not ({not_above} and {not_below})" if floating else f"{above} or {below}"
+            conds.append((cond, text))
     elif upper:
         kind, hi = upper
         word = "less than" if kind == "lt" else "less than or equal to"
-        conds.append((f"v {ops[kind]} {hi!r}", f"must be {word} {fmt(hi)}"))
+        cond = f"not (v {breach[kind]} {hi!r})" if floating else f"v {ops[kind]} {hi!r}"
+        conds.append((cond, f"must be {word} {fmt(hi)}"))
     elif lower:
         kind, lo = lower
         word = "greater than" if kind == "gt" else "greater than or equal to"
-        conds.append((f"v {ops[kind]} {lo!r}", f"must be {word} {fmt(lo)}"))
+        cond = f"not (v {breach[kind]} {lo!r})" if floating else f"v {ops[kind]} {lo!r}"
+        conds.append((cond, f"must be {word} {fmt(lo)}"))
     if "in" in fields and len(getattr(rules, "in")):
         allowed = frozenset(convert(x) for x in getattr(rules, "in"))
         text = "must be in list [" + ", ".join(fmt(x) for x in sorted(allowed)) + "]"
@@ -166,9 +180,12 @@ def _now_conds(rules: Any) -> list[Cond]:
 
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
-_HEADER_NAME = re.compile(r"^:?[0-9a-zA-Z!#$%&'*+\-.^_|~`]+$")
-_HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0A-\x1F\x7F]*$")
-_HEADER_LOOSE = re.compile(r"^[^\x00\n\r]*$")
+# PGV's well-known regexes, as RE2 reads them: ``$`` is the end of the text (Python's
+# would let a trailing newline through, hence ``\Z``), and ``+-.`` in PGV's header-name
+# class is the range from '+' to '.', so it holds ',' and '-'.
+_HEADER_NAME = re.compile(r":?[0-9a-zA-Z!#$%&'*+,\-.^_|~`]+\Z")
+_HEADER_VALUE = re.compile(r"[^\x00-\x08\x0A-\x1F\x7F]*\Z")
+_HEADER_LOOSE = re.compile(r"[^\x00\n\r]*\Z")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
 
@@ -215,10 +232,12 @@ _WELL_KNOWN_STRING: dict[str, tuple[Callable[[str], bool], str]] = {
 }
 
 
-def _pattern(pattern: str) -> re.Pattern[str] | None:
+def _pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2, as PGV's C++ code (Envoy) does: RE2's syntax
+    (``\\z``, ``[[:digit:]]``, ...), a partial match, ``$`` only at the end of the text."""
     try:
-        return re.compile(pattern)
-    except re.error:  # an RE2-only construct: not checked rather than a false NACK
+        return re2.compile(pattern)
+    except re2.error:  # not RE2 either: not checked rather than a false NACK
         return None
 
 
@@ -441,9 +460,7 @@ class _Compiler:
             count = 0
             for fd in desc.fields:
                 sub = fd.message_type
-                if fd.GetOptions().HasExtension(pgv.rules) or (
-                    sub is not None and self.needs_check(sub)
-                ):
+                if _field_rules(fd) is not None or (sub is not None and self.needs_check(sub)):
                     count += 1
             self._checked[desc.full_name] = count
         return count
@@ -633,8 +650,7 @@ class _Gen:
     ) -> tuple[str, list[str], str, str | None] | None:
         """(the variable holding the field's value, the lines checking a set value,
         the test that the field is set, the key of an unset field's failure or None)."""
-        opts = fd.GetOptions()
-        rules = opts.Extensions[pgv.rules] if opts.HasExtension(pgv.rules) else None
+        rules = _field_rules(fd)
         entry = fd.message_type
         get = _getter(f"m{depth}", fd.name)
         if fd.is_repeated:
@@ -833,7 +849,7 @@ def _own_rules(desc: Descriptor) -> bool:
         if oneof.GetOptions().HasExtension(pgv.required):
             return True
     for fd in desc.fields:
-        if fd.GetOptions().HasExtension(pgv.rules):
+        if _field_rules(fd) is not None:
             return True
         if fd.message_type is not None and fd.message_type.full_name == "google.protobuf.Any":
             return True

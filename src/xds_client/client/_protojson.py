@@ -11,17 +11,16 @@ imports, so that sensitive fields inside ``Any`` values are found too.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import logging
-import pkgutil
 from typing import Any
 
 from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+
+from xds_client.resources import message_descriptor
 
 # One redaction rule for CSDS dumps, the CLI and these helpers.
 from ._csds import redact
@@ -30,7 +29,6 @@ __all__ = ["resolve_any_types", "to_dict", "to_json"]
 
 log = logging.getLogger("xds_client.client")
 _MAX_DEPTH = 8  # an Any inside an Any inside ...; real configs nest three or four deep
-_tried_packages: set[str] = set()
 
 
 def _known(full_name: str) -> bool:
@@ -46,38 +44,12 @@ def _new_message(full_name: str) -> Message:
     return message_factory.GetMessageClass(descriptor)()
 
 
-def _import_package_of(full_name: str) -> bool:
-    """Import the modules of the package that defines ``full_name``; True when found."""
-    parts = full_name.split(".")
-    # ``a.b.v3.Outer.Inner``: try the longest package prefix first.
-    for cut in range(len(parts) - 1, 0, -1):
-        package = ".".join(parts[:cut])
-        if package in _tried_packages:
-            continue
-        _tried_packages.add(package)
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        for info in pkgutil.iter_modules(spec.submodule_search_locations):
-            if info.name.endswith("_pb2"):
-                try:
-                    importlib.import_module(f"{package}.{info.name}")
-                except Exception:  # a broken generated module must not break printing
-                    log.debug("cannot import %s.%s", package, info.name, exc_info=True)
-        if _known(full_name):
-            return True
-    return _known(full_name)
-
-
 def _walk(message: Message, depth: int, found: list[str]) -> None:
     if isinstance(message, AnyProto):
         if not message.type_url:
             return
         name = message.type_url.rsplit("/", 1)[-1]
-        if not _known(name) and not _import_package_of(name):
+        if message_descriptor(name) is None:
             found.append(message.type_url)
             return
         if depth >= _MAX_DEPTH:

@@ -37,14 +37,16 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 from urllib.parse import urlsplit
 
-from google.protobuf import descriptor_pool, message_factory
+import re2
+from google.protobuf import descriptor_pool, message_factory, text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from validate import validate_pb2 as pgv
 
 from xds_client.errors import RuleViolationError
+from xds_client.resources import message_descriptor
 
-__all__ = ["check_rules", "rule_violation", "rules_verdict", "validate"]
+__all__ = ["check_rules", "missing_envoy_rules", "rule_violation", "rules_verdict", "validate"]
 
 Check = Callable[[Any, list[Any]], None]
 """``check(value, ctx)``: raises :class:`_RuleBrokenError` when ``value`` breaks a rule;
@@ -59,6 +61,10 @@ def _nothing(value: Any, ctx: list[Any]) -> None:
 
 class _NotReadyError(Exception):
     """A checker asked for while another thread builds it."""
+
+
+class _UnknownTypeError(Exception):
+    """An ``Any``'s type that no installed module defines (yet)."""
 
 
 class _RuleBrokenError(Exception):
@@ -142,26 +148,36 @@ def _ordered(
         else None
     )
     ops = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+    # PGV's C++ code (Envoy's) tests for the breach (``v >= lt``), so a NaN, for which
+    # every comparison is false, passes a bound; floats are written the same way.
+    breach = {"lt": ">=", "lte": ">", "gt": "<=", "gte": "<"}
+    floating = isinstance(upper[1] if upper else lower[1] if lower else 0, float)
     if upper and lower:
         (ukind, hi), (lkind, lo) = upper, lower
         left = "(" if lkind == "gt" else "["
         right = ")" if ukind == "lt" else "]"
         above = f"v {ops[lkind]} {lo!r}"
         below = f"v {ops[ukind]} {hi!r}"
+        not_above = f"v {breach[lkind]} {lo!r}"
+        not_below = f"v {breach[ukind]} {hi!r}"
         if hi > lo or (hi == lo and ukind == "lte" and lkind == "gte"):
             text = f"must be inside range {left}{fmt(lo)}, {fmt(hi)}{right}"
-            conds.append((f"{above} and {below}", text))
+            cond = f"not ({not_above} or {not_below})" if floating else f"{above} and {below}"
+            conds.append((cond, text))
         else:  # PGV: lt below gt means "outside the range between them"
             text = f"must be outside range ({fmt(hi)}, {fmt(lo)})"
-            conds.append((f"{above} or {below}", text))
+            cond = f"not ({not_above} and {not_below})" if floating else f"{above} or {below}"
+            conds.append((cond, text))
     elif upper:
         kind, hi = upper
         word = "less than" if kind == "lt" else "less than or equal to"
-        conds.append((f"v {ops[kind]} {hi!r}", f"must be {word} {fmt(hi)}"))
+        cond = f"not (v {breach[kind]} {hi!r})" if floating else f"v {ops[kind]} {hi!r}"
+        conds.append((cond, f"must be {word} {fmt(hi)}"))
     elif lower:
         kind, lo = lower
         word = "greater than" if kind == "gt" else "greater than or equal to"
-        conds.append((f"v {ops[kind]} {lo!r}", f"must be {word} {fmt(lo)}"))
+        cond = f"not (v {breach[kind]} {lo!r})" if floating else f"v {ops[kind]} {lo!r}"
+        conds.append((cond, f"must be {word} {fmt(lo)}"))
     if "in" in fields and len(getattr(rules, "in")):
         allowed = frozenset(convert(x) for x in getattr(rules, "in"))
         text = "must be in list [" + ", ".join(fmt(x) for x in sorted(allowed)) + "]"
@@ -199,10 +215,13 @@ def _now_conds(rules: Any) -> list[Cond]:
 
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
-_HEADER_NAME = re.compile(r"^:?[0-9a-zA-Z!#$%&'*+\-.^_|~`]+$")
-_HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0A-\x1F\x7F]*$")
-_HEADER_LOOSE = re.compile(r"^[^\x00\n\r]*$")
-_TOKEN = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_|~`"
+# PGV's well-known regexes, as RE2 reads them: ``$`` is the end of the text (Python's
+# would let a trailing newline through, hence ``\Z``), and ``+-.`` in PGV's header-name
+# class is the range from '+' to '.', so it holds ',' and '-'.
+_HEADER_NAME = re.compile(r":?[0-9a-zA-Z!#$%&'*+,\-.^_|~`]+\Z")
+_HEADER_VALUE = re.compile(r"[^\x00-\x08\x0A-\x1F\x7F]*\Z")
+_HEADER_LOOSE = re.compile(r"[^\x00\n\r]*\Z")
+_TOKEN = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+,-.^_|~`"
 """The characters of an HTTP token (a header name), as in ``_HEADER_NAME``."""
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
@@ -250,10 +269,12 @@ _WELL_KNOWN_STRING: dict[str, tuple[Callable[[str], bool], str]] = {
 }
 
 
-def _pattern(pattern: str) -> re.Pattern[str] | None:
+def _pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2, as PGV's C++ code (Envoy) does: RE2's syntax
+    (``\\z``, ``[[:digit:]]``, ...), a partial match, ``$`` only at the end of the text."""
     try:
-        return re.compile(pattern)
-    except re.error:  # an RE2-only construct: not checked rather than a false NACK
+        return re2.compile(pattern)
+    except re2.error:  # not RE2 either: not checked rather than a false NACK
         return None
 
 
@@ -545,9 +566,7 @@ class _Compiler:
             count = 0
             for fd in desc.fields:
                 sub = fd.message_type
-                if fd.GetOptions().HasExtension(pgv.rules) or (
-                    sub is not None and self.needs_check(sub)
-                ):
+                if _field_rules(fd) is not None or (sub is not None and self.needs_check(sub)):
                     count += 1
             self._checked[desc.full_name] = count
         return count
@@ -627,11 +646,17 @@ class _Compiler:
             known = self._any[type_url]
         except KeyError:
             try:
-                known = self._any[type_url] = self._any_type(type_url)
+                known = self._any_type(type_url)
             except _NotReadyError:
                 known = self._any_type_now(type_url)
+            except _UnknownTypeError:
+                # No installed module defines it: not ours to judge, and not remembered,
+                # so that it is checked once the application loads its module.
+                return
+            else:
+                self._any[type_url] = known
         if known is None:
-            return  # a type this process does not know, or without rules: not ours to judge
+            return  # a type without rules
         data = value.value
         key = (type_url, data)
         memo = self._memo
@@ -738,16 +763,18 @@ class _Compiler:
         self._memo_bytes += size
 
     def _any_type_now(self, type_url: str) -> tuple[Callable[[bytes], Message], Check] | None:
-        desc = descriptor_pool.Default().FindMessageTypeByName(type_url.rpartition("/")[2])
+        desc = message_descriptor(type_url.rpartition("/")[2])
+        if desc is None:
+            return None
         check = self._compile(desc)
         return None if check is None else (message_factory.GetMessageClass(desc).FromString, check)
 
     def _any_type(self, type_url: str) -> tuple[Callable[[bytes], Message], Check] | None:
-        full = type_url.rpartition("/")[2]
-        try:
-            desc = descriptor_pool.Default().FindMessageTypeByName(full)
-        except KeyError:
-            return None
+        # Through the type registry: a payload's module (HttpConnectionManager,
+        # UpstreamTlsContext, ...) is imported here if the application has not.
+        desc = message_descriptor(type_url.rpartition("/")[2])
+        if desc is None:
+            raise _UnknownTypeError
         check, built = self.to_run(desc)
         if check is None:
             return None
@@ -876,8 +903,7 @@ class _Gen:
 
     def _field(self, fd: FieldDescriptor, depth: int) -> _Plan | None:
         """How field ``fd`` of ``m<depth>`` is checked, or None if it is not."""
-        opts = fd.GetOptions()
-        rules = opts.Extensions[pgv.rules] if opts.HasExtension(pgv.rules) else None
+        rules = _field_rules(fd)
         entry = fd.message_type
         self.fields.append(fd)
         if fd.is_repeated:
@@ -1123,6 +1149,48 @@ def _getter(message: str, name: str) -> str:
     return f"getattr({message}, {name!r})" if keyword.iskeyword(name) else f"{message}.{name}"
 
 
+_ENVOY_RULES: dict[str, str] = {
+    # Envoy 1.40's route.proto; the descriptor xds-protos 1.85 installs has no rule here.
+    "envoy.config.route.v3.RouteConfiguration.vhost_header": (
+        "string { well_known_regex: HTTP_HEADER_NAME strict: false }"
+    ),
+}
+"""Rules Envoy's own protos carry and the installed descriptors may lack (they lag
+Envoy's): field full name -> ``FieldRules`` in text format, used when the installed
+field has none. :func:`missing_envoy_rules` lists the ones in use."""
+_ENVOY_RULES_PARSED: dict[str, Any] = {}
+
+
+def _field_rules(fd: FieldDescriptor) -> Any:
+    """``fd``'s ``(validate.rules)``: its own, else Envoy's from ``_ENVOY_RULES``, else None."""
+    opts = fd.GetOptions()
+    if opts.HasExtension(pgv.rules):
+        return opts.Extensions[pgv.rules]
+    text = _ENVOY_RULES.get(fd.full_name)
+    if text is None:
+        return None
+    rules = _ENVOY_RULES_PARSED.get(fd.full_name)
+    if rules is None:
+        rules = _ENVOY_RULES_PARSED[fd.full_name] = text_format.Parse(text, pgv.FieldRules())
+    return rules
+
+
+def missing_envoy_rules() -> list[str]:
+    """The fields whose Envoy rule the installed descriptors lack (checked all the same,
+    from ``_ENVOY_RULES``), among the types loaded in this process."""
+    missing: list[str] = []
+    pool = descriptor_pool.Default()
+    for full_name in sorted(_ENVOY_RULES):
+        message, _, field = full_name.rpartition(".")
+        try:
+            fd = pool.FindMessageTypeByName(message).fields_by_name.get(field)
+        except KeyError:
+            continue
+        if fd is not None and not fd.GetOptions().HasExtension(pgv.rules):
+            missing.append(full_name)
+    return missing
+
+
 def _disabled(desc: Descriptor) -> bool:
     opts = desc.GetOptions()
     return any(
@@ -1135,7 +1203,7 @@ def _own_rules(desc: Descriptor) -> bool:
         if oneof.GetOptions().HasExtension(pgv.required):
             return True
     for fd in desc.fields:
-        if fd.GetOptions().HasExtension(pgv.rules):
+        if _field_rules(fd) is not None:
             return True
         if fd.message_type is not None and fd.message_type.full_name == "google.protobuf.Any":
             return True

@@ -17,23 +17,20 @@ module, so they cannot disagree on the wire format.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import pkgutil
-import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
-from google.protobuf import descriptor_pool, json_format
+from google.protobuf import json_format
 
 from xds_client import __version__
-from xds_client.errors import UnknownResourceTypeError, UsageError
+from xds_client.errors import UsageError
 from xds_client.node import USER_AGENT_NAME
-from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
+from xds_client.resources import message_descriptor, resource_type
 from xds_client.transport._polling import PollError
 
 __all__ = [
@@ -51,8 +48,6 @@ __all__ = [
 
 _log = logging.getLogger("xds_client.transport.rest")
 
-# Packages whose *_pb2 modules may be imported to resolve an ``@type``.
-_TRUSTED_ROOTS = frozenset({"envoy", "xds", "udpa", "validate", "google", "contrib"})
 _BODY_EXCERPT = 200
 _USER_AGENT = f"{USER_AGENT_NAME}/{__version__}"
 # Statuses worth retrying: the server or something in between is busy or broken.
@@ -210,10 +205,6 @@ def decode_request(body: bytes) -> DiscoveryRequest:
     return request
 
 
-_lock = threading.Lock()
-_imported_packages: set[str] = set()
-
-
 def ensure_types_loaded(data: object) -> None:
     """Import the message module of every ``@type`` in parsed JSON, so ``json_format`` finds it.
 
@@ -236,50 +227,4 @@ def _type_urls(data: object) -> Iterator[str]:
 
 
 def _load(type_url: str) -> None:
-    name = type_url.rsplit("/", 1)[-1]
-    pool = descriptor_pool.Default()
-    if _known(pool, name):
-        return
-    try:
-        resource_type(TYPE_URL_PREFIX + name).message_class  # noqa: B018 (imports the module)
-        return
-    except UnknownResourceTypeError:
-        pass
-    parts = name.split(".")
-    roots = _TRUSTED_ROOTS | {r.module.split(".", 1)[0] for r in resource_types()}
-    if parts[0] not in roots:
-        return
-    # A message ``a.b.c.Msg`` (or nested ``a.b.Msg.Inner``) lives in one of the
-    # ``*_pb2`` modules of a package named by a prefix of its name.
-    for cut in range(len(parts) - 1, 0, -1):
-        _import_package(".".join(parts[:cut]))
-        if _known(pool, name):
-            return
-
-
-def _known(pool: descriptor_pool.DescriptorPool, name: str) -> bool:
-    try:
-        pool.FindMessageTypeByName(name)
-    except KeyError:
-        return False
-    return True
-
-
-def _import_package(package: str) -> None:
-    with _lock:
-        if package in _imported_packages:
-            return
-        _imported_packages.add(package)
-    try:
-        module = importlib.import_module(package)
-    except ImportError:
-        return
-    search = getattr(module, "__path__", None)
-    if search is None:
-        return
-    for info in pkgutil.iter_modules(search):
-        if info.name.endswith("_pb2"):
-            try:
-                importlib.import_module(f"{package}.{info.name}")
-            except ImportError as exc:  # a broken optional module must not stop decoding
-                _log.debug("cannot import %s.%s: %s", package, info.name, exc)
+    message_descriptor(type_url.rsplit("/", 1)[-1])
