@@ -39,7 +39,9 @@ class _ResourceVersionMatchEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_
     DEPRECATED_Exact: _ResourceVersionMatch.ValueType  # 1
 
 class ResourceVersionMatch(_ResourceVersionMatch, metaclass=_ResourceVersionMatchEnumTypeWrapper):
-    """The seed's match; today's Grafana deprecates it (and reads it as Unset)."""
+    """The seed's match; today's Grafana deprecates it and, when version_match_v2 is unset,
+    migrates it to the v2 enum.
+    """
 
 DEPRECATED_NotOlderThan: ResourceVersionMatch.ValueType  # 0
 DEPRECATED_Exact: ResourceVersionMatch.ValueType  # 1
