@@ -212,13 +212,31 @@ def test_range_match_int64_edges() -> None:
         ("application/grpcx", False),
         ("application/grpc;charset=utf-8", False),
         ("Application/grpc", False),
-        (["application/grpc", ""], False),  # joined: "application/grpc,"
-        (["", "application/grpc"], False),
+        # content-type is inline in Envoy: lines are appended, an empty one adds nothing
+        (["application/grpc", ""], True),
+        (["", "application/grpc"], True),
         (["application/grpc+a", "b"], True),  # "application/grpc+a,b"
+        (["application/grpc", "b"], False),  # "application/grpc,b"
     ],
 )
 def test_grpc_match_content_type(content_type: str | list[str], expected: bool) -> None:
     assert hits({"prefix": "/", "grpc": {}}, headers={"content-type": content_type}) is expected
+
+
+def test_inline_header_lines_are_one_value() -> None:
+    # Envoy's codec appends the lines of an inline header (content-type, user-agent...)
+    # into one entry, so a matcher sees "a,b" there and not "a" then "b".
+    match = {"prefix": "/", "headers": [{"name": "content-type", "exact_match": "a,b"}]}
+    assert hits(match, headers={"content-type": ["a", "b"]})
+    assert hits(match, headers={"content-type": ["a", "", "b"]})
+    assert not hits(match, headers={"x-other": ["a", "b"]} | {"content-type": "a"})
+    suffix = {"prefix": "/", "headers": [{"name": "user-agent", "suffix_match": "a"}]}
+    assert not hits(suffix, headers={"user-agent": ["xa", "b"]})
+
+
+def test_program_size_over_envoy_default_is_rejected() -> None:
+    assert any("program" in p for p in check_routes(config(regex(r"((((a{20}){5}){2}))"))))
+    assert check_routes(config(regex(r"/\pL+"))) == []  # Envoy takes it (its RE2 counts less)
 
 
 # 5. ignore_port_in_host_matching

@@ -142,11 +142,18 @@ def _regex_matches(pattern: str, value: str) -> bool:
 
 
 def regex_problem(pattern: str) -> str | None:
-    """Why Envoy 1.40 refuses ``pattern`` as a ``safe_regex`` (None when it takes it)."""
+    """Why Envoy 1.40 refuses ``pattern`` as a ``safe_regex`` (None when it takes it).
+
+    RE2 must compile it, and its program must not exceed Envoy's default
+    ``re2.max_program_size.error_level`` (100). The size is checked only on patterns
+    without a Unicode class (``\\p``, ``\\P``): Envoy's RE2 build counts those far
+    smaller than this binding does (it takes ``/\\pL+``, 1,202 instructions here).
+    """
     compiled = _compile(pattern)
     if isinstance(compiled, str):
         return f"RE2 rejects {pattern!r}: {compiled}"
-    if compiled.programsize > _RE2_MAX_PROGRAM_SIZE:
+    unicode_class = "\\p" in pattern or "\\P" in pattern
+    if compiled.programsize > _RE2_MAX_PROGRAM_SIZE and not unicode_class:
         return (
             f"the RE2 program of {pattern!r} has size {compiled.programsize}, over Envoy's "
             f"default re2.max_program_size.error_level of {_RE2_MAX_PROGRAM_SIZE}"
@@ -231,10 +238,54 @@ def _string_matches(matcher: StringMatcher, value: str) -> bool:
     return False  # ``custom`` extensions are not evaluated
 
 
+_INLINE_HEADERS = frozenset(
+    {
+        "connection",
+        "content-type",
+        "expect",
+        "grpc-timeout",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "transfer-encoding",
+        "upgrade",
+        "user-agent",
+        "via",
+        "x-client-trace-id",
+        "x-forwarded-client-cert",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-request-id",
+    }
+)
+"""Request headers Envoy keeps "inline" (one entry): further lines are appended to it."""
+
+
+def _envoy_append(values: Sequence[str]) -> str:
+    """``HeaderMapImpl::appendToHeader``: an empty line adds nothing, ``,`` only between
+    non-empty parts (``["application/grpc", ""]`` stays ``application/grpc``)."""
+    joined = values[0]
+    for value in values[1:]:
+        if value:
+            joined = f"{joined},{value}" if joined else value
+    return joined
+
+
+def _header_lines(headers: Mapping[str, Sequence[str]], name: str) -> Sequence[str] | None:
+    """The header's lines as Envoy's header map holds them (None when absent): one entry
+    per line, except an inline header, whose lines the codec appends into one."""
+    key = name.lower()
+    values = headers.get(key)
+    if not values:
+        return None
+    return (_envoy_append(values),) if key in _INLINE_HEADERS else values
+
+
 def _header_value(headers: Mapping[str, Sequence[str]], name: str) -> str | None:
     """The header as Envoy's ``getAllOfHeaderAsString`` gives it: lines joined with ``,``."""
-    values = headers.get(name.lower())
-    return None if not values else ",".join(values)
+    values = _header_lines(headers, name)
+    return None if values is None else ",".join(values)
 
 
 def _envoy_int64(text: str) -> int | None:
@@ -271,7 +322,7 @@ def _value_matches(matcher: HeaderMatcher, kind: str, value: str) -> bool:
 
 
 def _header_matches(matcher: HeaderMatcher, headers: Mapping[str, Sequence[str]]) -> bool:
-    values: Sequence[str] | None = headers.get(matcher.name.lower()) or None
+    values = _header_lines(headers, matcher.name)
     kind: str | None = matcher.WhichOneof("header_match_specifier")  # v2 has more kinds
     if values is None and getattr(matcher, "treat_missing_header_as_empty", False):
         values = ("",)
@@ -363,6 +414,7 @@ def route_matches(
         return False
     if match.HasField("grpc"):
         # Grpc::Common::hasGrpcContentType: exactly application/grpc or application/grpc+...
+        # (content-type is inline: its lines are appended as Envoy's codec does).
         content_type = _header_value(headers, "content-type") or ""
         if content_type != "application/grpc" and not content_type.startswith("application/grpc+"):
             return False
@@ -468,8 +520,8 @@ def check_routes(config: RouteConfiguration) -> list[str]:
     """Reasons Envoy 1.40 would reject the route configuration's regexes (empty when none).
 
     Every ``safe_regex`` (route paths, header, query parameter and string matchers,
-    rewrites, CORS origins...) must compile under RE2 and stay within Envoy's default
-    program size (100). Each reason names the route configuration and the field
+    rewrites, CORS origins...) must compile under RE2, within Envoy's default program
+    size (100). Each reason names the route configuration and the field
     (``virtual_hosts[0] ('vh').routes[2].match.headers[0].safe_regex_match``).
     :func:`select_route` never raises on such a pattern: it simply does not match.
     """
