@@ -53,6 +53,8 @@ AUTHORITIES = [
     "a.org",
     "a.com:8080:80",
     "a.com:",
+    "a.com:x",
+    "a.com:8080x",
     "[::1]",
     "[::1]:80",
     "[::1]:80:",
@@ -105,6 +107,11 @@ CONTENT_TYPES = [
 ]
 
 
+# x-a and x-b are ordinary headers (one entry per line); content-type, user-agent and
+# via are inline in Envoy (the lines appended into one entry).
+HEADER_NAMES = ["x-a", "x-b", "content-type", "user-agent", "via"]
+
+
 def placeholder_cluster() -> Cluster:
     # Envoy holds LDS back until its first CDS answer: give it one cluster.
     return Cluster(name="unused", type=Cluster.STATIC, connect_timeout=Duration(seconds=1))
@@ -121,7 +128,7 @@ def string_matcher(rng: random.Random) -> dict[str, Any]:
 
 
 def header_matcher(rng: random.Random) -> dict[str, Any]:
-    spec: dict[str, Any] = {"name": rng.choice(["x-a", "x-b", "content-type"])}
+    spec: dict[str, Any] = {"name": rng.choice(HEADER_NAMES)}
     kind = rng.choice(
         ["none", "present", "exact", "string", "range", "prefix", "regex", "contains"]
     )
@@ -222,8 +229,8 @@ def random_routes(rng: random.Random, seed: int, clean: bool) -> RouteConfigurat
 
 def random_request(rng: random.Random) -> tuple[str, str, list[tuple[str, str]]]:
     headers: list[tuple[str, str]] = []
-    for name in ("x-a", "x-b", "content-type"):
-        if rng.random() < 0.55:
+    for name in HEADER_NAMES:
+        if rng.random() < 0.45:
             pool = CONTENT_TYPES if name == "content-type" else VALUES
             headers += [(name, rng.choice(pool)) for _ in range(rng.choice([1, 1, 2]))]
     return rng.choice(AUTHORITIES), rng.choice(PATHS), headers
