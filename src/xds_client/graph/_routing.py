@@ -114,7 +114,7 @@ _RE2_MAX_PROGRAM_SIZE = 100
 
 def _ascii_lower(text: str) -> str:
     """``absl::AsciiStrToLower``: only A-Z change (Python's ``lower()`` folds Unicode)."""
-    return text.translate(_ASCII_LOWER)
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
 
 
 def _re2_options() -> re2.Options:
