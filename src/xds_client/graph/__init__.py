@@ -17,7 +17,14 @@ from ._filter_chains import (
     validate_filter_chains,
 )
 from ._render import Node, snapshot_to_svg, snapshot_to_text, snapshot_tree
-from ._routing import RouteChoice, WeightedTarget, select_route, select_virtual_host
+from ._routing import (
+    RouteChoice,
+    WeightedTarget,
+    check_routes,
+    select_route,
+    select_virtual_host,
+    validate_routes,
+)
 from ._snapshot import ConfigSnapshot, HttpManager, ResourceKey, ResourceStatus
 from ._tracker import MAX_AGGREGATE_DEPTH, ConfigTracker, TrackerUpdate
 from ._watch import ConfigWatch
@@ -38,6 +45,7 @@ __all__ = [
     "TrackerUpdate",
     "WeightedTarget",
     "check_filter_chains",
+    "check_routes",
     "normalize_cidr",
     "select_filter_chain",
     "select_filter_chain_v2",
@@ -47,4 +55,5 @@ __all__ = [
     "snapshot_to_text",
     "snapshot_tree",
     "validate_filter_chains",
+    "validate_routes",
 ]

@@ -1,19 +1,21 @@
 """Route selection as Envoy does it: virtual host by domain, then the first matching route.
 
 Pure functions over ``envoy.config.route.v3`` messages; nothing here does I/O.
-Regular expressions are Envoy's RE2 in the data plane and Python's ``re`` here: the
-two agree on the RE2 subset (no backreferences or lookaround), which is all Envoy takes.
+Regular expressions are RE2's, as in Envoy (``google-re2``): full match, ASCII ``\\w``
+and ``\\d``, ``\\z``, ``\\Q..\\E``, ``\\pL``, POSIX classes. Each pattern is compiled once;
+:func:`check_routes` reports one RE2 refuses, and at request time such a pattern
+simply does not match.
 """
 
 from __future__ import annotations
 
+import functools
 import random
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
-from urllib.parse import parse_qsl
+from typing import Any, Literal, TypeAlias
 
+import re2
 from envoy.config.route.v3.route_components_pb2 import (
     HeaderMatcher,
     QueryParameterMatcher,
@@ -25,17 +27,21 @@ from envoy.config.route.v3.route_pb2 import RouteConfiguration
 from envoy.type.matcher.v3.string_pb2 import StringMatcher
 from envoy.type.v3.percent_pb2 import FractionalPercent
 
+from xds_client.errors import ResourceValidationError
+
 __all__ = [
     "ActionKind",
     "Headers",
     "RouteChoice",
     "WeightedTarget",
+    "check_routes",
     "select_route",
     "select_virtual_host",
+    "validate_routes",
 ]
 
 Headers: TypeAlias = Mapping[str, str | Sequence[str]]
-"""Request headers: name -> value, or several values (joined with ``,`` as Envoy does)."""
+"""Request headers: name -> value, or several values (a header sent on several lines)."""
 
 ActionKind = Literal[
     "cluster",
@@ -99,13 +105,74 @@ class RouteChoice:
         )
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_SPACE = " \t\n\v\f\r"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_RE2_MAX_PROGRAM_SIZE = 100
+"""Envoy's default ``re2.max_program_size.error_level``: a bigger program is rejected."""
+
+
+def _ascii_lower(text: str) -> str:
+    """``absl::AsciiStrToLower``: only A-Z change (Python's ``lower()`` folds Unicode)."""
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+
+
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # RE2::Quiet, as Envoy compiles
+    return options
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(pattern: str) -> re2._Regexp[str] | str:
+    """The compiled pattern, or RE2's reason for refusing it (compiled once per pattern)."""
+    try:
+        return re2.compile(pattern, _re2_options())
+    except re2.error as error:
+        reason = error.args[0] if error.args else error
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        return str(reason)
+
+
+def _regex_matches(pattern: str, value: str) -> bool:
+    """RE2 full match; a pattern RE2 refuses matches nothing (it never raises)."""
+    compiled = _compile(pattern)
+    return not isinstance(compiled, str) and compiled.fullmatch(value) is not None
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why Envoy 1.40 refuses ``pattern`` as a ``safe_regex`` (None when it takes it).
+
+    RE2 must compile it, and its program must not exceed Envoy's default
+    ``re2.max_program_size.error_level`` (100). The size is checked only on patterns
+    without a Unicode class (``\\p``, ``\\P``): Envoy's RE2 build counts those far
+    smaller than this binding does (it takes ``/\\pL+``, 1,202 instructions here).
+    """
+    compiled = _compile(pattern)
+    if isinstance(compiled, str):
+        return f"RE2 rejects {pattern!r}: {compiled}"
+    unicode_class = "\\p" in pattern or "\\P" in pattern
+    if compiled.programsize > _RE2_MAX_PROGRAM_SIZE and not unicode_class:
+        return (
+            f"the RE2 program of {pattern!r} has size {compiled.programsize}, over Envoy's "
+            f"default re2.max_program_size.error_level of {_RE2_MAX_PROGRAM_SIZE}"
+        )
+    return None
+
+
 def _strip_port(host: str) -> str:
-    if host.startswith("["):  # [v6]:port
-        end = host.find("]")
-        return host[: end + 1] if end != -1 else host
-    if host.count(":") == 1:
-        return host.split(":", 1)[0]
-    return host
+    """What Envoy's route table matches under ``ignore_port_in_host_matching``.
+
+    ``HeaderUtility::getPortStart``: the port starts at the last ``:`` unless a ``]``
+    follows it (a bare IPv6 literal); everything from there on is dropped, whatever it
+    is (``a.com:8080:80`` -> ``a.com:8080``, ``[::1]:80:`` -> ``[::1]:80``).
+    """
+    colon = host.rfind(":")
+    if colon == -1:
+        return host
+    bracket = host.rfind("]")
+    return host[:colon] if bracket == -1 or bracket < colon else host
 
 
 def select_virtual_host(
@@ -114,20 +181,22 @@ def select_virtual_host(
     """The virtual host Envoy picks for ``authority`` (the Host header), or None.
 
     Order: an exact domain, then the longest suffix wildcard (``*.example.com``), then
-    the longest prefix wildcard (``example.*``), then ``*``. Comparison ignores case.
-    A wildcard matches at least one character (``*.a.com`` does not match ``.a.com``).
-    The port stays part of the host, as in Envoy, unless ``strip_port`` is set (or the
-    route configuration says ``ignore_port_in_host_matching``).
+    the longest prefix wildcard (``example.*``), then ``*``. Comparison ignores ASCII
+    case. A wildcard matches at least one character (``*.a.com`` does not match
+    ``.a.com``). The port stays part of the host, as in Envoy, unless ``strip_port`` is
+    set (or the route configuration says ``ignore_port_in_host_matching``): then what
+    follows the last ``:`` goes, as Envoy strips it.
     """
-    host = authority.lower()
+    host = authority
     # v2 RouteConfigurations have no ignore_port_in_host_matching.
     if strip_port or getattr(config, "ignore_port_in_host_matching", False):
         host = _strip_port(host)
+    host = _ascii_lower(host)
     best_suffix: tuple[int, VirtualHost] | None = None
     best_prefix: tuple[int, VirtualHost] | None = None
     default: VirtualHost | None = None
     for vhost in config.virtual_hosts:
-        for domain in (d.lower() for d in vhost.domains):
+        for domain in (_ascii_lower(d) for d in vhost.domains):
             if domain == "*":
                 default = default or vhost
             elif domain.startswith("*"):
@@ -151,11 +220,13 @@ def select_virtual_host(
 
 def _string_matches(matcher: StringMatcher, value: str) -> bool:
     kind = matcher.WhichOneof("match_pattern")
-    subject = value.lower() if matcher.ignore_case else value
+    if kind == "safe_regex":  # ignore_case does not apply to a regex
+        return _regex_matches(matcher.safe_regex.regex, value)
 
     def norm(text: str) -> str:
-        return text.lower() if matcher.ignore_case else text
+        return _ascii_lower(text) if matcher.ignore_case else text
 
+    subject = norm(value)
     if kind == "exact":
         return subject == norm(matcher.exact)
     if kind == "prefix":
@@ -164,59 +235,136 @@ def _string_matches(matcher: StringMatcher, value: str) -> bool:
         return subject.endswith(norm(matcher.suffix))
     if kind == "contains":
         return norm(matcher.contains) in subject
-    if kind == "safe_regex":
-        return re.fullmatch(matcher.safe_regex.regex, value) is not None
     return False  # ``custom`` extensions are not evaluated
 
 
+_INLINE_HEADERS = frozenset(
+    {
+        "connection",
+        "content-type",
+        "expect",
+        "grpc-timeout",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "transfer-encoding",
+        "upgrade",
+        "user-agent",
+        "via",
+        "x-client-trace-id",
+        "x-forwarded-client-cert",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-request-id",
+    }
+)
+"""Request headers Envoy keeps "inline" (one entry): further lines are appended to it."""
+
+
+def _envoy_append(values: Sequence[str]) -> str:
+    """``HeaderMapImpl::appendToHeader``: an empty line adds nothing, ``,`` only between
+    non-empty parts (``["application/grpc", ""]`` stays ``application/grpc``)."""
+    joined = values[0]
+    for value in values[1:]:
+        if value:
+            joined = f"{joined},{value}" if joined else value
+    return joined
+
+
+def _header_lines(headers: Mapping[str, Sequence[str]], name: str) -> Sequence[str] | None:
+    """The header's lines as Envoy's header map holds them (None when absent): one entry
+    per line, except an inline header, whose lines the codec appends into one."""
+    key = name.lower()
+    values = headers.get(key)
+    if not values:
+        return None
+    return (_envoy_append(values),) if key in _INLINE_HEADERS else values
+
+
 def _header_value(headers: Mapping[str, Sequence[str]], name: str) -> str | None:
-    values = headers.get(name.lower())
+    """The header as Envoy's ``getAllOfHeaderAsString`` gives it: lines joined with ``,``."""
+    values = _header_lines(headers, name)
     return None if values is None else ",".join(values)
 
 
+def _envoy_int64(text: str) -> int | None:
+    """``absl::SimpleAtoi`` into an int64: ASCII space around, one optional sign, ASCII
+    digits (no ``_``, no other digits, no base prefix), within the int64 range."""
+    text = text.strip(_ASCII_SPACE)
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not all("0" <= c <= "9" for c in digits):
+        return None
+    number = int(text)
+    return number if _INT64_MIN <= number <= _INT64_MAX else None
+
+
+def _value_matches(matcher: HeaderMatcher, kind: str, value: str) -> bool:
+    if kind == "exact_match":
+        return not matcher.exact_match or value == matcher.exact_match  # "" is any value
+    if kind == "safe_regex_match":
+        return _regex_matches(matcher.safe_regex_match.regex, value)
+    if kind == "regex_match":  # v2's deprecated unsafe regex: the same full match
+        pattern: str = getattr(matcher, kind)
+        return _regex_matches(pattern, value)
+    if kind == "range_match":
+        number = _envoy_int64(value)
+        return number is not None and (
+            matcher.range_match.start <= number < matcher.range_match.end
+        )
+    if kind == "prefix_match":
+        return value.startswith(matcher.prefix_match)
+    if kind == "suffix_match":
+        return value.endswith(matcher.suffix_match)
+    if kind == "contains_match":
+        return matcher.contains_match in value
+    return _string_matches(matcher.string_match, value)
+
+
 def _header_matches(matcher: HeaderMatcher, headers: Mapping[str, Sequence[str]]) -> bool:
-    value = _header_value(headers, matcher.name)
+    values = _header_lines(headers, matcher.name)
     kind: str | None = matcher.WhichOneof("header_match_specifier")  # v2 has more kinds
-    if value is None and getattr(matcher, "treat_missing_header_as_empty", False):
-        value = ""
+    if values is None and getattr(matcher, "treat_missing_header_as_empty", False):
+        values = ("",)
     if kind == "present_match":
         # invert_match flips presence too; present_match=false means "absent".
-        present = value is not None
-        return (present == matcher.present_match) != matcher.invert_match
-    if value is None:
-        return False  # an absent header fails every value matcher, inverted or not
+        return ((values is not None) == matcher.present_match) != matcher.invert_match
+    if values is None:
+        # Absent: a value matcher fails, inverted or not; a bare name is a presence test
+        # (Envoy's HeaderMatchType::Present), which invert_match turns into "absent".
+        return kind is None and matcher.invert_match
     if kind is None:
-        matched = True  # only a name: the header must be present
-    elif kind == "exact_match":
-        matched = value == matcher.exact_match
-    elif kind == "safe_regex_match":
-        matched = re.fullmatch(matcher.safe_regex_match.regex, value) is not None
-    elif kind == "regex_match":  # v2's deprecated unsafe regex: the same full match
-        matched = re.fullmatch(getattr(matcher, kind), value) is not None
-    elif kind == "range_match":
-        try:
-            number = int(value)
-        except ValueError:
-            matched = False
-        else:
-            matched = matcher.range_match.start <= number < matcher.range_match.end
-    elif kind == "prefix_match":
-        matched = value.startswith(matcher.prefix_match)
-    elif kind == "suffix_match":
-        matched = value.endswith(matcher.suffix_match)
-    elif kind == "contains_match":
-        matched = matcher.contains_match in value
-    else:  # string_match
-        matched = _string_matches(matcher.string_match, value)
-    return matched != matcher.invert_match
+        return not matcher.invert_match  # only a name: the header must be present
+    # A header on several lines: a match when any one line matches.
+    return any(_value_matches(matcher, kind, v) for v in values) != matcher.invert_match
 
 
 def _query_matches(matcher: QueryParameterMatcher, query: Mapping[str, str]) -> bool:
-    if matcher.name not in query:
+    value = query.get(matcher.name)
+    if matcher.HasField("present_match") and not matcher.present_match:
+        return value is None  # present_match: false means the parameter is absent
+    if value is None:
         return False
     if matcher.HasField("string_match"):
-        return _string_matches(matcher.string_match, query[matcher.name])
+        return _string_matches(matcher.string_match, value)
     return True  # present_match, or only a name
+
+
+def parse_query(path: str) -> dict[str, str]:
+    """The query parameters of ``path`` as Envoy's route matching reads them.
+
+    ``QueryParamsMulti::parseQueryString``: the query string split on ``&``, each
+    element on its first ``=``, names and values as sent (no ``%XX`` decoding, ``+``
+    stays ``+``); a repeated name keeps its FIRST value; a name without ``=`` has the
+    value ``""``.
+    """
+    if "?" not in path:
+        return {}
+    params: dict[str, str] = {}
+    for param in path.split("?", 1)[1].split("#", 1)[0].split("&"):
+        name, _, value = param.partition("=")
+        params.setdefault(name, value)
+    return params
 
 
 def _path_matches(match: RouteMatch, path: str) -> bool:
@@ -225,16 +373,17 @@ def _path_matches(match: RouteMatch, path: str) -> bool:
     bare = path.split("?", 1)[0].split("#", 1)[0]
 
     def same_case(text: str) -> str:
-        return text if sensitive else text.lower()
+        return text if sensitive else _ascii_lower(text)
 
     if kind == "prefix":
         return same_case(path).startswith(same_case(match.prefix))
     if kind == "path":
         return same_case(bare) == same_case(match.path)
     if kind == "safe_regex":
-        return re.fullmatch(match.safe_regex.regex, bare) is not None
+        return _regex_matches(match.safe_regex.regex, bare)
     if kind == "regex":  # v2's deprecated unsafe regex
-        return re.fullmatch(getattr(match, kind), bare) is not None
+        pattern: str = getattr(match, kind)
+        return _regex_matches(pattern, bare)
     if kind == "path_separated_prefix":
         prefix = same_case(match.path_separated_prefix)
         subject = same_case(bare)
@@ -264,8 +413,10 @@ def route_matches(
     if not _path_matches(match, path):
         return False
     if match.HasField("grpc"):
+        # Grpc::Common::hasGrpcContentType: exactly application/grpc or application/grpc+...
+        # (content-type is inline: its lines are appended as Envoy's codec does).
         content_type = _header_value(headers, "content-type") or ""
-        if not content_type.startswith("application/grpc"):
+        if content_type != "application/grpc" and not content_type.startswith("application/grpc+"):
             return False
     if not all(_header_matches(h, headers) for h in match.headers):
         return False
@@ -335,8 +486,61 @@ def select_route(
     if vhost is None:
         return None
     normalized = _normalize_headers(headers)
-    query = dict(parse_qsl(path.split("?", 1)[1], keep_blank_values=True)) if "?" in path else {}
+    query = parse_query(path)
     for index, route in enumerate(vhost.routes):
         if route_matches(route.match, path, normalized, query, random_value):
             return _choice(vhost, index, route, normalized)
     return None
+
+
+def _regex_fields(message: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every ``RegexMatcher`` under ``message``: (field path, pattern)."""
+    if message.DESCRIPTOR.full_name.endswith(".RegexMatcher"):
+        yield where, message.regex
+        return
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        path = f"{where}.{field.name}" if where else field.name
+        if field.message_type.GetOptions().map_entry:
+            if field.message_type.fields_by_name["value"].message_type is not None:
+                for key, item in value.items():
+                    yield from _regex_fields(item, f"{path}[{key!r}]")
+        elif not hasattr(value, "DESCRIPTOR"):  # a repeated field
+            for index, item in enumerate(value):
+                label = f"{path}[{index}]"
+                if field.name in ("virtual_hosts", "routes") and item.name:
+                    label += f" ({item.name!r})"
+                yield from _regex_fields(item, label)
+        else:
+            yield from _regex_fields(value, path)
+
+
+def check_routes(config: RouteConfiguration) -> list[str]:
+    """Reasons Envoy 1.40 would reject the route configuration's regexes (empty when none).
+
+    Every ``safe_regex`` (route paths, header, query parameter and string matchers,
+    rewrites, CORS origins...) must compile under RE2, within Envoy's default program
+    size (100). Each reason names the route configuration and the field
+    (``virtual_hosts[0] ('vh').routes[2].match.headers[0].safe_regex_match``).
+    :func:`select_route` never raises on such a pattern: it simply does not match.
+    """
+    name = getattr(config, "name", "")
+    prefix = f"route configuration {name!r}: " if name else ""
+    problems: list[str] = []
+    for where, pattern in _regex_fields(config, ""):
+        problem = regex_problem(pattern)
+        if problem is not None:
+            problems.append(f"{prefix}{where}: {problem}")
+    return problems
+
+
+def validate_routes(config: RouteConfiguration) -> None:
+    """A validator for ``validators={ROUTE: validate_routes}``: NACKs a route configuration
+    whose regexes :func:`check_routes` finds invalid, naming each problem.
+
+    Raises :class:`~xds_client.errors.ResourceValidationError`.
+    """
+    problems = check_routes(config)
+    if problems:
+        raise ResourceValidationError("; ".join(problems))
