@@ -94,7 +94,9 @@ class GrafanaLikeServer:
         self.dialect = dialect
         self.require_token = require_token
         self.deleted_without_previous = deleted_without_previous
-        self.rv = 0
+        # Grafana's resource versions are clock-like: even an empty store lists at one
+        # of at least 1, and every write is later than anything listed before it.
+        self.rv = 1
         self.objects: dict[tuple[str, str, str, str], tuple[int, bytes]] = {}
         self.events: list[_Event] = []
         self.cond = threading.Condition()

@@ -168,11 +168,15 @@ async def test_bulk_without_rebuild_is_refused_before_sending(
 # ---------------------------------------------------------------- the SQLite test server
 
 
+@pytest.mark.parametrize("which", ["sqlite", "grafana-like"])
 @run_async  # async-only
-async def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer) -> None:
-    async with AsyncResourceStoreClient(server.address, retry=FAST, timeout=10) as client:
-        # An empty store lists at a version >= 1 (Grafana's are never 0), and a
-        # watch from there sees the first write.
+async def test_an_empty_store_lists_at_one_or_more_and_a_watch_sees_the_first_write(
+    which: str, server: ResourceStoreServer, srv: GrafanaLikeServer
+) -> None:
+    address = server.address if which == "sqlite" else srv.address
+    async with AsyncResourceStoreClient(address, retry=FAST, timeout=10) as client:
+        # Grafana's resource versions are never 0, and a watch from the empty
+        # store's version sees the first write.
         empty = client.list(PREFIX)
         assert [o.key async for o in empty] == []
         assert empty.resource_version >= 1
@@ -180,6 +184,12 @@ async def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer
             await client.create(key("a"), doc("a"))
             first = await watch.__anext__()
         assert (first.type, first.key) == ("added", key("a"))
+
+
+@run_async  # async-only
+async def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer) -> None:
+    async with AsyncResourceStoreClient(server.address, retry=FAST, timeout=10) as client:
+        first_rv = await client.create(key("a"), doc("a"))
         for name in "bc":
             await client.create(key(name), doc(name))
         # "No limit" as some clients spell it: not a 500.
@@ -199,7 +209,7 @@ async def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer
         )
         assert [o.key.name for o in same.items] == ["b"]
         # A "not older than" list pages at the version it is pinned to.
-        paged = client.list(PREFIX, limit=1, resource_version=first.resource_version)
+        paged = client.list(PREFIX, limit=1, resource_version=first_rv)
         assert [o.key.name async for o in paged] == ["a", "b", "c"]
 
 

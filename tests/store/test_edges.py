@@ -161,10 +161,14 @@ def test_bulk_without_rebuild_is_refused_before_sending(
 # ---------------------------------------------------------------- the SQLite test server
 
 
-def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer) -> None:
-    with ResourceStoreClient(server.address, retry=FAST, timeout=10) as client:
-        # An empty store lists at a version >= 1 (Grafana's are never 0), and a
-        # watch from there sees the first write.
+@pytest.mark.parametrize("which", ["sqlite", "grafana-like"])
+def test_an_empty_store_lists_at_one_or_more_and_a_watch_sees_the_first_write(
+    which: str, server: ResourceStoreServer, srv: GrafanaLikeServer
+) -> None:
+    address = server.address if which == "sqlite" else srv.address
+    with ResourceStoreClient(address, retry=FAST, timeout=10) as client:
+        # Grafana's resource versions are never 0, and a watch from the empty
+        # store's version sees the first write.
         empty = client.list(PREFIX)
         assert [o.key for o in empty] == []
         assert empty.resource_version >= 1
@@ -172,6 +176,11 @@ def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer) -> N
             client.create(key("a"), doc("a"))
             first = watch.__next__()
         assert (first.type, first.key) == ("added", key("a"))
+
+
+def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer) -> None:
+    with ResourceStoreClient(server.address, retry=FAST, timeout=10) as client:
+        first_rv = client.create(key("a"), doc("a"))
         for name in "bc":
             client.create(key(name), doc(name))
         # "No limit" as some clients spell it: not a 500.
@@ -191,7 +200,7 @@ def test_the_test_server_lists_as_grafana_does(server: ResourceStoreServer) -> N
         )
         assert [o.key.name for o in same.items] == ["b"]
         # A "not older than" list pages at the version it is pinned to.
-        paged = client.list(PREFIX, limit=1, resource_version=first.resource_version)
+        paged = client.list(PREFIX, limit=1, resource_version=first_rv)
         assert [o.key.name for o in paged] == ["a", "b", "c"]
 
 
