@@ -54,6 +54,7 @@ from google.protobuf.message import Message
 from google.protobuf.wrappers_pb2 import UInt32Value
 
 from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
+from xds_client.testing import ControlPlane, RecordedRequest
 
 T = TypeVar("T")
 
@@ -320,3 +321,18 @@ class Peer:
 
 def python_peer(script: Path, *args: str, env: dict[str, str] | None = None) -> Peer:
     return Peer([sys.executable, str(script), *args], env=env)
+
+
+def serve_and_answer(
+    cp: ControlPlane, type_url: str, resource: Message, version: str, timeout: float = 20
+) -> RecordedRequest:
+    """Serve ``resource`` as the only one of ``type_url`` at ``version``; the peer's ACK or
+    NACK of that version. (``version`` must be new: the ControlPlane sends nothing for an
+    unchanged resource, so each push should differ from the last.)"""
+    since = cp.mark()
+    cp.set_resources(type_url, [resource], version=version)
+
+    def answered(r: RecordedRequest) -> bool:
+        return r.response_version == version and (r.is_ack or r.is_nack)
+
+    return cp.wait_for_request(type_url, answered, since=since, timeout=timeout)

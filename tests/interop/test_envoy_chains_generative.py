@@ -33,10 +33,10 @@ from google.protobuf.duration_pb2 import Duration
 
 from xds_client.graph import check_filter_chains, select_filter_chain
 from xds_client.resources import CLUSTER, LISTENER
-from xds_client.testing import ControlPlane, RecordedRequest
+from xds_client.testing import ControlPlane
 
 from ._chains_generative import Probe, World, drive, random_listener, random_probe
-from ._interop_helpers import free_port, poll_until
+from ._interop_helpers import free_port, poll_until, serve_and_answer
 from .test_envoy import envoy_factory  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.interop, pytest.mark.envoy, pytest.mark.timeout(600)]
@@ -92,18 +92,7 @@ def test_random_listeners_agree_with_envoy(envoy_factory: Any) -> None:  # noqa:
             listener = random_listener(rng, world, f"gen{seed}", clean=seed % 3 != 0)
             ours = check_filter_chains(listener)
             version = f"s{seed}"
-            since = cp.mark()
-            cp.set_resources(LISTENER, [listener], version=version)
-
-            def answered(r: RecordedRequest, v: str = version) -> bool:
-                return r.response_version == v and (r.is_ack or r.is_nack)
-
-            reply = cp.wait_for_request(
-                LISTENER,
-                answered,
-                since=since,
-                timeout=20,
-            )
+            reply = serve_and_answer(cp, LISTENER, listener, version)
             shown[seed] = Listener(filter_chains=listener.filter_chains)
             if reply.is_ack != (ours == []):
                 detail = reply.error_detail.message if reply.error_detail is not None else ""

@@ -31,9 +31,9 @@ from google.protobuf.duration_pb2 import Duration
 from xds_client.graph import check_routes, select_route
 from xds_client.protocol._rules import rules_verdict
 from xds_client.resources import CLUSTER, LISTENER, ROUTE
-from xds_client.testing import ControlPlane, RecordedRequest
+from xds_client.testing import ControlPlane
 
-from ._interop_helpers import free_port, poll_until, tcp_listener
+from ._interop_helpers import free_port, poll_until, serve_and_answer, tcp_listener
 from .test_envoy import envoy_factory  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.interop, pytest.mark.envoy, pytest.mark.timeout(600)]
@@ -293,13 +293,7 @@ def test_random_route_tables_agree_with_envoy(envoy_factory: Any) -> None:  # no
             rules, _ = rules_verdict(config)
             ours = check_routes(config) + ([rules] if rules else [])
             version = f"s{seed}"
-            since = cp.mark()
-            cp.set_resources(ROUTE, [config], version=version)
-
-            def answered(r: RecordedRequest, v: str = version) -> bool:
-                return r.response_version == v and (r.is_ack or r.is_nack)
-
-            reply = cp.wait_for_request(ROUTE, answered, since=since, timeout=20)
+            reply = serve_and_answer(cp, ROUTE, config, version)
             if reply.is_ack != (ours == []):
                 detail = reply.error_detail.message if reply.error_detail is not None else ""
                 verdict_mismatches.append((seed, reply.is_ack, ours, detail))
