@@ -12,12 +12,11 @@ imports, so that sensitive fields inside ``Any`` values are found too.
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.any_pb2 import Any as AnyProto
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from xds_client.resources import message_descriptor
@@ -27,20 +26,10 @@ from ._csds import redact
 
 __all__ = ["resolve_any_types", "to_dict", "to_json"]
 
-log = logging.getLogger("xds_client.client")
 _MAX_DEPTH = 8  # an Any inside an Any inside ...; real configs nest three or four deep
 
 
-def _known(full_name: str) -> bool:
-    try:
-        descriptor_pool.Default().FindMessageTypeByName(full_name)
-    except KeyError:
-        return False
-    return True
-
-
-def _new_message(full_name: str) -> Message:
-    descriptor = descriptor_pool.Default().FindMessageTypeByName(full_name)
+def _new_message(descriptor: Descriptor) -> Message:
     return message_factory.GetMessageClass(descriptor)()
 
 
@@ -48,13 +37,13 @@ def _walk(message: Message, depth: int, found: list[str]) -> None:
     if isinstance(message, AnyProto):
         if not message.type_url:
             return
-        name = message.type_url.rsplit("/", 1)[-1]
-        if message_descriptor(name) is None:
+        descriptor = message_descriptor(message.type_url.rsplit("/", 1)[-1])
+        if descriptor is None:
             found.append(message.type_url)
             return
         if depth >= _MAX_DEPTH:
             return
-        inner = _new_message(name)
+        inner = _new_message(descriptor)
         if message.Unpack(inner):
             _walk(inner, depth + 1, found)
         return
@@ -117,8 +106,8 @@ def _strip_unknown_any(message: Message) -> Message:
 
 def _strip(message: Message) -> None:
     if isinstance(message, AnyProto):
-        name = message.type_url.rsplit("/", 1)[-1]
-        if message.type_url and not _known(name):
+        descriptor = message_descriptor(message.type_url.rsplit("/", 1)[-1])
+        if message.type_url and descriptor is None:
             # Struct JSON is always printable, so mark the hole with it.
             from google.protobuf.struct_pb2 import Struct
 
@@ -126,8 +115,8 @@ def _strip(message: Message) -> None:
             marker.update({"@type": message.type_url, "@unresolved": True})
             message.Pack(marker)
             return
-        if _known(name):
-            inner = _new_message(name)
+        if descriptor is not None:
+            inner = _new_message(descriptor)
             if message.Unpack(inner):
                 _strip(inner)
                 type_url = message.type_url
