@@ -11,9 +11,12 @@ single-threaded and does no I/O), so other processes on a shared machine weigh
 less than on a wall clock. Verdicts memoised by an earlier repetition are forgotten
 before each one, so every push is a first push.
 
-Then one row per kind of resource (Cluster, Listener, RouteConfiguration,
-ClusterLoadAssignment): ``check_rules`` per fresh resource, beside decoding the same
-bytes. They have no target: they say where validation spends.
+Then two rows per kind of resource (Cluster, Listener, RouteConfiguration,
+ClusterLoadAssignment), beside decoding the same bytes: the full check
+(``check_rules``) per fresh resource, and the verdict given the resource's bytes too,
+as the core asks it, where a resource that fits a shape learnt from the ones before it
+is proved from its bytes (``protocol/_shapes.py``). They have no target: they say
+where validation spends.
 
 Run alone with ``python -m bench.validation``.
 """
@@ -217,6 +220,19 @@ def _check_once(data: list[bytes], cls: type[Message]) -> tuple[float, float]:
     return time.process_time() - start, decoded
 
 
+def _verdict_once(data: list[bytes], cls: type[Message]) -> float:
+    """CPU seconds of the verdicts of ``data`` as fresh ``cls`` messages, given their
+    bytes (shapes learnt from the first ones prove the rest)."""
+    from xds_client.protocol._rules import rules_verdict
+
+    fresh = [cls.FromString(item) for item in data]
+    _forget_verdicts()
+    start = time.process_time()
+    for message, item in zip(fresh, data, strict=True):
+        rules_verdict(message, None, item)
+    return time.process_time() - start
+
+
 def _per_type_rows(cfg: Config) -> list[Row]:
     """What checking costs per resource of each kind, beside decoding the same bytes."""
     from xds_client.protocol._rules import check_rules
@@ -229,23 +245,27 @@ def _per_type_rows(cfg: Config) -> list[Row]:
         data = [r.SerializeToString() for r in resources]
         cls = type(resources[0])
         checks: list[float] = []
+        shaped: list[float] = []
         decodes: list[float] = []
         for _ in range(cfg.reps):
             checked, decoded = _check_once(data, cls)
             checks.append(checked * 1e6 / count)
             decodes.append(decoded * 1e6 / count)
-        rows.append(
-            Row(
-                scenario=f"(validate.rules) of {count:,} new {label}",
-                metric="check per resource",
-                unit="µs",
-                sdk=median(checks),
-                raw=median(decodes),
-                note="raw = decoding the same bytes (FromString); CPU time, one thread",
-                samples_sdk=checks,
-                samples_raw=decodes,
+            shaped.append(_verdict_once(data, cls) * 1e6 / count)
+        note = "raw = decoding the same bytes (FromString); CPU time, one thread"
+        for how, samples in (("full check", checks), ("verdict with the bytes", shaped)):
+            rows.append(
+                Row(
+                    scenario=f"(validate.rules) of {count:,} new {label}",
+                    metric=f"{how} per resource",
+                    unit="µs",
+                    sdk=median(samples),
+                    raw=median(decodes),
+                    note=note,
+                    samples_sdk=samples,
+                    samples_raw=decodes,
+                )
             )
-        )
     return rows
 
 
@@ -283,7 +303,10 @@ def main() -> int:
     cfg = Config.smoke_config() if "--smoke" in sys.argv else Config()
     for row in run(None, cfg):
         ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
-        print(f"{row.scenario}: {row.sdk:.3g} vs {row.raw:.3g} {row.unit}, {ratio} ({row.target})")
+        print(
+            f"{row.scenario}, {row.metric}: {row.sdk:.3g} vs {row.raw:.3g} {row.unit}, "
+            f"{ratio} ({row.target})"
+        )
     return 0
 
 

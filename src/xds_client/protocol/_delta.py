@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from xds_client.errors import ResourceError
+from xds_client.resources import ResourceType
 
 from ._base import ProtocolCore, TypeState, control_plane_id
 from ._events import Event
@@ -215,7 +216,8 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                     reason = str(exc)
                 else:
                     check = resource_check(self.config, type_url, now)
-                    reason = None if check is None else check(message)
+                    plain = type(rtype).decode is ResourceType.decode
+                    reason = None if check is None else check(message, raw if plain else None)
                     if check is not None and check.fresh:
                         message = rtype.decode(raw)  # the check grew its arena: keep a new one
                 if reason is not None:
@@ -311,6 +313,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         rtype = st.rtype
         assert rtype is not None
         check = resource_check(self.config, st.type_url, now)
+        plain = type(rtype).decode is ResourceType.decode  # bytes parsed by the class itself
         subs = st.subs
         cache = st.cache
         # (name, version, message, raw, ttl, aliases, metadata) per changed resource.
@@ -358,7 +361,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 failed.append(name)
                 continue
             if check is not None:
-                reason = check(message)
+                reason = check(message, raw if plain else None)
                 if reason is not None:
                     errors[name] = reason
                     failed.append(name)

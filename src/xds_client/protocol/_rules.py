@@ -22,7 +22,10 @@ touched from Python, so the generated code asks only the fields that carry a rul
 at any depth, one HasField each (ListFields would build a Python object for every
 set field, checked or not), and the verdicts of ``Any`` payloads and of costly
 sub-messages are memoised by their bytes (bounded), as control planes repeat them
-across resources. The order in which rules are tried, hence the verdict, is the
+across resources. Given the bytes a resource was parsed from (``rules_verdict``'s
+``data``, as the protocol cores give them), a resource that fits a shape learnt from
+earlier ones is proved from them without this walk (``_shapes``). The order in
+which rules are tried, hence the verdict, is the
 one of the first checker (``tests/protocol/_rules_reference.py``): a differential
 test holds every verdict to it.
 """
@@ -45,6 +48,8 @@ from validate import validate_pb2 as pgv
 
 from xds_client.errors import RuleViolationError
 from xds_client.resources import message_descriptor
+
+from ._shapes import UNKNOWN, ShapeBook, ShapeHooks
 
 __all__ = ["check_rules", "missing_envoy_rules", "rule_violation", "rules_verdict", "validate"]
 
@@ -534,6 +539,7 @@ class _Compiler:
         self._memo: dict[tuple[str, bytes], tuple[str, tuple[str, ...]]] = {}
         self._memo_bytes = 0
         self._memo_states: list[list[int]] = []
+        self.shapes: dict[type[Any], ShapeBook] = {}
 
     # A type needs a checker when it, or a type it reaches, has a rule or an Any.
     def needs_check(self, desc: Descriptor) -> bool:
@@ -690,6 +696,10 @@ class _Compiler:
         else:
             self._remember(key, _PASSED)
 
+    def any_types(self) -> dict[str, tuple[Callable[[bytes], Message], Check] | None]:
+        """The ``Any`` payload types judged so far, by type URL (None: without rules)."""
+        return self._any
+
     def worth_memo(self, desc: Descriptor) -> bool:
         """Whether checking a ``desc`` costs enough more than serializing it to look its
         verdict up: many checked fields (a probe each), or a list of checked messages."""
@@ -746,8 +756,10 @@ class _Compiler:
         return memoised, state
 
     def forget(self) -> None:
-        """Drop every memoised verdict, and what the memos learnt of their hit rates."""
+        """Drop every memoised verdict, what the memos learnt of their hit rates, and
+        the shapes learnt."""
         self._memo.clear()
+        self.shapes.clear()
         self._memo_bytes = 0
         for state in self._memo_states:
             state[:] = [0, 0, 0]
@@ -1252,6 +1264,98 @@ def _label(desc: Descriptor) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", desc.name).lower()
 
 
+# ------------------------------------------------------------------ shapes (see _shapes)
+
+_TIME_TYPES = frozenset(("google.protobuf.Duration", "google.protobuf.Timestamp"))
+
+
+def _hole_lines(
+    desc: Descriptor, fd: FieldDescriptor, parent_rules: Any, env: dict[str, Any]
+) -> list[str] | None:
+    """Lines checking a value ``v`` of field ``fd`` of a ``desc`` held by a field with
+    ``parent_rules``, as the checker checks it; None when the value may not vary in a
+    shape (its rule reads more than the value: a map's keys and values, an ``Any``'s
+    type URL, a duration's or timestamp's parts under rules, a repeated field's items
+    that must be unique)."""
+    if desc.GetOptions().map_entry:
+        return None
+    enum = fd.enum_type
+    if enum is not None and getattr(enum, "is_closed", True):
+        return None  # an unknown number goes to the unknown fields: the field is unset
+    full = desc.full_name
+    if full == "google.protobuf.Any":
+        return [] if fd.name == "value" else None  # a value here has no rules
+    parent_kind = parent_rules.WhichOneof("type") if parent_rules is not None else None
+    if full in _TIME_TYPES:
+        return None if parent_kind in ("duration", "timestamp") else []
+    if full in _WRAPPERS:
+        if parent_kind is None or parent_kind == "message":
+            return []
+        conds, ignore_empty = _scalar_conds(parent_kind, fd, parent_rules, env)
+        return _cond_lines(conds, env, ignore_empty)
+    rules = _field_rules(fd)
+    if rules is None:
+        return []
+    if fd.is_repeated:
+        r = rules.repeated if rules.HasField("repeated") else None
+        if r is None:
+            return []
+        if r.unique:
+            return None
+        if not r.HasField("items"):
+            return []
+        rules = r.items
+    conds, ignore_empty = _scalar_conds(rules.WhichOneof("type"), fd, rules, env)
+    return _cond_lines(conds, env, ignore_empty)
+
+
+def _held_rules(desc: Descriptor, fd: FieldDescriptor, parent_rules: Any) -> Any:
+    """The rules the checker applies to the message in field ``fd`` of a ``desc`` (held
+    itself by a field with ``parent_rules``): a repeated field's ``items``, a map's
+    ``values``, else the field's own."""
+    if desc.GetOptions().map_entry:
+        if fd.name != "value" or parent_rules is None or not parent_rules.HasField("map"):
+            return None
+        r = parent_rules.map
+        return r.values if r.HasField("values") else None
+    rules = _field_rules(fd)
+    if rules is None or not fd.is_repeated:
+        return rules
+    entry = fd.message_type
+    if entry is not None and entry.GetOptions().map_entry:
+        return rules  # the entries see the map's rules (their values take ``values``)
+    r = rules.repeated if rules.HasField("repeated") else None
+    return r.items if r is not None and r.HasField("items") else None
+
+
+def _payload_type(type_url: str) -> Any:
+    """The descriptor of an ``Any`` payload the checker checks, None for a type it found
+    without rules, :data:`UNKNOWN` for one it has not judged."""
+    try:
+        known = _COMPILER.any_types()[type_url]
+    except KeyError:
+        return UNKNOWN
+    if known is None:
+        return None
+    return message_descriptor(type_url.rpartition("/")[2]) or UNKNOWN
+
+
+def _shape_env() -> dict[str, Any]:
+    return {"E": _RuleBrokenError, "broken": _broken, "copysign": math.copysign, **_NUMBER_NAMES}
+
+
+_HOOKS = ShapeHooks(
+    hole_lines=_hole_lines, held_rules=_held_rules, payload_type=_payload_type, env=_shape_env
+)
+
+
+def _learn(cls: type[Any], data: bytes) -> None:
+    book = _COMPILER.shapes.get(cls)
+    if book is None:
+        book = _COMPILER.shapes[cls] = ShapeBook(cls.DESCRIPTOR, _HOOKS)
+    book.learn(data)
+
+
 def rule_violation(message: Message, now: float | None = None) -> tuple[str, str] | None:
     """``(field path, reason)`` of the first rule ``message`` breaks, or None.
 
@@ -1278,9 +1382,15 @@ def check_rules(message: Message, now: float | None = None) -> str | None:
     return rules_verdict(message, now)[0]
 
 
-def rules_verdict(message: Message, now: float | None = None) -> tuple[str | None, bool]:
+def rules_verdict(
+    message: Message, now: float | None = None, data: bytes | None = None
+) -> tuple[str | None, bool]:
     """:func:`check_rules`'s reason, and whether the check read a repeated or map field
     that ``message`` does not hold.
+
+    ``data``, when given, must be the bytes ``message`` was parsed from by its own
+    class: a resource that fits a shape learnt from earlier ones is then proved to
+    pass from them (:mod:`._shapes`), and a resource that passes is learnt from.
 
     Reading one makes upb give the message an empty array in its arena, which grows by
     a block (about 370 B on a Cluster) for as long as the message lives. No test for an
@@ -1288,10 +1398,15 @@ def rules_verdict(message: Message, now: float | None = None) -> tuple[str | Non
     keeps the message should keep a fresh decode of its bytes instead when this is true.
     """
     # rule_violation's body, written out: this runs for every resource received.
+    cls = type(message)
+    if data is not None:
+        book = _COMPILER.shapes.get(cls)
+        if book is not None and book.shapes and book.proves(data):
+            return None, False
     try:
-        check = _COMPILER.by_class[type(message)]
+        check = _COMPILER.by_class[cls]
     except KeyError:
-        check = _COMPILER.for_class(type(message))
+        check = _COMPILER.for_class(cls)
     if check is None:
         return None, False
     ctx: list[Any] = [now, False, False]
@@ -1300,6 +1415,8 @@ def rules_verdict(message: Message, now: float | None = None) -> tuple[str | Non
     except _RuleBrokenError as exc:
         path = exc.path()
         return (f"{path}: {exc.reason}" if path else exc.reason), bool(ctx[_GREW])
+    if data is not None and not ctx[_NOW_SEEN]:
+        _learn(cls, data)
     return None, bool(ctx[_GREW])
 
 

@@ -416,7 +416,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                 if not name:
                     return None
                 if check is not None and (wildcard or name in subscribed or wants(name)):
-                    why = check(bare)
+                    why = check(bare, value)
                     if why is not None:
                         reasons[name] = why
                     elif check.fresh:
@@ -528,7 +528,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     if check is not None and (
                         wildcard or name in subscribed or wants(name)
                     ):  # fmt: skip
-                        why = check(bare)
+                        why = check(bare, value if stock else None)
                         if why is not None:
                             reasons[name] = why
                         elif check.fresh:
@@ -726,14 +726,17 @@ class SotwProtocol(ProtocolCore[_Stream]):
                     refreshes.append(item)
                     continue
             message = item.message
+            data = None  # the bytes it was parsed from by its class, when known
             if message is None:
                 try:
                     message = rtype.decode(item.raw)
                 except ResourceError as exc:
                     errors[name] = str(exc)
                     continue
+                if type(rtype).decode is _PLAIN_DECODE:
+                    data = item.raw
             if check is not None:
-                reason = check(message)
+                reason = check(message, data)
                 if reason is not None:
                     errors[name] = reason
                     continue

@@ -12,8 +12,9 @@ from xds_client.errors import ResourceError, ResourceValidationError
 from ._config import ProtocolConfig, Validator
 
 RulesVerdict = Callable[..., "tuple[str | None, bool]"]
-"""``rules_verdict(message, now=None)``: the NACK reason under ``(validate.rules)``, and
-whether the message should be decoded again before it is kept."""
+"""``rules_verdict(message, now=None, data=None)``: the NACK reason under
+``(validate.rules)``, and whether the message should be decoded again before it is
+kept; ``data`` is the bytes the message was parsed from, when at hand."""
 
 __all__ = [
     "MAX_ERROR_MESSAGE",
@@ -149,12 +150,13 @@ class ResourceCheck:
         self._keeps = keeps_messages
         self.fresh = False
 
-    def __call__(self, message: Message) -> str | None:
+    def __call__(self, message: Message, data: bytes | None = None) -> str | None:
+        """``data``: the bytes ``message`` was parsed from by its own class (not through a
+        custom decoder), which lets a template-made resource be proved from them."""
         if self._rules:
             # Looked up at each call (tests count the calls by replacing it).
             verdict = rules_verdict or _rule_checker()
-            wall = self._wall
-            reason, grew = verdict(message) if wall is None else verdict(message, wall)
+            reason, grew = verdict(message, self._wall, data)
             self.fresh = grew and self._keeps
             if reason is not None:
                 return reason
