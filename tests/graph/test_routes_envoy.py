@@ -271,3 +271,68 @@ def test_ignore_port_in_host_matching_strips_after_last_colon(authority: str, vh
     chosen = select_virtual_host(rc, authority)
     assert chosen is not None
     assert chosen.name == vhost
+
+
+# vhost_header and ignore_path_parameters_in_path_matching, as Envoy 1.40 honours them
+
+
+def two_hosts(**top: Any) -> RouteConfiguration:
+    return json_format.ParseDict(
+        {
+            "name": "rc",
+            "virtual_hosts": [
+                {
+                    "name": "a",
+                    "domains": ["a.com"],
+                    "routes": [{"match": {"prefix": "/"}, "direct_response": {"status": 200}}],
+                },
+                {
+                    "name": "b",
+                    "domains": ["b.com"],
+                    "routes": [{"match": {"prefix": "/"}, "direct_response": {"status": 200}}],
+                },
+            ],
+            **top,
+        },
+        RouteConfiguration(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "vhost"),
+    [
+        ({"x-host": "b.com"}, "b"),  # the named header, not the authority
+        ({"X-Host": ["b.com", "a.com"]}, "b"),  # its first line
+        ({}, None),  # not sent: no virtual host (Envoy does not fall back on Host)
+        ({"x-host": "c.com"}, None),
+    ],
+)
+def test_vhost_header_picks_the_virtual_host(headers: Headers, vhost: str | None) -> None:
+    choice = select_route(two_hosts(vhost_header="x-host"), "a.com", "/", headers=headers)
+    assert (choice.virtual_host if choice is not None else None) == vhost
+
+
+@pytest.mark.parametrize(
+    ("match", "path", "expected"),
+    [
+        ({"path": "/a"}, "/a;x", True),
+        ({"path": "/a/b"}, "/a;x/b", True),  # each segment's parameters go
+        ({"prefix": "/a/"}, "/a;x/b", True),  # Envoy matches; cutting at ';' would not
+        ({"path": "/a/b"}, "/a;x/b;y?q=1", True),
+        ({"safe_regex": {"regex": "/a"}}, "/a;x?q=1", True),
+        ({"path_separated_prefix": "/a"}, "/a;x", True),
+        ({"path": "/"}, "/;a", True),
+    ],
+)
+def test_path_parameters_are_ignored_when_asked(
+    match: dict[str, Any], path: str, expected: bool
+) -> None:
+    on = config(match, ignore_path_parameters_in_path_matching=True)
+    assert (select_route(on, "a.com", path) is not None) is expected
+    assert select_route(config(match), "a.com", path) is None  # part of the path otherwise
+
+
+def test_path_parameters_ignored_keep_the_query() -> None:
+    match = {"prefix": "/a", "query_parameters": [{"name": "q", "string_match": {"exact": "1"}}]}
+    on = config(match, ignore_path_parameters_in_path_matching=True)
+    assert select_route(on, "a.com", "/a;x?q=1") is not None

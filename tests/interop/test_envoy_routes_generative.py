@@ -3,12 +3,14 @@
 Each seed draws a RouteConfiguration: a few virtual hosts (domains drawn without
 repeats, as Envoy requires unique domains), each with random routes (path, prefix,
 RE2 regex, path_separated_prefix, case_sensitive, header matchers of every kind,
-query parameter matchers, ``grpc``), some regexes being ones Envoy refuses. Every
+query parameter matchers, ``grpc``), some regexes being ones Envoy refuses, and
+sometimes a ``vhost_header`` or ``ignore_path_parameters_in_path_matching``. Every
 route answers with a ``direct_response`` naming itself. The configuration goes to
 Envoy through the ControlPlane: Envoy's ACK or NACK must equal ``check_routes(...) ==
 []``. When Envoy accepts, random requests (authorities with ports, raw query strings,
-headers sent on one or several lines) go through ``http.client`` to Envoy's listener,
-and the route that answers must be the one ``select_route`` picks.
+``;`` path parameters, headers sent on one or several lines, the vhost header or not)
+go through ``http.client`` to Envoy's listener, and the route that answers must be the
+one ``select_route`` picks.
 
 ``XDS_CLIENT_GENERATIVE_SEEDS`` sets the number of seeds (default 15, a few seconds);
 ``XDS_CLIENT_GENERATIVE_FIRST_SEED`` the first one.
@@ -79,6 +81,12 @@ PATHS = [
     "/a%62",
     "/a?a%62=1",
     "/Ab/c?q=1",
+    "/a;x",
+    "/a;x/b",
+    "/a/b;c?q=1",
+    "/;a",
+    "/ab;",
+    "/a;b?q;=1",
 ]
 PREFIXES = ["/", "/a", "/A", "/a/", "/ab", ""]
 REGEXES = [
@@ -110,6 +118,7 @@ CONTENT_TYPES = [
 # x-a and x-b are ordinary headers (one entry per line); content-type, user-agent and
 # via are inline in Envoy (the lines appended into one entry).
 HEADER_NAMES = ["x-a", "x-b", "content-type", "user-agent", "via"]
+VHOST_HEADER = "x-host"
 
 
 def placeholder_cluster() -> Cluster:
@@ -213,9 +222,12 @@ def random_routes(rng: random.Random, seed: int, clean: bool) -> RouteConfigurat
             "name": "routes",
             "virtual_hosts": hosts,
             "ignore_port_in_host_matching": rng.random() < 0.5,
+            "ignore_path_parameters_in_path_matching": rng.random() < 0.4,
         },
         RouteConfiguration(),
     )
+    if rng.random() < 0.35:
+        config.vhost_header = VHOST_HEADER
     if clean:  # drop what Envoy refuses, so two thirds of the seeds reach requests
         while check_routes(config):
             for vhost in config.virtual_hosts:
@@ -233,6 +245,8 @@ def random_request(rng: random.Random) -> tuple[str, str, list[tuple[str, str]]]
         if rng.random() < 0.45:
             pool = CONTENT_TYPES if name == "content-type" else VALUES
             headers += [(name, rng.choice(pool)) for _ in range(rng.choice([1, 1, 2]))]
+    if rng.random() < 0.6:  # the vhost_header, when the table names one
+        headers += [(VHOST_HEADER, rng.choice(AUTHORITIES)) for _ in range(rng.choice([1, 2]))]
     return rng.choice(AUTHORITIES), rng.choice(PATHS), headers
 
 
@@ -304,7 +318,10 @@ def test_random_route_tables_agree_with_envoy(envoy_factory: Any) -> None:  # no
             live = f"s{seed}"
             poll_until(
                 lambda s=seed, t=live: (  # type: ignore[misc]
-                    True if envoy_answer(proxy_port, f"probe{s}", "/", []) == t else None
+                    True
+                    if envoy_answer(proxy_port, f"probe{s}", "/", [(VHOST_HEADER, f"probe{s}")])
+                    == t
+                    else None
                 ),
                 20,
                 f"route table {live}",

@@ -463,6 +463,14 @@ def _choice(
     return make("cluster_specifier_plugin")
 
 
+def _without_path_parameters(path: str) -> str:
+    """``path`` with each segment's ``;`` parameters removed (``/a;x/b;y?q=1`` is
+    ``/a/b?q=1``), as Envoy matches it under ``ignore_path_parameters_in_path_matching``."""
+    bare, mark, query = path.partition("?")
+    segments = [segment.partition(";")[0] for segment in bare.split("/")]
+    return "/".join(segments) + mark + query
+
+
 def select_route(
     config: RouteConfiguration,
     authority: str,
@@ -481,14 +489,31 @@ def select_route(
     (Envoy's rule with the default value, there being no runtime here);
     ``random_value`` defaults to a fresh random number, so pass one for a
     deterministic answer.
+
+    As Envoy does, a configuration's ``vhost_header`` picks the virtual host by the
+    first line of that header (a request without it has no route),
+    and ``ignore_path_parameters_in_path_matching`` matches paths without the ``;``
+    parameters of their segments (``/a;x/b`` is ``/a/b``).
     """
+    normalized = _normalize_headers(headers)
+    # v2 RouteConfigurations have neither field.
+    vhost_header = getattr(config, "vhost_header", "")
+    if vhost_header:
+        # The first line of the named header picks the virtual host; without it, none
+        # is picked (Envoy does not fall back to the authority).
+        lines = normalized.get(vhost_header.lower())
+        if not lines:
+            return None
+        authority = lines[0]
     vhost = select_virtual_host(config, authority, strip_port=strip_port)
     if vhost is None:
         return None
-    normalized = _normalize_headers(headers)
     query = parse_query(path)
+    matched = path
+    if getattr(config, "ignore_path_parameters_in_path_matching", False) and ";" in path:
+        matched = _without_path_parameters(path)
     for index, route in enumerate(vhost.routes):
-        if route_matches(route.match, path, normalized, query, random_value):
+        if route_matches(route.match, matched, normalized, query, random_value):
             return _choice(vhost, index, route, normalized)
     return None
 
