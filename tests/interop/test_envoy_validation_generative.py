@@ -5,7 +5,9 @@ that carry a rule (or sit inside an ``Any`` payload whose type has rules), with 
 drawn from both sides of the rule: the edges Envoy's generated C++ checks read their own
 way (NaN in a bounded double, a trailing newline against a header regex, ',' in a header
 name, RE2 patterns) and plain breaches. The resource goes to Envoy through the
-ControlPlane; Envoy's ACK or NACK must equal ``check_rules(resource) is None``.
+ControlPlane; Envoy's ACK or NACK must equal ``check_rules(resource) is None``, and
+the verdict the client's core gets with the resource's bytes (``rules_verdict(...,
+data)``, proved by a shape learnt from the seeds before it when it fits one).
 
 ``XDS_CLIENT_GENERATIVE_SEEDS`` sets the number of seeds (default 60, under a second);
 ``XDS_CLIENT_GENERATIVE_FIRST_SEED`` the first one.
@@ -36,7 +38,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 from xds_client.errors import WaitTimeoutError
-from xds_client.protocol._rules import check_rules
+from xds_client.protocol._rules import check_rules, rules_verdict
 from xds_client.resources import CLUSTER, LISTENER, ROUTE
 from xds_client.testing import ControlPlane
 
@@ -169,6 +171,8 @@ def test_mutated_resources_agree_with_envoy(envoy_factory: Any) -> None:  # noqa
         for seed in range(FIRST_SEED, FIRST_SEED + SEEDS):
             type_url, resource = mutated(seed)
             ours = check_rules(resource)
+            data = resource.SerializeToString()
+            with_bytes = rules_verdict(type(resource).FromString(data), None, data)[0]
             version = f"s{seed}"
             try:
                 reply = serve_and_answer(cp, type_url, resource, version)
@@ -177,10 +181,12 @@ def test_mutated_resources_agree_with_envoy(envoy_factory: Any) -> None:  # noqa
                 pytest.fail(f"seed {seed}: Envoy (crashed?) answered nothing to {shown}")
             accepted += reply.is_ack
             rejected += not reply.is_ack
-            if reply.is_ack != (ours is None):
-                detail = reply.error_detail.message if reply.error_detail is not None else ""
-                shown = text_format.MessageToString(resource, as_one_line=True)
-                mismatches.append((seed, reply.is_ack, ours, detail[:300], shown[:400]))
+            error = reply.error_detail
+            for verdict in (ours, with_bytes):
+                if reply.is_ack != (verdict is None):
+                    detail = error.message if error is not None else ""
+                    shown = text_format.MessageToString(resource, as_one_line=True)
+                    mismatches.append((seed, reply.is_ack, verdict, detail[:300], shown[:400]))
     summary = (
         f"{SEEDS} resources ({accepted} accepted, {rejected} rejected by Envoy), "
         f"{len(mismatches)} disagreements"
