@@ -53,11 +53,9 @@ class LoopThread:
     def close(self) -> None:
         async def drain() -> None:
             # grpc.aio finishes its own tasks a few loop turns after a cancel, once its
-            # completion-queue thread has run: on a loaded machine that can take a while
-            # (its request writer, stuck in a write of the cancelled call, once took
-            # over 5 s with both cores busy).
+            # completion-queue thread has run: on a loaded machine that can take a while.
             current = asyncio.current_task()
-            deadline = time.monotonic() + 15.0
+            deadline = time.monotonic() + 5.0
             while True:
                 pending = [t for t in asyncio.all_tasks() if t is not current]
                 if not pending or time.monotonic() > deadline:

@@ -128,3 +128,36 @@ async def test_probe_and_a_closed_transport(server: ScriptedServer) -> None:
     assert await live.probe(0.3) is False
     with pytest.raises(TransportError, match="closed"):
         await live.open(SPEC)
+
+
+# begin async-only
+@run_async
+async def test_close_stops_a_request_writer_that_grpc_leaves_running() -> None:
+    """grpc.aio's ``cancel()`` stops its request-writer task only on a live call; a call
+    that ended while the writer waited (for "metadata sent", or a write) kept it
+    pending for ever, and the test loop's drain found it (``tests/client/conftest.py``).
+    Here a call already done, whose writer still waits: the close must stop it."""
+    import asyncio
+    from typing import Any, cast
+
+    class EndedCall:
+        def __init__(self) -> None:
+            self._async_request_poller = asyncio.get_running_loop().create_task(
+                asyncio.Event().wait()
+            )
+
+        def cancel(self) -> bool:
+            return False  # done already: grpc.aio cancels nothing then
+
+        def done(self) -> bool:
+            return True
+
+    call = EndedCall()
+    factory = cast("Any", lambda *args, **kwargs: call)
+    stream = AsyncGrpcStream(factory, SPEC, ServerTarget("127.0.0.1:1"))
+    await stream.close()
+    await asyncio.sleep(0)
+    assert call._async_request_poller.done()
+
+
+# end async-only

@@ -197,6 +197,15 @@ class AsyncGrpcStream:
         self._closed = True
         self._requests.put(None)
         self._call.cancel()
+        # begin async-only
+        # grpc.aio's request writer waits for "initial metadata sent" before its first
+        # write, and its cancel() stops that task only on a live call: when the call
+        # ended first (a server gone before the stream started), the task would wait
+        # for ever and outlive the loop ("Task was destroyed but it is pending").
+        writer = getattr(self._call, "_async_request_poller", None)
+        if writer is not None and not writer.done():
+            writer.cancel()
+        # end async-only
         # Wake a recv() that is waiting, so its caller notices the close at once
         # (a direct recv(None) is woken by the cancel).
         self._responses.put(TransportError(f"{self._spec.method}: stream closed locally"))
