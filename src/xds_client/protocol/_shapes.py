@@ -40,6 +40,7 @@ _CANDIDATES = 4
 _MAX_BYTES = 64 * 1024
 """Larger resources are not learnt from (parsing them in Python costs too much)."""
 _MAX_HOLES = 512
+"""No shape is made with more holes than this (the generated check stays small)."""
 _MAX_DEPTH = 100
 """upb's default limit of nested messages."""
 _MAX_PAUSE = 4096
