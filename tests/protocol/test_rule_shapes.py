@@ -416,50 +416,30 @@ def test_a_shape_is_widened_by_a_resource_that_differs_in_more_leaves() -> None:
     assert len(_book(Cluster).shapes) == 1
 
 
-def test_learning_pauses_where_no_shape_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
-    from xds_client.protocol import _shapes
+def _resolving(name: str, resolvers: int) -> Cluster:
+    """A cluster of ``resolvers`` DNS resolvers: as many structures as counts."""
+    cluster = Cluster(name=name)
+    for _ in range(resolvers):
+        resolver = cluster.dns_resolvers.add().socket_address
+        resolver.address, resolver.port_value = "10.0.0.1", 53
+    return cluster
 
-    parsed: list[int] = []
-    real = _shapes._parse
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        if kwargs["depth"] == 0:  # a whole resource, not a part of one
-            parsed.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_shapes, "_parse", counting)
+def test_learning_pauses_where_no_shape_is_made() -> None:
     for i in range(300):  # each of its own structure: no two make a shape
-        cluster = Cluster(name=f"c{i}")
-        for _ in range(i):
-            resolver = cluster.dns_resolvers.add().socket_address
-            resolver.address, resolver.port_value = "10.0.0.1", 53
-        assert _verdict(cluster) is None
-    assert not _book(Cluster).shapes
-    assert len(parsed) <= 10  # paused longer after each miss: 1, 2, 4, ... resources
+        assert _verdict(_resolving(f"c{i}", i)) is None
+    book = _book(Cluster)
+    assert not book.shapes
+    assert book.learns <= 10  # parsed: paused longer after each miss (1, 2, 4, ...)
 
 
-def test_shapes_that_keep_changing_pay_for_their_learning(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_shapes_that_keep_changing_pay_for_their_learning() -> None:
     from xds_client.protocol import _shapes
 
-    parsed: list[int] = []
-    real = _shapes._parse
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        if kwargs["depth"] == 0:
-            parsed.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_shapes, "_parse", counting)
     structures = _shapes._SHAPES_PER_TYPE + 4  # more than are kept: each evicts another
-    for i in range(2000):
-        cluster = Cluster(name=f"cluster-{i}")
-        for _ in range(i // 3 % structures):  # three in a row of each: a shape each time
-            resolver = cluster.dns_resolvers.add().socket_address
-            resolver.address, resolver.port_value = "10.0.0.1", 53
-        assert _verdict(cluster) is None
-    assert len(parsed) <= 200  # 1,333 (two in three) if every shape made reset the pause
+    for i in range(2000):  # three in a row of each structure: a shape each time
+        assert _verdict(_resolving(f"cluster-{i}", i // 3 % structures)) is None
+    assert _book(Cluster).learns <= 200  # 1,333 (two in three) if every shape reset the pause
 
 
 def test_bytes_after_the_shape_are_not_proved() -> None:

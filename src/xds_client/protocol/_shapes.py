@@ -25,6 +25,7 @@ by ``_rules``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from struct import unpack
 from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -432,8 +433,6 @@ class _Writer:
             body += ["        " + line for line in self.checks]
             body += ["    except Exception:", "        return 1"]
         body += ["    return 2"]
-        from struct import unpack
-
         self.env["unpack"] = unpack
         exec(compile("\n".join(body) + "\n", f"<shape of {root.desc.full_name}>", "exec"), self.env)
         fit: Callable[[bytes], int] = self.env.pop("fit")
