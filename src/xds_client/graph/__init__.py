@@ -19,6 +19,7 @@ from ._filter_chains import (
 from ._render import Node, snapshot_to_svg, snapshot_to_text, snapshot_tree
 from ._routing import (
     RouteChoice,
+    TlsFacts,
     WeightedTarget,
     check_routes,
     select_route,
@@ -42,6 +43,7 @@ __all__ = [
     "ResourceKey",
     "ResourceStatus",
     "RouteChoice",
+    "TlsFacts",
     "TrackerUpdate",
     "WeightedTarget",
     "check_filter_chains",
