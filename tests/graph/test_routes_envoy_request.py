@@ -17,8 +17,8 @@ from envoy.type.matcher.v3.string_pb2 import StringMatcher
 from google.protobuf import json_format
 from google.protobuf.any_pb2 import Any as AnyProto
 
-from xds_client.graph import TlsFacts, check_routes, select_route
-from xds_client.graph._routing import GENERATED_REQUEST_ID, Headers
+from xds_client.graph import GENERATED_REQUEST_ID, TlsFacts, check_routes, select_route
+from xds_client.graph._routing import Headers
 
 
 def config(*matches: dict[str, Any]) -> RouteConfiguration:
