@@ -1,0 +1,133 @@
+# Generated from tests/lrs/test_async_lrs_client.py by tools/gen_sync.py: do not edit.
+"""LrsClient against the in-process ControlPlane's LRS side (generated from
+test_async_lrs_client.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from xds_client import Backoff, Node
+from xds_client._backends.threads import call_blocking
+from xds_client.errors import ClientClosedError
+from xds_client.lrs import SEND_ALL_CLUSTERS, LrsClient
+from xds_client.node import Locality
+from xds_client.testing import ControlPlane, RecordedLoadReport
+
+pytestmark = pytest.mark.timeout(60)
+
+FAST = Backoff(initial=0.05, maximum=0.2)
+EAST = Locality(region="r", zone="east")
+
+
+def issued(cluster: str, count: int) -> Callable[[RecordedLoadReport], bool]:
+    """A report of ``cluster`` with ``count`` requests issued in all."""
+
+    def fits(report: RecordedLoadReport) -> bool:
+        stats = report.cluster(cluster)
+        return stats is not None and count == sum(
+            s.total_issued_requests for s in stats.upstream_locality_stats
+        )
+
+    return fits
+
+
+def wait_report(
+    cp: ControlPlane, cluster: str, fits: Callable[[RecordedLoadReport], bool]
+) -> RecordedLoadReport:
+    def wait() -> RecordedLoadReport:
+        return cp.wait_for_load_report(cluster, predicate=fits, timeout=10)
+
+    return call_blocking(wait)
+
+
+def test_reports_reach_the_control_plane_with_the_node() -> None:
+    with ControlPlane(heartbeat_interval=None) as cp:
+        cp.set_load_reporting(["backend"], interval=0.05)
+        with LrsClient(cp.address, node=Node(id="lrs-node"), backoff=FAST) as lrs:
+            backend = lrs.store.cluster("backend")
+            east = backend.locality(EAST)
+            east.start()
+            east.start()
+            east.finish()
+            east.record_load("cpu", 0.5)
+            backend.drop("overload")
+            lrs.store.cluster("other").drop()  # not asked for
+            report = wait_report(cp, "backend", issued("backend", 2))
+        first = cp.load_reports()[0]
+        assert first.node_id == "lrs-node"
+        assert SEND_ALL_CLUSTERS in first.request.node.client_features
+        stats = report.cluster("backend")
+        assert stats is not None
+        (locality,) = stats.upstream_locality_stats
+        assert locality.locality.zone == "east"
+        assert (locality.total_successful_requests, locality.total_requests_in_progress) == (1, 1)
+        assert locality.load_metric_stats[0].metric_name == "cpu"
+        assert [(d.category, d.dropped_count) for d in stats.dropped_requests] == [("overload", 1)]
+        assert stats.load_report_interval.ToNanoseconds() > 0
+        assert not cp.load_reports("other")
+        assert lrs.reports >= 1
+        assert lrs.streams == 1
+
+
+def test_a_new_plan_reaches_the_open_stream() -> None:
+    with ControlPlane(heartbeat_interval=None) as cp:
+        cp.set_load_reporting(["a"], interval=0.05)
+        with LrsClient(cp.address, node=Node(id="n"), backoff=FAST) as lrs:
+            lrs.store.cluster("a").locality().start()
+            lrs.store.cluster("b").locality().start()
+            wait_report(cp, "a", issued("a", 1))
+            assert not cp.load_reports("b")
+            cp.set_load_reporting(None, interval=0.05)  # send_all_clusters
+            wait_report(cp, "b", issued("b", 1))
+            assert lrs.streams == 1
+            assert lrs.reporter is not None
+            assert lrs.reporter.plan is not None
+            assert lrs.reporter.plan.all_clusters
+
+
+def test_a_lost_stream_is_opened_again_and_reports_what_came_meanwhile() -> None:
+    with ControlPlane(heartbeat_interval=None) as cp:
+        cp.set_load_reporting(interval=0.05)
+        with LrsClient(cp.address, node=Node(id="n"), backoff=FAST) as lrs:
+            recorder = lrs.store.cluster("a").locality()
+            recorder.start()
+            wait_report(cp, "a", issued("a", 1))
+            cp.stop_serving()
+            recorder.start()
+            recorder.start()
+            cp.resume_serving()
+            report = wait_report(cp, "a", issued("a", 2))
+            assert report.stream > 1
+            assert lrs.streams > 1
+
+
+class _Metadata(grpc.ServerInterceptor):
+    """Keeps the metadata of each LRS call."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, str]] = []
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        if details.method.endswith("/StreamLoadStats"):
+            self.seen.append(dict(details.invocation_metadata))
+        return continuation(details)
+
+
+def test_the_bearer_token_goes_with_the_stream_and_close_is_final() -> None:
+    seen = _Metadata()
+    with ControlPlane(heartbeat_interval=None, interceptors=[seen]) as cp:
+        cp.set_load_reporting(interval=0.05)
+        lrs = LrsClient(cp.address, node=Node(id="n"), bearer_token="s3cret", backoff=FAST)
+        assert "s3cret" not in repr(lrs)
+        lrs.start()
+        lrs.store.cluster("a").locality().start()
+        wait_report(cp, "a", issued("a", 1))
+        lrs.close()
+        assert seen.seen[0]["authorization"] == "Bearer s3cret"
+        with pytest.raises(ClientClosedError):
+            lrs.start()
