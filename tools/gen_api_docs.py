@@ -31,7 +31,7 @@ MODULES = [
     ("xds_client.graph", "xds_client.graph", "The config graph (see [graph.md](graph.md))."),
     ("xds_client.store", "xds_client.store", "The ResourceStore client (Grafana unified storage)."),
     ("xds_client.lrs", "xds_client.lrs", "Load reporting, LRS (see [lrs.md](lrs.md))."),
-    ("xds_client.otel", "xds_client.otel", "gRPC's xDS client metrics (see [metrics.md](metrics.md))."),
+    ("xds_client.otel", "xds_client.otel", "gRFC A78 metrics (see [metrics.md](metrics.md))."),
     ("xds_client.testing", "xds_client.testing", "In-process servers for tests and demos."),
     ("xds_client.cli", "xds_client.cli", "The `xds-client` command line (see [cli.md](cli.md))."),
 ]
