@@ -96,7 +96,15 @@ def test_a_real_client_reports_a78_instruments(meter: Meter) -> None:
             wait_until(lambda: resources() == expected, what=f"resources {expected}")
             assert meter.points("grpc.xds_client.server_failure") == {}
 
-            # That stream ends after a response: no failure (A57). The next one cannot
+            # A stream that ends after a response is no failure (A57): the client opens
+            # a new one at once, which is answered; nothing counts, connected stays 1.
+            mark = cp.mark()
+            assert len(cp.drop_streams()) == 1
+            cp.wait_for_ack("cds", since=mark, timeout=10)
+            assert meter.points("grpc.xds_client.server_failure") == {}
+            assert meter.points("grpc.xds_client.connected") == {server: 1}
+
+            # The server goes: that stream ended after a response, but the next one cannot
             # reach the server and ends without a response: one failure, connected 0.
             cp.stop_serving()
             wait_until(
