@@ -6,15 +6,21 @@ both surfaces run the same test bodies.
 
 from __future__ import annotations
 
+import base64
+import json
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+import trustme
 
 from tests._twin_support import run_async  # async-only
 from xds_client import Backoff, Node
 from xds_client._backends.asyncio import call_blocking
+from xds_client.client import load_bootstrap
 from xds_client.errors import ClientClosedError
 from xds_client.lrs import SEND_ALL_CLUSTERS, AsyncLrsClient
 from xds_client.node import Locality
@@ -137,3 +143,43 @@ async def test_the_bearer_token_goes_with_the_stream_and_close_is_final() -> Non
         assert seen.seen[0]["authorization"] == "Bearer s3cret"
         with pytest.raises(ClientClosedError):
             lrs.start()
+
+
+def _jwt(marker: str) -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part({'exp': time.time() + 3600, 'm': marker})}.sig"
+
+
+@run_async  # async-only
+async def test_a_bootstrap_server_brings_its_tls_and_token_file(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    creds = grpc.ssl_server_credentials(
+        [(cert.private_key_pem.bytes(), b"".join(b.bytes() for b in cert.cert_chain_pems))]
+    )
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(ca.cert_pem.bytes())
+    token = _jwt("lrs-secret")
+    (tmp_path / "token").write_text(token)
+    seen = _Metadata()
+    with ControlPlane(
+        heartbeat_interval=None, rest_port=None, server_credentials=creds, interceptors=[seen]
+    ) as cp:
+        cp.set_load_reporting(interval=0.05)
+        config = cp.bootstrap()
+        config["xds_servers"][0]["channel_creds"] = [
+            {"type": "tls", "config": {"ca_certificate_file": str(ca_file)}}
+        ]
+        config["xds_servers"][0]["call_creds"] = [
+            {"type": "jwt_token_file", "config": {"jwt_token_file": str(tmp_path / "token")}}
+        ]
+        (tmp_path / "bootstrap.json").write_text(json.dumps(config))
+        boot = load_bootstrap(tmp_path / "bootstrap.json")
+        # The xDS client's own server entry: the same TLS and call credentials.
+        async with AsyncLrsClient(boot.servers[0], node=boot.node, backoff=FAST) as lrs:
+            lrs.store.cluster("a").locality().start()
+            await wait_report(cp, "a", issued("a", 1))
+            assert "lrs-secret" not in repr(lrs)
+        assert seen.seen[0]["authorization"] == f"Bearer {token}"
