@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 import trustme
 
 from tests._twin_support import run_async  # async-only
+from tests._waiting import wait_until
 from xds_client import Backoff, Node
 from xds_client._backends.asyncio import call_blocking
 from xds_client.client import load_bootstrap
@@ -25,6 +27,7 @@ from xds_client.errors import ClientClosedError
 from xds_client.lrs import SEND_ALL_CLUSTERS, AsyncLrsClient
 from xds_client.node import Locality
 from xds_client.testing import ControlPlane, RecordedLoadReport
+from xds_client.transport import ChannelCredentialsConfig
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -183,3 +186,26 @@ async def test_a_bootstrap_server_brings_its_tls_and_token_file(tmp_path: Path) 
             await wait_report(cp, "a", issued("a", 1))
             assert "lrs-secret" not in repr(lrs)
         assert seen.seen[0]["authorization"] == f"Bearer {token}"
+
+
+@run_async  # async-only
+async def test_a_credentials_file_that_cannot_be_read_is_logged_and_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="xds_client.lrs")
+    missing = tmp_path / "no-such-ca.pem"
+    lrs = AsyncLrsClient(
+        "127.0.0.1:1",
+        node=Node(id="n"),
+        credentials=ChannelCredentialsConfig(ca_certificate=str(missing)),
+        backoff=FAST,
+    ).start()
+    try:
+        # Off the loop (call_blocking), so the client's task runs meanwhile.
+        await call_blocking(
+            wait_until, lambda: caplog.text.count("no-such-ca.pem") >= 2, 10.0, "two warnings"
+        )
+    finally:
+        await lrs.aclose()
+    assert "Traceback" not in caplog.text
+    assert lrs.streams == 0

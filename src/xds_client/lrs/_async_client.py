@@ -26,7 +26,7 @@ from xds_client._backends.asyncio import (
     spawn,
 )
 from xds_client._backoff import Backoff
-from xds_client.errors import ClientClosedError, ServerProtocolError
+from xds_client.errors import ClientClosedError, ServerProtocolError, XdsClientError
 from xds_client.node import Node, as_node_proto
 from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
 
@@ -139,6 +139,9 @@ class AsyncLrsClient:
         while not self._closed:
             try:
                 answered = await self._stream(reporter)
+            except XdsClientError as exc:  # e.g. a TLS file that cannot be read
+                log.warning("LRS stream to %s not opened: %s", self.target.uri, exc)
+                answered = False
             except Exception:  # a bug of ours must not end reporting silently
                 log.exception("LRS stream to %s failed", self.target.uri)
                 answered = False

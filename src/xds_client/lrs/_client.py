@@ -27,7 +27,7 @@ from xds_client._backends.threads import (
     spawn,
 )
 from xds_client._backoff import Backoff
-from xds_client.errors import ClientClosedError, ServerProtocolError
+from xds_client.errors import ClientClosedError, ServerProtocolError, XdsClientError
 from xds_client.node import Node, as_node_proto
 from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
 
@@ -140,6 +140,9 @@ class LrsClient:
         while not self._closed:
             try:
                 answered = self._stream(reporter)
+            except XdsClientError as exc:  # e.g. a TLS file that cannot be read
+                log.warning("LRS stream to %s not opened: %s", self.target.uri, exc)
+                answered = False
             except Exception:  # a bug of ours must not end reporting silently
                 log.exception("LRS stream to %s failed", self.target.uri)
                 answered = False
