@@ -91,7 +91,7 @@ class ServerSwitchMetrics(Protocol):
 @runtime_checkable
 class ResourceUpdateMetrics(Protocol):
     """Optional: resources received, valid and invalid (gRFC A78 counts resources, not
-    responses)."""
+    responses). Declared for the clients to call; they do not call it yet."""
 
     def resource_updates(self, type_url: str, server: str, valid: int, invalid: int) -> None:
         """One response of ``type_url`` from ``server`` held ``valid`` resources that
