@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from typing import Any
 
 import pytest
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 from envoy.service.load_stats.v3.lrs_pb2 import LoadStatsRequest, LoadStatsResponse
+from hypothesis import given
+from hypothesis import strategies as st
 
 from xds_client.errors import ServerProtocolError, UsageError
 from xds_client.lrs import SEND_ALL_CLUSTERS, LoadReporter, LoadStore
@@ -190,3 +194,56 @@ def test_recording_from_many_threads_loses_nothing() -> None:
     ((counts),) = store.take()
     (one,) = counts.localities
     assert (one.issued, one.succeeded, one.in_progress) == (4000, 4000, 0)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("record"), st.sampled_from(["a", "b"]), st.booleans()),
+            st.tuples(st.just("plan"), st.sampled_from([(), ("a",), ("b",)]), st.integers(1, 3)),
+            st.tuples(st.just("restart"), st.none(), st.none()),
+            st.tuples(st.just("tick"), st.none(), st.floats(0.1, 5.0)),
+        ),
+        max_size=40,
+    )
+)
+def test_every_count_is_reported_once_and_intervals_never_overlap(
+    steps: list[tuple[str, Any, Any]],
+) -> None:
+    store = LoadStore()
+    core = reporter(store, now=0.0)
+    core.stream_started()
+    now = 0.0
+    recorded: Counter[str] = Counter()
+    reported: Counter[str] = Counter()
+    last: dict[str, float] = {}
+
+    def collect(request: LoadStatsRequest | None) -> None:
+        for stats in request.cluster_stats if request is not None else ():
+            name = stats.cluster_name
+            reported[name] += sum(s.total_successful_requests + s.total_error_requests
+                                  for s in stats.upstream_locality_stats)  # fmt: skip
+            start = now - stats.load_report_interval.ToNanoseconds() / 1e9
+            # Each report covers the time since the cluster's previous one, no overlap.
+            assert start >= last.get(name, 0.0) - 1e-6
+            last[name] = now
+
+    for kind, arg, more in steps:
+        if kind == "record":
+            recorder = store.cluster(arg).locality()
+            recorder.start()
+            recorder.finish(error=more)
+            recorded[arg] += 1
+        elif kind == "plan":
+            core.receive(plan(*arg, interval=more), now)
+        elif kind == "restart":
+            core.stream_started()
+        else:
+            now += more
+            collect(core.report(now))
+    # Finally the server asks for everything: nothing recorded is lost or counted twice.
+    core.stream_started()
+    core.receive(plan(interval=1), now)
+    now += 1
+    collect(core.report(now))
+    assert reported == recorded
