@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import grpc
+from envoy.config.core.v3.base_pb2 import Node as NodeProto
 from envoy.service.load_stats.v3.lrs_pb2 import LoadStatsRequest, LoadStatsResponse
 
 from xds_client._backends.asyncio import (
@@ -73,7 +74,7 @@ class AsyncLrsClient:
         self,
         server: str | ServerTarget,
         *,
-        node: Node | Any,
+        node: Node | NodeProto,
         store: LoadStore | None = None,
         credentials: ChannelCredentialsConfig | None = None,
         bearer_token: str | None = None,
