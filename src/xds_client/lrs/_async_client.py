@@ -74,7 +74,7 @@ class AsyncLrsClient:
         self,
         server: str | ServerTarget,
         *,
-        node: Node | NodeProto,
+        node: Node | NodeProto | None = None,
         store: LoadStore | None = None,
         credentials: ChannelCredentialsConfig | None = None,
         bearer_token: str | None = None,

@@ -75,7 +75,7 @@ class LrsClient:
         self,
         server: str | ServerTarget,
         *,
-        node: Node | NodeProto,
+        node: Node | NodeProto | None = None,
         store: LoadStore | None = None,
         credentials: ChannelCredentialsConfig | None = None,
         bearer_token: str | None = None,
