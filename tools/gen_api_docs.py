@@ -30,6 +30,8 @@ MODULES = [
     ("xds_client", "xds_client", "Clients, events, node, resource registry and errors."),
     ("xds_client.graph", "xds_client.graph", "The config graph (see [graph.md](graph.md))."),
     ("xds_client.store", "xds_client.store", "The ResourceStore client (Grafana unified storage)."),
+    ("xds_client.lrs", "xds_client.lrs", "Load reporting, LRS (see [lrs.md](lrs.md))."),
+    ("xds_client.otel", "xds_client.otel", "gRFC A78 metrics (see [metrics.md](metrics.md))."),
     ("xds_client.testing", "xds_client.testing", "In-process servers for tests and demos."),
     ("xds_client.cli", "xds_client.cli", "The `xds-client` command line (see [cli.md](cli.md))."),
 ]

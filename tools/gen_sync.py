@@ -158,6 +158,23 @@ FILES: tuple[Twin, ...] = (
         ),
     ),
     Twin(
+        "src/xds_client/lrs/_async_client.py",
+        "src/xds_client/lrs/_client.py",
+        "LrsClient: load reports to an LRS server, on threads.\n\n"
+        "Generated from ``_async_client.py`` with the thread backend: one thread runs the\n"
+        "stream and the report timer, one reads the server's responses, and gRPC's own\n"
+        "thread writes the requests. Every decision is the sans-I/O\n"
+        ":class:`~xds_client.lrs._reporter.LoadReporter`'s.",
+        rules=(
+            (r"An asyncio client of", "A blocking client of"),
+            (
+                r"\n\s*Create it inside a running loop; use ``async with`` or"
+                r" ``start\(\)``/``aclose\(\)``\.",
+                "\n\n    Use ``with`` or ``start()``/``close()``.",
+            ),
+        ),
+    ),
+    Twin(
         "src/xds_client/graph/_async_watch.py",
         "src/xds_client/graph/_watch.py",
         "ConfigWatch: complete snapshots of one listener's configuration, for threads.\n\n"
@@ -233,6 +250,12 @@ TESTS: tuple[Twin, ...] = (
             (r"transport\._async_grpc\b", "transport._grpc"),
             (r"\._async_stream_checks\b", "._stream_checks"),
         ),
+    ),
+    Twin(
+        "tests/lrs/test_async_lrs_client.py",
+        "tests/lrs/test_lrs_client.py",
+        "LrsClient against the in-process ControlPlane's LRS side (generated from\n"
+        "test_async_lrs_client.py).",
     ),
     Twin(
         "tests/graph/test_async_config_watch.py",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
     from ._store_server import ResourceStoreServer
     from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo, Subscription
+    from ._xds._lrs import RecordedLoadReport
     from .pytest_plugin import AsyncXdsClientFactory, ControlPlaneFactory
 
 # public name -> module that defines it (loaded on first use)
@@ -37,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "RecordedResponse": "xds_client.testing._xds._log",
     "StreamInfo": "xds_client.testing._xds._log",
     "Subscription": "xds_client.testing._xds._log",
+    "RecordedLoadReport": "xds_client.testing._xds._lrs",
     "load_resources": "xds_client.testing._resource_file",
     "LoadedResources": "xds_client.testing._resource_file",
     "ResourceFileError": "xds_client.testing._resource_file",
@@ -55,6 +57,7 @@ __all__: list[str] = [
     "RecordedResponse",
     "StreamInfo",
     "Subscription",
+    "RecordedLoadReport",
     "load_resources",
     "LoadedResources",
     "ResourceFileError",
