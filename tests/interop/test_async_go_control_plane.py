@@ -384,6 +384,7 @@ async def test_a_fresh_stream_asking_only_for_missing_names_hears_does_not_exist
     async with client, client.watch(CLUSTER, "nope") as watch:
         await peer.wait_for_request_async(type_url=CLUSTER, node_id=node_id)
         assert (await next_of(watch, ResourceDoesNotExist, timeout=3)).name == "nope"
+    assert not peer.responses(CLUSTER, node_id=node_id)  # the stream stayed silent
 
 
 @pytest.mark.parametrize(("protocol", "ads"), [("sotw", False), ("sotw", True)])

@@ -372,6 +372,7 @@ def test_a_fresh_stream_asking_only_for_missing_names_hears_does_not_exist(
     with client, client.watch(CLUSTER, "nope") as watch:
         peer.wait_for_request(type_url=CLUSTER, node_id=node_id)
         assert (next_of(watch, ResourceDoesNotExist, timeout=3)).name == "nope"
+    assert not peer.responses(CLUSTER, node_id=node_id)  # the stream stayed silent
 
 
 @pytest.mark.parametrize(("protocol", "ads"), [("sotw", False), ("sotw", True)])
