@@ -133,6 +133,8 @@ class PeerRequest:
     error_code: int | None = None
     """``error_detail.code`` of a NACK; None for an ACK or a subscription change."""
     error_message: str = ""
+    at: float = 0.0
+    """``time.monotonic()`` when the wrapper read it from the peer's log."""
 
     @property
     def is_nack(self) -> bool:
@@ -160,6 +162,8 @@ class PeerResponse:
     """Delta ``removed_resources``."""
     versions: Mapping[str, str] = field(default_factory=dict)
     """Delta: per-resource versions."""
+    at: float = 0.0
+    """``time.monotonic()`` when the wrapper read it from the peer's log."""
 
 
 def _request(index: int, event: dict[str, Any]) -> PeerRequest:
@@ -179,6 +183,7 @@ def _request(index: int, event: dict[str, Any]) -> PeerRequest:
         initial_resource_versions=dict(event.get("initial_resource_versions", {})),
         error_code=None if error is None else int(error.get("code", 0)),
         error_message="" if error is None else str(error.get("message", "")),
+        at=event.get("at", 0.0),
     )
 
 
@@ -195,6 +200,7 @@ def _response(index: int, event: dict[str, Any]) -> PeerResponse:
         heartbeats=tuple(event.get("heartbeats", ())),
         removed=tuple(event.get("removed", ())),
         versions=dict(event.get("versions", {})),
+        at=event.get("at", 0.0),
     )
 
 
@@ -298,6 +304,7 @@ class GoControlPlane:
                 event = json.loads(line)
             except ValueError:
                 event = {"event": "garbage", "line": line}
+            event["at"] = time.monotonic()
             kind = event.get("event")
             if kind in ("request", "response"):
                 stream = (event["delta"], event["stream"])
