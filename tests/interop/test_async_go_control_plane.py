@@ -18,7 +18,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 from tests._twin_support import run_async  # async-only
-from tests.peers.go_control_plane import GoControlPlane, PeerRequest, WithTtl, peer_binary
+from tests.peers.go_control_plane import GoControlPlane, WithTtl, peer_binary
 from xds_client import (
     AsyncWatch,
     AsyncXdsClient,
@@ -81,15 +81,6 @@ def endpoint_port(snapshot: Any, cluster: str) -> int:
     assignment = snapshot.endpoints[cluster]
     port: int = assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value
     return port
-
-
-def acks(peer: GoControlPlane, type_url: str, since: int, version: str) -> list[PeerRequest]:
-    """The ACKs of ``type_url`` after ``since`` that took ``version`` (SotW) or any response."""
-    return [
-        r
-        for r in peer.requests(type_url, since=since)
-        if not r.is_nack and r.response_nonce and (r.delta or r.version_info == version)
-    ]
 
 
 async def next_of(
