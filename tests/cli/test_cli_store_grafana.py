@@ -81,7 +81,7 @@ def test_kinds_and_quota(cli: Any, setup: Any) -> None:
 def test_another_namespace_is_refused_and_a_bad_exchange_is_one_line(
     cli: Any, setup: Any, tmp_path: Path
 ) -> None:
-    _, tx, flags = setup
+    _, _tx, flags = setup
     other: Result = cli("store", "get", *flags, "--exchange-namespace", NS, KIND, "a", "-n", "x")
     assert other.code == 1
     assert "PERMISSION_DENIED" in other.err
@@ -90,7 +90,8 @@ def test_another_namespace_is_refused_and_a_bad_exchange_is_one_line(
     bad_flags = [*flags[:4], "--exchange-token-file", str(wrong)]
     refused: Result = cli("store", "get", *bad_flags, KIND, "a", "-n", NS)
     assert refused.code == 1
-    assert "token exchange" in refused.err and "401" in refused.err
+    assert "token exchange" in refused.err
+    assert "401" in refused.err
     assert "not-the-service-token" not in refused.err
 
 

@@ -100,6 +100,16 @@ async def test_watch_carries_the_token(setup: Setup) -> None:
 
 
 @run_async  # async-only
+async def test_informer_lists_and_watches_with_the_token(setup: Setup) -> None:
+    async with connect(setup, access_token=setup.credential()) as c:
+        await c.create(DASHBOARDS.with_name("i"), doc("I"))
+        async with c.informer(DASHBOARDS) as informer:
+            await informer.wait_synced(10)
+            assert list(informer.objects) == [DASHBOARDS.with_name("i")]
+    assert setup.exchange.exchanges == 1
+
+
+@run_async  # async-only
 async def test_a_token_for_another_namespace_is_refused(setup: Setup) -> None:
     other = DASHBOARDS.with_name("x", namespace="stacks-2")
     async with connect(setup, access_token=setup.credential()) as c:

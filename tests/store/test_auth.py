@@ -7,6 +7,7 @@ to 1 s). Secrets never show in reprs or error messages.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
@@ -19,6 +20,7 @@ import pytest
 
 from xds_client.errors import UsageError
 from xds_client.store import (
+    AsyncResourceStoreClient,
     ExchangeBackoff,
     ExchangedToken,
     ForbiddenError,
@@ -365,3 +367,35 @@ def test_server_check_refuses_bad_tokens_and_other_namespaces() -> None:
         with ResourceStoreClient(srv.address) as c:
             assert c.is_healthy()  # health checks need no token
     assert check.seen[0]["x-access-token"] == good
+
+
+def test_the_async_client_exchanges_off_the_loop_and_once() -> None:
+    secret = b"k"
+    prefix = ResourceKey("dashboard.grafana.app", "dashboards", "stacks-1")
+    calls = []
+
+    def slow_exchange() -> ExchangedToken:  # a blocking HTTP call, say
+        calls.append(1)
+        time.sleep(0.3)
+        return ExchangedToken(mint_access_token(secret, "stacks-1"), time.time() + 600)
+
+    async def main(address: str) -> int:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        cred = TokenExchange(slow_exchange)
+        async with AsyncResourceStoreClient(address, access_token=cred) as c:
+            task = asyncio.create_task(ticker())
+            await asyncio.gather(*(c.create(prefix.with_name(f"o{i}"), {}) for i in range(5)))
+            task.cancel()
+        return ticks
+
+    with ResourceStoreServer(auth=AccessTokenCheck(secret)) as srv:
+        ticks = asyncio.run(main(srv.address))
+    assert len(calls) == 1
+    assert ticks >= 10  # the loop ran while the exchange blocked its thread

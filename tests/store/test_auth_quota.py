@@ -93,6 +93,15 @@ def test_watch_carries_the_token(setup: Setup) -> None:
         assert keys == [DASHBOARDS.with_name("w")]
 
 
+def test_informer_lists_and_watches_with_the_token(setup: Setup) -> None:
+    with connect(setup, access_token=setup.credential()) as c:
+        c.create(DASHBOARDS.with_name("i"), doc("I"))
+        with c.informer(DASHBOARDS) as informer:
+            informer.wait_synced(10)
+            assert list(informer.objects) == [DASHBOARDS.with_name("i")]
+    assert setup.exchange.exchanges == 1
+
+
 def test_a_token_for_another_namespace_is_refused(setup: Setup) -> None:
     other = DASHBOARDS.with_name("x", namespace="stacks-2")
     with connect(setup, access_token=setup.credential()) as c:
