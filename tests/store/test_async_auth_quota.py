@@ -9,6 +9,7 @@ ResourceStoreClient twin (test_auth_quota.py) from this file.
 from __future__ import annotations
 
 import contextlib
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from xds_client.errors import UsageError
 from xds_client.store import (
     AsyncResourceStoreClient,
     Dialect,
+    ExchangedToken,
     ForbiddenError,
     QuotaExceededError,
     QuotaUsage,
@@ -118,6 +120,20 @@ async def test_a_token_for_another_namespace_is_refused(setup: Setup) -> None:
         assert not isinstance(refused.value, QuotaExceededError)
     async with connect(setup, access_token=setup.credential("*")) as c:
         await c.create(other, doc())  # '*' is every namespace
+
+
+@run_async  # async-only
+async def test_a_refused_token_is_exchanged_again(setup: Setup) -> None:
+    good = setup.exchange.mint(NS, ["resourceStore"])
+    bad = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")  # a broken signature
+    tokens = [bad, good]
+    credential = TokenExchange(lambda: ExchangedToken(tokens.pop(0), time.time() + 600))
+    async with connect(setup, access_token=credential) as c:
+        key = DASHBOARDS.with_name("a")
+        with pytest.raises(UnauthorizedError):
+            await c.create(key, doc())
+        await c.create(key, doc())  # the refused token was dropped: a new exchange
+    assert credential.exchanges == 2
 
 
 @run_async  # async-only

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ import pytest
 from xds_client.errors import UsageError
 from xds_client.store import (
     Dialect,
+    ExchangedToken,
     ForbiddenError,
     QuotaExceededError,
     QuotaUsage,
@@ -110,6 +112,19 @@ def test_a_token_for_another_namespace_is_refused(setup: Setup) -> None:
         assert not isinstance(refused.value, QuotaExceededError)
     with connect(setup, access_token=setup.credential("*")) as c:
         c.create(other, doc())  # '*' is every namespace
+
+
+def test_a_refused_token_is_exchanged_again(setup: Setup) -> None:
+    good = setup.exchange.mint(NS, ["resourceStore"])
+    bad = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")  # a broken signature
+    tokens = [bad, good]
+    credential = TokenExchange(lambda: ExchangedToken(tokens.pop(0), time.time() + 600))
+    with connect(setup, access_token=credential) as c:
+        key = DASHBOARDS.with_name("a")
+        with pytest.raises(UnauthorizedError):
+            c.create(key, doc())
+        c.create(key, doc())  # the refused token was dropped: a new exchange
+    assert credential.exchanges == 2
 
 
 def test_no_token_is_unauthorized(setup: Setup) -> None:

@@ -172,6 +172,12 @@ class AsyncResourceStoreClient:
             return self._metadata
         return auth.call_metadata(self._metadata, token, auth.id_token_of(self._id_token))
 
+    def _refused(self, error: ResourceStoreError) -> None:
+        # The server refused the kept token (expired early, keys rotated): the next
+        # call exchanges again instead of sending it until it expires.
+        if self._access_token is not None and error.code == 401:
+            self._access_token.invalidate()
+
     async def _call(
         self,
         method: Any,
@@ -197,6 +203,7 @@ class AsyncResourceStoreClient:
                     raise from_rpc_error(exc, exc.trailing_metadata()) from exc
                 return handle(resp, trailing)
             except ResourceStoreError as exc:
+                self._refused(exc)
                 delay = retries.failed(exc, time.monotonic())
                 if delay is None:
                     raise
@@ -717,6 +724,7 @@ class AsyncStoreWatch(AsyncIterator[StoreWatchEvent]):
                 if self._client._closed:
                     raise ClientClosedError("the client was closed during the watch") from exc
                 error = from_rpc_error(exc, exc.trailing_metadata())
+                self._client._refused(error)
             else:
                 if event is None:
                     error = None  # the server ended the stream: resume
