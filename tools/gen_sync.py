@@ -201,6 +201,12 @@ TESTS: tuple[Twin, ...] = (
         "from test_async_client.py; the sync-only tests are in test_client_sync_only.py).",
     ),
     Twin(
+        "tests/store/test_async_auth_quota.py",
+        "tests/store/test_auth_quota.py",
+        "Grafana's service authentication, quotas and newer calls on ResourceStoreClient\n"
+        "(generated from test_async_auth_quota.py), against both test servers.",
+    ),
+    Twin(
         "tests/store/test_async_edges.py",
         "tests/store/test_edges.py",
         "Issue 26's ResourceStore edges on ResourceStoreClient (generated from\n"

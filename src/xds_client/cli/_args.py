@@ -159,6 +159,21 @@ def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> N
 def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", "-s", metavar="HOST:PORT", required=True)
     _security_options(parser)
+    grafana = parser.add_argument_group("Grafana service authentication")
+    grafana.add_argument(
+        "--exchange-url", metavar="URL", help="token exchange URL: send its X-Access-Token"
+    )
+    grafana.add_argument(
+        "--exchange-token-file", metavar="FILE", help="the service token to exchange"
+    )
+    grafana.add_argument(
+        "--exchange-namespace",
+        metavar="NS",
+        help="namespace of the access token (default: --namespace, else '*')",
+    )
+    grafana.add_argument(
+        "--id-token-file", metavar="FILE", help="send the user's ID token as X-Id-Token"
+    )
     _output_options(parser)
 
 
@@ -264,6 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--resource-version", type=int, default=0)
     health = store_sub.add_parser("health", help="check the server's health")
     _store_options(health)
+    kinds = store_sub.add_parser("kinds", help="the collections (group/resource) that hold objects")
+    _store_options(kinds)
+    kinds.add_argument("--namespace", "-n", default="", help="namespace (tenant; default: all)")
+    kinds.add_argument("--group", default="", help="only this API group")
+    quota = store_sub.add_parser("quota", help="a collection's quota: objects held and allowed")
+    _store_options(quota)
+    _store_kind(quota, name=False)
 
     graph = sub.add_parser(
         "graph", help="follow a listener to its routes, clusters and endpoints; print the tree"

@@ -1,4 +1,4 @@
-"""``store get|list|watch|create|update|delete|health``: a Grafana ResourceStore."""
+"""``store get|list|watch|create|update|delete|health|kinds|quota``: a Grafana ResourceStore."""
 
 from __future__ import annotations
 
@@ -100,7 +100,11 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
             else:
                 out.line(f"{server}: {'SERVING' if healthy else 'NOT SERVING'}")
             return 0 if healthy else 1
+        if action == "kinds":
+            return _kinds(client, args, out)
         prefix = _prefix(args)
+        if action == "quota":
+            return _quota(client, prefix, out)
         if action == "get":
             obj = client.read(prefix.with_name(args.name))
             if out.format == "json":
@@ -129,6 +133,46 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         rv = client.delete(key, resource_version=args.resource_version)
         _written(out, "deleted", key, rv)
         return 0
+
+
+def _kinds(client: ResourceStoreClient, args: argparse.Namespace, out: Output) -> int:
+    found = client.list_stored_resources(args.namespace, group=args.group)
+    if out.json_lines:
+        for key in found:
+            out.json(
+                {
+                    "event": "stored",
+                    "kind": f"{key.group}/{key.resource}",
+                    "namespace": key.namespace,
+                    "group": key.group,
+                    "resource": key.resource,
+                }
+            )
+    else:
+        rows = [(k.namespace, k.group, k.resource) for k in found]
+        out.table(("NAMESPACE", "GROUP", "RESOURCE"), rows)
+    return 0
+
+
+def _quota(client: ResourceStoreClient, prefix: ResourceKey, out: Output) -> int:
+    usage = client.quota_usage(prefix)
+    kind = f"{prefix.group}/{prefix.resource}"
+    if out.json_lines:
+        out.json(
+            {
+                "event": "quota",
+                "kind": kind,
+                "namespace": prefix.namespace,
+                "usage": usage.usage,
+                "limit": usage.limit,
+            }
+        )
+    else:
+        out.line(
+            f"{kind} in {prefix.namespace or '(cluster)'}: {usage.usage} of {usage.limit} "
+            f"used, {usage.remaining} left"
+        )
+    return 0
 
 
 def _written(out: Output, what: str, key: ResourceKey, rv: int) -> None:
