@@ -199,7 +199,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--store-db",
         metavar="FILE",
-        help="also serve a ResourceStore on this SQLite file (':memory:' too)",
+        help="also serve a ResourceStore on this SQLite file (':memory:' too; "
+        "the announcement names its full path)",
+    )
+    serve.add_argument(
+        "--store-port",
+        type=_port,
+        default=None,
+        help="also serve a ResourceStore on this port (in memory unless --store-db; "
+        "default: a free port when --store-db is given)",
+    )
+    serve.add_argument(
+        "--validate",
+        action="store_true",
+        help="refuse a file whose resources break their proto's rules "
+        "(default: serve it with a warning)",
     )
     serve.add_argument(
         "--json", action="store_true", help="announce the ports and reloads as JSON Lines"
