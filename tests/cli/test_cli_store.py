@@ -133,7 +133,8 @@ def test_health(cli: Any, resource_store_server: ResourceStoreServer) -> None:
     assert ok.json_lines()[0]["healthy"] is True
     down = cli("store", "health", "-s", "127.0.0.1:1")
     assert down.code == 1
-    assert "NOT SERVING" in down.out
+    assert "cannot reach ResourceStore at 127.0.0.1:1" in down.err  # not "NOT SERVING"
+    assert not down.out
 
 
 @pytest.mark.parametrize(
@@ -160,11 +161,11 @@ def test_unreachable_server_is_one_line(cli: Any) -> None:
     result = cli("store", "list", "-s", "127.0.0.1:1", KIND)
     assert result.code == 1
     (line,) = result.err.strip().splitlines()
-    assert line.startswith("xds-client: error: 503")
+    assert line.startswith("xds-client: error: cannot reach ResourceStore at 127.0.0.1:1: 503")
 
 
 def test_watch_of_unreachable_server_is_one_line(cli: Any) -> None:
     result = cli("store", "watch", "-s", "127.0.0.1:1", KIND, "--timeout", "30")
     assert result.code == 1
     (line,) = result.err.strip().splitlines()
-    assert line.startswith("xds-client: error: 503")
+    assert line.startswith("xds-client: error: cannot reach ResourceStore at 127.0.0.1:1: 503")

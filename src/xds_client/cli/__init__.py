@@ -20,9 +20,10 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    # gRPC's C core logs connection chatter (GOAWAY ...) to stderr at INFO; our
-    # output already reports connectivity. Only effective before grpc is imported.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    # gRPC's C core logs to stderr (connection chatter, and at ERROR a bad PEM file or a
+    # port in use) in its own format; our one-line errors already say it in CLI words.
+    # Only effective before grpc is imported; GRPC_VERBOSITY=error (or debug) asks for them.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     return run(argv, sys.stdout, sys.stderr)
 
 
@@ -61,9 +62,10 @@ def _describe(exc: Exception) -> tuple[int, str]:
     """Exit status and one-line message of a failure."""
     from xds_client.errors import UsageError, XdsClientError
 
+    from ._hints import cli_words
     from ._xds import CommandError
 
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = cli_words(" ".join(str(exc).split())) or type(exc).__name__
     if isinstance(exc, CommandError):
         return exc.code, text
     if isinstance(exc, UsageError):

@@ -168,7 +168,15 @@ def _store_kind(parser: argparse.ArgumentParser, *, name: bool) -> None:
     )
     if name:
         parser.add_argument("name", metavar="NAME")
-    parser.add_argument("--namespace", "-n", default="", help="namespace (tenant)")
+    if name:
+        # One object: kubectl's habit, the `default` namespace unless told.
+        parser.add_argument(
+            "--namespace", "-n", default="default", help="namespace (tenant; default: default)"
+        )
+    else:
+        parser.add_argument(
+            "--namespace", "-n", default="", help="namespace (tenant; default: all namespaces)"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,24 +4,48 @@ from __future__ import annotations
 
 import argparse
 import queue
+import time
 
 from xds_client.errors import WaitTimeoutError
 
-from ._output import Output
-from ._xds import CommandError, _make_client
+from ._output import Output, Progress
+from ._xds import CommandError, _Answers, _make_client, _resolve, _where, uses_tls
 
 __all__ = ["run_graph"]
 
 
 def run_graph(args: argparse.Namespace, out: Output) -> int:
     """Print the first complete snapshot; exit 1 when part of the graph has errors."""
-    # A complete snapshot is itself the real xDS answer: the answer queue is not read.
-    answers: queue.SimpleQueue[object] = queue.SimpleQueue()
-    with _make_client(args, answers) as client, client.watch_config(args.listener) as watch:
-        try:
-            snapshot = watch.get(timeout=args.timeout)
-        except WaitTimeoutError as exc:
-            raise CommandError(str(exc)) from None
+    # A complete snapshot is itself the real xDS answer. The listener's own events (one
+    # more watch of the name watch_config subscribes anyway) tell a refused port, a
+    # server that is not xDS or a TLS mistake at once, as watch, fetch and dump do.
+    events: queue.SimpleQueue[object] = queue.SimpleQueue()
+    listener_type = _resolve("lds", args.api)
+    answers = _Answers([listener_type], tls=uses_tls(args))
+    progress = Progress(out.err)
+    progress.update(f"following listener {args.listener} on {_where(args)} ...")
+    deadline = time.monotonic() + args.timeout
+    try:
+        with (
+            _make_client(args, events) as client,
+            client.watch(listener_type, args.listener, on_event=events.put),
+            client.watch_config(args.listener) as watch,
+        ):
+            while True:
+                try:
+                    snapshot = watch.get(timeout=min(0.1, max(0.0, deadline - time.monotonic())))
+                    break
+                except WaitTimeoutError:
+                    while not events.empty():
+                        answers.note(events.get())  # raises for a stream that never answered
+                    if time.monotonic() >= deadline:
+                        raise CommandError(
+                            f"no complete config of listener {args.listener!r} within "
+                            f"{args.timeout:g}s; still watching: "
+                            f"{sorted(map(str, watch.subscribed))}"
+                        ) from None
+    finally:
+        progress.done()
     if out.json_lines:
         out.json(snapshot.to_dict())
     else:

@@ -16,6 +16,8 @@ from xds_client.store import (
     RetryPolicy,
     SelectorError,
     StoredObject,
+    StoreNotImplementedError,
+    UnavailableError,
     parse_selector,
 )
 
@@ -84,7 +86,6 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         server = check_address(args.server)
     except ValueError as exc:
         raise CommandError(str(exc), 2) from None
-    action = args.store_command
     labels = getattr(args, "selector", None)
     if labels:
         try:
@@ -92,13 +93,32 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         except SelectorError as exc:
             raise CommandError(f"bad label selector {labels!r}: {exc}", 2) from None
     channel = store_channel_options(args)
+    try:
+        return _run_action(args, server, labels, channel, out)
+    except StoreNotImplementedError as exc:
+        if "method not found" in str(exc).lower():
+            # A gRPC server, but not a ResourceStore (an xDS port, say): say that.
+            raise CommandError(f"{server} is not a ResourceStore server ({exc})") from None
+        raise
+    except UnavailableError as exc:
+        raise CommandError(f"cannot reach ResourceStore at {server}: {exc}") from None
+
+
+def _run_action(
+    args: argparse.Namespace, server: str, labels: str | None, channel: dict[str, Any], out: Output
+) -> int:
+    action = args.store_command
     with ResourceStoreClient(server, timeout=10.0, retry=_CLI_RETRY, **channel) as client:
         if action == "health":
-            healthy = client.is_healthy()
+            # Unreachable and not-a-store raise (status 1, with the cause); an answer that
+            # is not SERVING is the server's own verdict.
+            status = client.health()
+            healthy = status == "SERVING"
             if out.json_lines:
-                out.json({"event": "health", "server": server, "healthy": healthy})
+                out.json({"event": "health", "server": server, "healthy": healthy,
+                          "status": status})  # fmt: skip
             else:
-                out.line(f"{server}: {'SERVING' if healthy else 'NOT SERVING'}")
+                out.line(f"{server}: {status.replace('_', ' ')}")
             return 0 if healthy else 1
         prefix = _prefix(args)
         if action == "get":

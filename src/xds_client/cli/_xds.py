@@ -17,6 +17,7 @@ from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseR
 from xds_client.resources import ResourceType, resource_type
 
 from ._args import DEFAULT_NODE_ID, check_address
+from ._hints import explain
 from ._output import Output, Progress, kind_of, xds_records
 from ._security import bootstrap_from_env, security_options
 
@@ -136,8 +137,13 @@ def _where(args: argparse.Namespace) -> str:
     return str(args.server or args.bootstrap or bootstrap_from_env())
 
 
-def _unreachable(event: ConnectivityChanged) -> CommandError:
-    return CommandError(f"cannot reach xDS server {event.server}: {event.reason or 'unavailable'}")
+def _unreachable(event: ConnectivityChanged, *, tls: bool) -> CommandError:
+    return CommandError(explain(event.server, event.reason or "unavailable", tls=tls))
+
+
+def uses_tls(args: argparse.Namespace) -> bool:
+    """Whether the command was asked to speak TLS (for the hints of a failed handshake)."""
+    return bool(args.tls or args.ca_file or args.cert or args.server_name)
 
 
 def _no_answer(server: str, what: str, timeout: float) -> CommandError:
@@ -150,8 +156,9 @@ def _no_answer(server: str, what: str, timeout: float) -> CommandError:
 class _Answers:
     """Which subscribed types have had a real xDS answer."""
 
-    def __init__(self, rtypes: list[ResourceType[Any]]) -> None:
+    def __init__(self, rtypes: list[ResourceType[Any]], *, tls: bool = False) -> None:
         self.waiting = {r.type_url for r in rtypes}
+        self.tls = tls
 
     def note(self, event: object) -> None:
         """Count ``event`` if it is an answer; raise if it says the server is not one."""
@@ -160,7 +167,7 @@ class _Answers:
             self.waiting.discard(event.type_url)
         elif isinstance(event, ConnectivityChanged) and not event.connected and self.waiting:
             # Refused, unreachable, UNIMPLEMENTED ... before any answer: say so, do not retry.
-            raise _unreachable(event)
+            raise _unreachable(event, tls=self.tls)
 
     @property
     def all_answered(self) -> bool:
@@ -172,11 +179,13 @@ def _settle(
     rtypes: list[ResourceType[Any]],
     timeout: float,
     server: str,
+    *,
+    tls: bool = False,
 ) -> list[object]:
     """Events until every type had a real answer plus a quiet spell; errors if none in time."""
     deadline = time.monotonic() + timeout
     seen: list[object] = []
-    answers = _Answers(rtypes)
+    answers = _Answers(rtypes, tls=tls)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -203,7 +212,7 @@ def run_watch(args: argparse.Namespace, out: Output) -> int:
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     count = 0
     events: queue.SimpleQueue[object] = queue.SimpleQueue()
-    answers = _Answers([rtype])
+    answers = _Answers([rtype], tls=uses_tls(args))
     with (
         _make_client(args, events) as client,
         _subscribed(client, events, [rtype], names),
@@ -246,7 +255,7 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
             _make_client(args, events, transport=transport) as client,
             _subscribed(client, events, [rtype], names),
         ):
-            seen = _settle(events, [rtype], args.timeout, _where(args))
+            seen = _settle(events, [rtype], args.timeout, _where(args), tls=uses_tls(args))
             cached = client.resources(rtype)  # before unsubscribing drops the cache
     finally:
         progress.done()
@@ -307,7 +316,7 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
             _make_client(args, events, metrics=metrics) as client,
             _subscribed(client, events, rtypes, None),
         ):
-            _settle(events, rtypes, args.timeout, _where(args))
+            _settle(events, rtypes, args.timeout, _where(args), tls=uses_tls(args))
             dump = client.config_dump()
     finally:
         progress.done()

@@ -1,0 +1,193 @@
+"""The command line at first contact (issue #35): every failure names its cause in CLI
+words (a flag to try, not a Python argument), fast, on one line, with no gRPC log."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import trustme
+
+from xds_client.testing import ControlPlane, ResourceStoreServer
+
+from .conftest import EXAMPLE_RESOURCES, Result
+
+pytestmark = pytest.mark.timeout(60)
+
+SERVER_NAME = "xds.example.test"
+KIND = "dashboard.grafana.app/dashboards"
+
+
+def _refused() -> str:
+    with socket.socket() as sock:  # bound, not listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _one_line(result: Result) -> str:
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
+    assert "Traceback" not in result.err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def tls() -> Iterator[tuple[ControlPlane, ControlPlane, Path]]:
+    """A TLS control plane, an mTLS one, and a folder with ca.pem and other-ca.pem."""
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"xds-first-contact-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    ca, other = trustme.CA(), trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    other.cert_pem.write_to_path(str(folder / "other-ca.pem"))
+    cert = ca.issue_cert(SERVER_NAME)
+    pair = [(cert.private_key_pem.bytes(), b"".join(c.bytes() for c in cert.cert_chain_pems))]
+    plain = grpc.ssl_server_credentials(pair)
+    mutual = grpc.ssl_server_credentials(
+        pair, root_certificates=ca.cert_pem.bytes(), require_client_auth=True
+    )
+    with (
+        ControlPlane(server_credentials=plain, rest_port=None) as cp,
+        ControlPlane(server_credentials=mutual, rest_port=None) as mcp,
+    ):
+        cp.load_file(EXAMPLE_RESOURCES)
+        yield cp, mcp, folder
+
+
+@pytest.mark.parametrize(
+    ("flags", "hint"),
+    [
+        ([], "add --tls (the system's CAs) or --ca-file PEM"),
+        (["--tls"], "--ca-file PEM"),
+        (["--ca-file", "{folder}/other-ca.pem", "--server-name", SERVER_NAME], "--ca-file PEM"),
+        (["--ca-file", "{folder}/ca.pem"], "--server-name NAME"),
+    ],
+    ids=["plaintext", "system-roots", "other-ca", "wrong-name"],
+)
+def test_tls_mistakes_give_the_flag_to_try(
+    cli: Any, tls: tuple[ControlPlane, ControlPlane, Path], flags: list[str], hint: str
+) -> None:
+    cp, _, folder = tls
+    args = [f.format(folder=folder) for f in flags]
+    for command in (["watch", "--timeout", "10", "cds"], ["graph", "--timeout", "10", "ingress"]):
+        result = cli(command[0], "-s", cp.address, *args, *command[1:])
+        assert result.code == 1
+        line = _one_line(result)
+        assert hint in line, line
+        assert "Socket closed" not in line
+        assert "WRONG_VERSION_NUMBER" not in line
+
+
+def test_mtls_without_a_client_certificate_says_cert_and_key(
+    cli: Any, tls: tuple[ControlPlane, ControlPlane, Path]
+) -> None:
+    _, mcp, folder = tls
+    result = cli("watch", "-s", mcp.address, "--ca-file", str(folder / "ca.pem"),
+                 "--server-name", SERVER_NAME, "--timeout", "10", "cds")  # fmt: skip
+    assert result.code == 1
+    assert "--cert PEM --key PEM" in _one_line(result)
+
+
+def test_tls_to_a_plaintext_server_says_it_does_not_speak_tls(
+    cli: Any, served: ControlPlane
+) -> None:
+    result = cli("watch", "-s", served.address, "--tls", "--timeout", "10", "cds")
+    assert result.code == 1
+    assert "does not speak TLS" in _one_line(result)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPC_")}
+    return subprocess.run(
+        [sys.executable, "-m", "xds_client", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_no_c_core_log_line_reaches_the_user(tmp_path: Path, served: ControlPlane) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    result = _run("watch", "-s", served.address, "--ca-file", str(bad), "--timeout", "5", "cds")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"xds-client: error: --ca-file {bad} is not a PEM file with a certificate"
+    ]
+    port = served.address.rsplit(":", 1)[1]
+    result = _run("serve", "--resources", str(EXAMPLE_RESOURCES), "--port", port)
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()  # not gRPC's "E1207 ... add_port.cc" line
+    assert "in use" in line
+    assert "GRPC_VERBOSITY" not in line
+
+
+def test_graph_fails_fast_with_the_cause(cli: Any) -> None:
+    started = time.monotonic()
+    result = cli("graph", "-s", _refused(), "ingress")  # default --timeout 20
+    assert time.monotonic() - started < 10
+    assert result.code == 1
+    assert "connection refused" in _one_line(result)
+    with ResourceStoreServer(":memory:") as store:
+        result = cli("graph", "-s", store.address, "ingress")
+    assert "is not an xDS server" in _one_line(result)
+
+
+def test_errors_speak_in_flags(cli: Any, served: ControlPlane) -> None:
+    result = cli("watch", "-s", served.address, "vhds", "x")
+    assert result.code == 2
+    line = _one_line(result)
+    assert "use --delta" in line
+    assert "protocol=" not in line
+    result = cli("watch", "-s", served.address, "clusters")
+    line = _one_line(result)
+    assert "register()" not in line
+    assert "did you mean 'cds'" in line
+
+
+def test_fetch_from_a_server_that_is_not_xds(cli: Any) -> None:
+    with ResourceStoreServer(":memory:") as store:
+        result = cli("fetch", "-s", store.address, "cds")
+    assert result.code == 1
+    line = _one_line(result)
+    assert "not an xDS server" in line
+    assert "transport=" not in line
+
+
+def test_fetch_rest_from_a_grpc_port_prints_no_raw_bytes(cli: Any, served: ControlPlane) -> None:
+    result = cli("fetch", "-s", served.address, "--transport", "rest", "cds")
+    assert result.code == 1
+    line = _one_line(result)
+    assert line.isprintable()
+    assert "--transport grpc-fetch" in line
+
+
+def test_store_health_tells_unreachable_from_unhealthy(cli: Any, served: ControlPlane) -> None:
+    result = cli("store", "health", "-s", _refused())
+    assert result.code == 1
+    assert "cannot reach ResourceStore" in _one_line(result)
+    assert "NOT SERVING" not in result.out
+    result = cli("store", "health", "-s", served.address)
+    assert result.code == 1
+    assert "is not a ResourceStore server" in _one_line(result)
+    result = cli("store", "list", "-s", served.address, KIND)
+    assert "is not a ResourceStore server" in _one_line(result)
+
+
+def test_store_get_defaults_the_namespace_to_default(cli: Any) -> None:
+    with ResourceStoreServer(":memory:") as store:
+        created = cli("store", "create", "-s", store.address, KIND, "cpu", "-d", "{}")
+        assert created.code == 0, created.err
+        assert "/default/cpu" in created.out
+        got = cli("store", "get", "-s", store.address, KIND, "cpu", "-o", "name")
+        assert got.code == 0, got.err
+        assert got.out.strip().endswith("/default/cpu")
