@@ -3,6 +3,7 @@ words (a flag to try, not a Python argument), fast, on one line, with no gRPC lo
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -15,6 +16,8 @@ from typing import Any
 import grpc
 import pytest
 import trustme
+import yaml
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
 from xds_client.testing import ControlPlane, ResourceStoreServer
 
@@ -191,3 +194,88 @@ def test_store_get_defaults_the_namespace_to_default(cli: Any) -> None:
         got = cli("store", "get", "-s", store.address, KIND, "cpu", "-o", "name")
         assert got.code == 0, got.err
         assert got.out.strip().endswith("/default/cpu")
+
+
+def test_fetch_of_what_exists_exits_0_and_of_a_missing_name_1(
+    cli: Any, served: ControlPlane
+) -> None:
+    assert cli("fetch", "-s", served.address, "cds", "backend").code == 0
+    result = cli("fetch", "-s", served.address, "cds", "nothere", "-o", "name")
+    assert result.code == 1
+
+
+def test_dump_prints_what_answered_and_silent_types_as_requested(cli: Any) -> None:
+    with ControlPlane() as cp:
+        cp.set_resources("cds", [Cluster(name="a")])  # nothing else: LDS, RDS, EDS stay silent
+        result = cli("dump", "-s", cp.address, "--timeout", "1.5")
+    assert result.code == 0, result.err
+    rows = [line.split() for line in result.out.splitlines()[1:]]
+    assert ["CDS", "a", "1", "ACKED"] in rows
+    assert {tuple(r) for r in rows if r[-1] == "REQUESTED"} == {
+        ("EDS", "*", "REQUESTED"), ("LDS", "*", "REQUESTED"), ("RDS", "*", "REQUESTED")
+    }  # fmt: skip
+    assert "LDS: no answer from" in result.err
+
+
+def test_dump_with_no_answer_at_all_fails(cli: Any) -> None:
+    with ControlPlane() as cp:
+        cp.delay_responses(30)
+        result = cli("dump", "-s", cp.address, "--timeout", "1", "cds")
+    assert result.code == 1
+    assert "no xDS response" in _one_line(result)
+
+
+def test_graph_honours_every_output_format(cli: Any, served: ControlPlane) -> None:
+    base = ("graph", "-s", served.address, "ingress")
+    names = cli(*base, "-o", "name")
+    assert names.out.split() == ["cds/backend", "eds/backend", "lds/ingress", "rds/local-routes"]
+    as_yaml = yaml.safe_load(cli(*base, "-o", "yaml").out)
+    assert as_yaml["listener"] == "ingress"
+    wide = cli(*base, "-o", "wide").out
+    assert wide.startswith("listener ingress")
+    assert "KIND" in wide
+    assert "RDS   local-routes  1" in wide
+    assert cli(*base).out != wide
+
+
+def test_store_outputs_as_kubectl(cli: Any) -> None:
+    with ResourceStoreServer(":memory:") as store:
+        s = store.address
+        assert cli("store", "create", "-s", s, KIND, "cpu", "-d", '{"spec": {"a": 1}}').code == 0
+        got = json.loads(cli("store", "get", "-s", s, KIND, "cpu", "-o", "json").out)
+        assert got["spec"] == {"a": 1}  # the object, not an event envelope
+        assert got["metadata"]["name"] == "cpu"
+        names = cli("store", "watch", "-s", s, KIND, "--initial", "--count", "2", "-o", "name")
+        assert names.out.splitlines() == [f"{KIND}/default/cpu"]  # no "/" for the bookmark
+        wide = cli("store", "list", "-s", s, KIND, "-o", "wide").out.splitlines()
+        assert wide[0].split() == ["NAMESPACE", "NAME", "VERSION", "UID", "BYTES", "LABELS"]
+        text = cli("store", "watch", "-s", s, KIND, "--initial", "--count", "1").out
+        wide_line = cli("store", "watch", "-s", s, KIND, "--initial", "--count", "1",
+                        "-o", "wide").out  # fmt: skip
+        assert "json-bytes" in wide_line
+        assert "json-bytes" not in text
+        plain = cli("store", "list", "-s", s, KIND, "--no-headers").out.splitlines()
+        assert plain[0].split()[:2] == ["default", "cpu"]
+
+
+def test_watch_takes_several_types_and_refuses_a_type_as_a_name(
+    cli: Any, served: ControlPlane
+) -> None:
+    result = cli("watch", "-s", served.address, "cds", "eds")
+    assert result.code == 2
+    assert "cds,eds" in _one_line(result)
+    result = cli("watch", "-s", served.address, "--json", "--count", "2", "cds,eds")
+    assert result.code == 0, result.err
+    assert sorted(r["type_url"].rsplit(".", 1)[1] for r in result.json_lines()) == [
+        "Cluster", "ClusterLoadAssignment"
+    ]  # fmt: skip
+    assert result.err.count("connected") == 1  # one note for the one ADS stream
+
+
+def test_the_server_may_come_from_the_environment(
+    cli: Any, served: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDS_CLIENT_SERVER", served.address)
+    result = cli("fetch", "cds", "--no-headers")
+    assert result.code == 0, result.err
+    assert result.out.split() == ["CDS", "backend", "1"]

@@ -35,9 +35,12 @@ def test_create_get_update_delete(
 
     got = cli("store", "get", "-s", s, KIND, "a", "-n", "default", "--json")
     assert got.code == 0, got.err
-    (record,) = got.json_lines()
-    assert (record["name"], record["namespace"], record["version"]) == ("a", "default", "1")
-    assert record["resource"]["spec"] == {"title": "A"}
+    (record,) = got.json_lines()  # the object itself, as kubectl get -o json prints it
+    metadata = record["metadata"]
+    assert (metadata["name"], metadata["namespace"], metadata["resourceVersion"]) == (
+        "a", "default", "1"
+    )  # fmt: skip
+    assert record["spec"] == {"title": "A"}
 
     text = cli("store", "get", "-s", s, KIND, "a", "-n", "default")
     # stdout is the document alone (pipe it to jq); which object and version is a note.

@@ -86,7 +86,12 @@ def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
     assert isinstance(args, argparse.Namespace)
     output = getattr(args, "output", None) or ("json" if getattr(args, "json", False) else "text")
     out = Output(stdout, stderr, format=output)
+    out.headers = not getattr(args, "no_headers", False)
     command = args.command
+    if command in ("watch", "fetch", "dump", "graph") and not (args.server or args.bootstrap):
+        from ._args import SERVER_ENV
+
+        args.server = os.environ.get(SERVER_ENV) or None  # like kubectl's current context
     if command == "watch":
         from ._xds import run_watch
 

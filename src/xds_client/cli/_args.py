@@ -11,6 +11,8 @@ from xds_client import __version__
 __all__ = ["UsageExit", "build_parser", "check_address"]
 
 DEFAULT_NODE_ID = "xds-client-cli"
+SERVER_ENV = "XDS_CLIENT_SERVER"
+"""The environment variable naming the default ``--server`` of the xDS commands."""
 
 
 class UsageExit(Exception):  # noqa: N818 - a control-flow signal, not an error type
@@ -97,6 +99,9 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", dest="output", action="store_const", const="json", help="same as -o json"
     )
+    parser.add_argument(
+        "--no-headers", action="store_true", help="tables without their header line"
+    )
 
 
 def _security_options(parser: argparse.ArgumentParser) -> None:
@@ -131,7 +136,9 @@ def _header(text: str) -> tuple[str, str]:
 
 def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> None:
     group = parser.add_argument_group("server and node")
-    group.add_argument("--server", "-s", metavar="HOST:PORT", help="the xDS server")
+    group.add_argument(
+        "--server", "-s", metavar="HOST:PORT", help=f"the xDS server (default: ${SERVER_ENV})"
+    )
     group.add_argument(
         "--bootstrap",
         metavar="FILE",
@@ -230,7 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = sub.add_parser("watch", help="subscribe and print events as they come")
     _xds_options(watch)
-    watch.add_argument("type", metavar="TYPE", help="alias (cds), type URL or message name")
+    watch.add_argument(
+        "type",
+        metavar="TYPE",
+        help="alias (cds), type URL or message name; several joined by commas (cds,eds)",
+    )
     watch.add_argument("names", metavar="NAME", nargs="*", help="resource names (none: all)")
     watch.add_argument("--count", type=_count, help="stop after N resource events")
     watch.add_argument("--timeout", type=_positive, help="stop after S seconds")

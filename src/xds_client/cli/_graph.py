@@ -46,11 +46,26 @@ def run_graph(args: argparse.Namespace, out: Output) -> int:
                         ) from None
     finally:
         progress.done()
-    if out.json_lines:
-        out.json(snapshot.to_dict())
+    summary = snapshot.to_dict()
+    if out.format == "json":
+        out.json(summary)
+    elif out.format == "yaml":
+        out.yaml(summary)
+    elif out.format == "name":
+        # kubectl's -o name: every resource of the graph, kind/name.
+        for key in sorted({*summary["versions"], *summary["errors"]}):
+            out.line(key.replace(":", "/", 1))
     else:
         out.out.write(snapshot.to_text())
         out.out.flush()
+        if out.format == "wide":
+            rows = [
+                (key.split(":", 1)[0].upper(), key.split(":", 1)[1],
+                 summary["versions"].get(key, ""), summary["errors"].get(key, ""))
+                for key in sorted({*summary["versions"], *summary["errors"]})
+            ]  # fmt: skip
+            out.line()
+            out.table(("KIND", "NAME", "VERSION", "ERROR"), rows)
     if snapshot.errors:
         out.err.write(f"xds-client: {len(snapshot.errors)} resource(s) of the graph have errors\n")
         out.err.flush()

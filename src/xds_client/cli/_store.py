@@ -124,7 +124,7 @@ def _run_action(
         if action == "get":
             obj = client.read(prefix.with_name(args.name))
             if out.format == "json":
-                out.json(_object_record(obj))
+                out.json(obj.json())  # the object itself, as kubectl get -o json prints it
             elif out.format == "name":
                 out.line(str(obj.key))
             else:
@@ -170,7 +170,8 @@ def _list(
     client: ResourceStoreClient, prefix: ResourceKey, labels: str | None, limit: int, out: Output
 ) -> int:
     progress = Progress(out.err)
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[tuple[str, ...]] = []
+    wide = out.format == "wide"
     items = client.list(prefix, labels=labels, limit=limit)
     try:
         for count, obj in enumerate(items, 1):
@@ -183,13 +184,18 @@ def _list(
             else:
                 key = obj.key
                 labels_text = ",".join(f"{k}={v}" for k, v in sorted(obj.labels.items()))
-                rows.append((key.namespace, key.name, str(obj.resource_version), labels_text))
+                row: tuple[str, ...] = (key.namespace, key.name, str(obj.resource_version))
+                if wide:
+                    metadata = obj.json().get("metadata") or {}
+                    row += (str(metadata.get("uid", "")), str(len(obj.value)))
+                rows.append((*row, labels_text))
             if count % 100 == 0:
                 progress.update(f"listed {count} objects ({items.pages} pages) ...")
     finally:
         progress.done()
     if out.format in ("text", "wide"):
-        out.table(("NAMESPACE", "NAME", "VERSION", "LABELS"), rows)
+        extra = ("UID", "BYTES") if wide else ()
+        out.table(("NAMESPACE", "NAME", "VERSION", *extra, "LABELS"), rows)
     return 0
 
 

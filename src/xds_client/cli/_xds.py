@@ -12,6 +12,7 @@ from typing import Any
 
 from xds_client.client import Backoff, ConnectivityChanged, XdsClient
 from xds_client.client import to_dict as message_to_dict
+from xds_client.errors import UnknownResourceTypeError
 from xds_client.node import Node
 from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseRejected
 from xds_client.resources import ResourceType, resource_type
@@ -71,7 +72,7 @@ def _make_client(
     if not args.server:
         raise CommandError(
             "give the xDS server with --server HOST:PORT (or --bootstrap FILE, "
-            "or set $GRPC_XDS_BOOTSTRAP)",
+            "or set $XDS_CLIENT_SERVER or $GRPC_XDS_BOOTSTRAP)",
             2,
         )
     try:
@@ -181,8 +182,13 @@ def _settle(
     server: str,
     *,
     tls: bool = False,
+    silent: set[str] | None = None,
 ) -> list[object]:
-    """Events until every type had a real answer plus a quiet spell; errors if none in time."""
+    """Events until every type had a real answer plus a quiet spell; errors if none in time.
+
+    With ``silent`` (a set to fill), types still unanswered at the deadline are added to
+    it instead, and only a server that answered none of them is an error.
+    """
     deadline = time.monotonic() + timeout
     seen: list[object] = []
     answers = _Answers(rtypes, tls=tls)
@@ -190,6 +196,9 @@ def _settle(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             if answers.all_answered:
+                return seen
+            if silent is not None and len(answers.waiting) < len(rtypes):
+                silent.update(answers.waiting)
                 return seen
             what = ", ".join(kind_of(t) for t in sorted(answers.waiting))
             raise _no_answer(server, what, timeout)
@@ -205,17 +214,36 @@ def _settle(
             seen.append(event)
 
 
+def _watched_types(args: argparse.Namespace) -> list[ResourceType[Any]]:
+    """``cds`` or ``cds,eds`` (kubectl's ``get pods,svc``); a NAME that is a type is refused."""
+    rtypes = [_resolve(spec, args.api) for spec in args.type.split(",") if spec]
+    if not rtypes:
+        raise CommandError(f"no resource type in {args.type!r}", 2)
+    for name in args.names:
+        try:
+            _resolve(name, args.api)
+        except UnknownResourceTypeError:
+            continue
+        raise CommandError(
+            f"{name!r} is a resource type, not a name: to watch several types, join them "
+            f"with commas ({args.type},{name}); names then apply to each type",
+            2,
+        )
+    return rtypes
+
+
 def run_watch(args: argparse.Namespace, out: Output) -> int:
     """Subscribe and print events until --count, --timeout or Ctrl-C."""
-    rtype = _resolve(args.type, args.api)
+    rtypes = _watched_types(args)
     names = list(args.names) or None
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     count = 0
     events: queue.SimpleQueue[object] = queue.SimpleQueue()
-    answers = _Answers([rtype], tls=uses_tls(args))
+    answers = _Answers(rtypes, tls=uses_tls(args))
+    last_connectivity: ConnectivityChanged | None = None
     with (
         _make_client(args, events) as client,
-        _subscribed(client, events, [rtype], names),
+        _subscribed(client, events, rtypes, names),
     ):
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -225,11 +253,14 @@ def run_watch(args: argparse.Namespace, out: Output) -> int:
                 event = events.get(timeout=remaining)
             except queue.Empty:
                 if not answers.all_answered:
-                    raise _no_answer(_where(args), kind_of(rtype.type_url), args.timeout) from None
+                    what = ", ".join(kind_of(t) for t in sorted(answers.waiting))
+                    raise _no_answer(_where(args), what, args.timeout) from None
                 return 0
             answers.note(event)
-            if isinstance(event, _Answered):
-                continue
+            if isinstance(event, _Answered) or event == last_connectivity:
+                continue  # one note per change, not one per watched type of an ADS stream
+            if isinstance(event, ConnectivityChanged):
+                last_connectivity = event
             for record in xds_records(event):
                 out.record(record)
             if not isinstance(event, ConnectivityChanged):
@@ -273,7 +304,7 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
         for event in rejected:
             for record in xds_records(event):
                 out.record(record)
-        return 0
+        return 1 if missing else 0  # kubectl exits 1 on NotFound
     if out.format == "yaml":
         # The resource bodies themselves, ready for a file; the rest is a note.
         for name in sorted(cached):
@@ -299,7 +330,7 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
         for record in xds_records(event):
             text = f"NACKed {record['name']}: {record['error']}"
             out.note(text) if out.format == "yaml" else out.line(text)
-    return 0
+    return 1 if missing else 0  # kubectl exits 1 on NotFound
 
 
 def run_dump(args: argparse.Namespace, out: Output) -> int:
@@ -316,10 +347,14 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
             _make_client(args, events, metrics=metrics) as client,
             _subscribed(client, events, rtypes, None),
         ):
-            _settle(events, rtypes, args.timeout, _where(args), tls=uses_tls(args))
+            silent: set[str] = set()
+            _settle(events, rtypes, args.timeout, _where(args), tls=uses_tls(args), silent=silent)
             dump = client.config_dump()
     finally:
         progress.done()
+    for type_url in sorted(silent):
+        # What answered is printed; a type the server never answered is REQUESTED.
+        out.note(f"{kind_of(type_url)}: no answer from {_where(args)} within {args.timeout:g}s")
     if out.format in ("json", "yaml"):
         out.message(dump)  # the client redacted secrets; message() redacts again, deeper
         return 0
@@ -348,6 +383,9 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
     planes = sorted(set(metrics.control_planes.values()))
     if planes:
         out.note("control plane " + ", ".join(planes))
+    listed = {item.type_url for item in dump.generic_xds_configs}
+    for type_url in sorted(silent - listed):
+        rows.append((kind_of(type_url), "*", "", "REQUESTED") + (("", "") if wide else ()))
     headers = ("TYPE", "NAME", "VERSION", "STATUS") + (("LAST UPDATED", "ERROR") if wide else ())
     out.table(headers, rows)
     for line in errors:
