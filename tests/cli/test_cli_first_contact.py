@@ -279,3 +279,48 @@ def test_the_server_may_come_from_the_environment(
     result = cli("fetch", "cds", "--no-headers")
     assert result.code == 0, result.err
     assert result.out.split() == ["CDS", "backend", "1"]
+
+
+COMMANDS = [["serve"], ["watch"], ["fetch"], ["dump"], ["graph"], ["demo"], ["completion"],
+            ["store", "get"], ["store", "list"], ["store", "watch"], ["store", "create"],
+            ["store", "update"], ["store", "delete"], ["store", "health"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_help_ends_with_examples(cli: Any, command: list[str]) -> None:
+    result = cli(*command, "--help")
+    assert result.code == 0
+    examples = result.out.split("examples:\n", 1)[1]
+    assert f"xds-client {' '.join(command)}" in examples
+
+
+def test_help_shows_defaults(cli: Any) -> None:
+    text = " ".join(cli("fetch", "--help").out.split())
+    assert "give up after S seconds (default: 10.0)" in text
+    assert "(default: v3)" in text
+    assert "(default: False)" not in text  # a flag's default says nothing
+
+
+def test_a_mistyped_option_gets_a_suggestion(cli: Any) -> None:
+    result = cli("watch", "-s", "127.0.0.1:1", "--tiemout", "3", "cds")
+    assert result.code == 2
+    assert "(did you mean --timeout?)" in _one_line(result)
+
+
+def test_completion_scripts_complete_commands_options_and_types() -> None:
+    script = _run("completion", "bash").stdout
+    assert _run("completion", "zsh").stdout.startswith("autoload -U +X bashcompinit")
+
+    def complete(*words: str) -> list[str]:
+        probe = (
+            f"{script}\nCOMP_WORDS=({' '.join(words)}); COMP_CWORD={len(words) - 1}; "
+            '_xds_client; echo "${COMPREPLY[@]}"'
+        )
+        done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+        return done.stdout.split()
+
+    assert complete("xds-client", "wa") == ["watch"]
+    assert complete("xds-client", "watch", "--tim") == ["--timeout"]
+    assert complete("xds-client", "watch", "cd") == ["cds"]
+    assert complete("xds-client", "store", "he") == ["health"]
+    assert complete("xds-client", "store", "get", "--names") == ["--namespace"]

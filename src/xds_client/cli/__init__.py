@@ -116,6 +116,10 @@ def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
         from ._store import run_store
 
         return run_store(args, out)
+    if command == "completion":
+        from ._completion import run_completion
+
+        return run_completion(args, out)
     from ._demo import run_demo
 
     return run_demo(args, out)

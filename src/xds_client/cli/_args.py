@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from xds_client import __version__
 
@@ -23,18 +24,56 @@ class UsageExit(Exception):  # noqa: N818 - a control-flow signal, not an error 
         self.code = code
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Examples kept as written (the epilog); every option's default shown once."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        shown = "default" in text or default in (None, False, "", [], argparse.SUPPRESS)
+        if shown or not action.option_strings:
+            return text
+        return f"{text} (default: {default})"
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that reports errors as one line and never calls sys.exit."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         # One line, like every other failure of the command line.
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        hint = _did_you_mean(self, message)
+        sys.stderr.write(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
         raise UsageExit(2)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
             sys.stderr.write(message)
         raise UsageExit(status)
+
+
+def _options_of(parser: argparse.ArgumentParser) -> set[str]:
+    """Every ``--option`` of ``parser`` and of its sub-commands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options_of(sub)
+    return found
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """`` (did you mean --timeout?)`` for a mistyped option, else ``""``."""
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    wrong = [w.split("=", 1)[0] for w in message.split(":", 1)[1].split() if w.startswith("--")]
+    known = sorted(_options_of(parser))
+    hints = [m[0] for w in wrong if (m := difflib.get_close_matches(w, known, n=1, cutoff=0.6))]
+    return f" (did you mean {' '.join(hints)}?)" if hints else ""
 
 
 def check_address(text: str, *, rest: bool = False) -> str:
@@ -307,4 +346,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="a live story of the xDS protocol (about 20 s)")
     demo.add_argument("--fast", action="store_true", help="no pauses between steps (tests)")
+    completion = sub.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell")
+    _add_examples(parser)
     return parser
+
+
+def _add_examples(parser: argparse.ArgumentParser) -> None:
+    """Each sub-command's ``--help`` ends with examples (from EXAMPLES), as kubectl's do."""
+    from ._examples import EXAMPLES
+
+    parser.epilog = parser.epilog or EXAMPLES.get(parser.prog)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_examples(sub)
