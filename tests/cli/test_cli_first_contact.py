@@ -3,6 +3,7 @@ words (a flag to try, not a Python argument), fast, on one line, with no gRPC lo
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -324,3 +325,39 @@ def test_completion_scripts_complete_commands_options_and_types() -> None:
     assert complete("xds-client", "watch", "cd") == ["cds"]
     assert complete("xds-client", "store", "he") == ["health"]
     assert complete("xds-client", "store", "get", "--names") == ["--namespace"]
+
+
+def test_a_mistyped_field_in_a_resource_file_gets_a_suggestion(cli: Any, tmp_path: Path) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(
+        "resources:\n"
+        '- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster\n'
+        "  name: backend\n"
+        "  conect_timeout: 1s\n"
+    )
+    result = cli("serve", "--resources", str(path))
+    assert result.code == 2
+    line = _one_line(result)
+    assert "has no field 'conect_timeout'; did you mean 'connect_timeout'?" in line
+    assert "transportSocketMatches" not in line  # not the list of every field
+
+
+def test_verbose_shows_requests_and_responses_redacted(cli: Any, served: ControlPlane) -> None:
+    from envoy.extensions.transport_sockets.tls.v3.common_pb2 import TlsCertificate
+    from envoy.extensions.transport_sockets.tls.v3.secret_pb2 import Secret
+
+    key = "-----BEGIN PRIVATE KEY-----secret-----END PRIVATE KEY-----"
+    secret = Secret(name="tls")
+    secret.tls_certificate.CopyFrom(TlsCertificate())
+    secret.tls_certificate.private_key.inline_string = key
+    served.set_resources("sds", [secret])
+    result = cli("watch", "-s", served.address, "-vv", "--count", "1", "sds", "tls")
+    assert result.code == 0, result.err
+    assert "> DiscoveryRequest  SDS" in result.err
+    assert "< " in result.err
+    assert "< DiscoveryResponse  SDS" in result.err  # decoded, so it could be redacted
+    assert "[redacted]" in result.err
+    assert key not in result.out + result.err
+    assert base64.b64encode(key.encode()).decode()[:20] not in result.err
+    quiet = cli("watch", "-s", served.address, "--count", "1", "cds")
+    assert "DiscoveryRequest" not in quiet.err

@@ -198,6 +198,15 @@ def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> N
         group.add_argument(
             "--no-ads", action="store_true", help="one stream per type instead of ADS"
         )
+    if not polling:
+        group.add_argument(
+            "--verbose",
+            "-v",
+            action="count",
+            default=0,
+            help="print each xDS request and response on stderr (-vv: as proto JSON; "
+            "secrets redacted; with --server only)",
+        )
     _security_options(parser)
     _output_options(parser)
 

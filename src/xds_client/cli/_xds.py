@@ -68,6 +68,10 @@ def _make_client(
         options["node"] = Node(id=args.node_id or DEFAULT_NODE_ID, cluster=args.cluster)
     options.update(security_options(args))
     if use_bootstrap:
+        if getattr(args, "verbose", 0):
+            import sys
+
+            sys.stderr.write("xds-client: note: -v shows the messages with --server only\n")
         return XdsClient.from_bootstrap(args.bootstrap or None, **options)
     if not args.server:
         raise CommandError(
@@ -81,7 +85,28 @@ def _make_client(
         raise CommandError(str(exc), 2) from None
     if transport == "rest" and "://" not in server:
         server = "http://" + server  # `--transport rest -s HOST:PORT` means plain HTTP
+    if getattr(args, "verbose", 0):
+        options["transport"] = _verbose_transport(server, transport, options, args.verbose)
     return XdsClient(server, **options)
+
+
+def _verbose_transport(server: str, kind: str, options: dict[str, Any], level: int) -> Any:
+    """The transport ``kind`` for ``server``, printing each message on stderr (``-v``)."""
+    import sys
+
+    from xds_client.transport import ServerTarget, make_transport
+
+    from ._verbose import VerboseTransport
+
+    metadata = list(options.get("metadata", ()))
+    if options.get("bearer_token"):
+        metadata.append(("authorization", f"Bearer {options.pop('bearer_token')}"))
+    options.pop("metadata", None)
+    target = ServerTarget(
+        server, credentials=options.pop("credentials", None), call_metadata=tuple(metadata)
+    )
+    inner = make_transport(kind, target, poll_interval=1.0, asynchronous=False)
+    return VerboseTransport(inner, sys.stderr, level)
 
 
 @dataclass(frozen=True)
