@@ -66,6 +66,7 @@ from ._session import (
     Session,
 )
 from ._watchers import (
+    RUNNING,
     EventBuffer,
     WatchEntry,
     WatchEvent,
@@ -269,6 +270,7 @@ class AsyncXdsClient:
             if self._io is None:
                 self._dispatcher.start(type(self).__name__)  # asyncio: in a running loop
                 self._io = spawn(self._run, name="xds-client-io")
+                RUNNING.add(self)  # the pytest plugin reports a test that leaves it open
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running" if self._io is not None else "new"
@@ -383,6 +385,7 @@ class AsyncXdsClient:
         does not exist, and :class:`TransportError` with the cause when the last server
         refuses the connection (or is not an xDS server) before any response of the type.
         """
+        __tracebackhide__ = True  # pytest: a failed wait points at the caller's line
         check_wait_name(name)
         deadline = time.monotonic() + timeout
         last: WatchEvent[Any] | None = None
@@ -449,6 +452,7 @@ class AsyncXdsClient:
             if self._closed:
                 return
             self._closed = True
+        RUNNING.discard(self)
         io = self._io
         if io is None:
             self._session.close()

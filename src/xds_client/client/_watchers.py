@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeAlias, TypeVar, Union
@@ -459,6 +460,10 @@ def matches(
     if version is not None and event.version != version:
         return False
     return predicate is None or bool(predicate(event.resource))
+
+
+RUNNING: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Clients whose threads or tasks run (started, not yet closed): the pytest plugin's leak check."""
 
 
 def check_wait_name(name: object) -> None:
