@@ -530,6 +530,12 @@ class ListIterator(Iterator[StoredObject]):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rv={self.resource_version} pages={self.pages}>"
 
+    def _repr_html_(self) -> str:
+        # A notebook shows the list as a table: that reads (uses up) the iterator.
+        from xds_client._tables import objects_table  # loads with the first view
+
+        return objects_table(list(self))
+
     @property
     def resource_version(self) -> int:
         """The resource version the list is pinned to (0 before the first page)."""
