@@ -361,3 +361,11 @@ def test_verbose_shows_requests_and_responses_redacted(cli: Any, served: Control
     assert base64.b64encode(key.encode()).decode()[:20] not in result.err
     quiet = cli("watch", "-s", served.address, "--count", "1", "cds")
     assert "DiscoveryRequest" not in quiet.err
+
+
+def test_log_level_shows_the_library_lines(cli: Any, served: ControlPlane) -> None:
+    quiet = cli("watch", "-s", served.address, "--count", "1", "cds")
+    loud = cli("watch", "-s", served.address, "--count", "1", "--log-level", "debug", "cds")
+    assert loud.code == 0, loud.err
+    assert "DEBUG xds_client" in loud.err
+    assert "DEBUG xds_client" not in quiet.err

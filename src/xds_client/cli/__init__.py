@@ -38,10 +38,20 @@ def run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO) -> int:
             args = build_parser().parse_args(argv)
     except UsageExit as exc:
         return exc.code
-    # The library logs NACKs and reconnections; the CLI prints them as events instead.
+    # The library logs NACKs and reconnections; the CLI prints them as events instead,
+    # unless --log-level asks for the library's own lines too.
     library_log = logging.getLogger("xds_client")
     level = library_log.level
-    library_log.setLevel(logging.ERROR)
+    wanted = getattr(args, "log_level", None) or "error"
+    library_log.setLevel(wanted.upper())
+    handler: logging.Handler | None = None
+    verbosity = os.environ.get("GRPC_VERBOSITY")
+    if wanted != "error":
+        handler = logging.StreamHandler(stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        library_log.addHandler(handler)
+        if wanted == "debug" and os.environ.get("GRPC_VERBOSITY") == "NONE":
+            os.environ["GRPC_VERBOSITY"] = "DEBUG"  # asked for: gRPC's own lines too
     try:
         return _dispatch(args, stdout, stderr)
     except KeyboardInterrupt:
@@ -56,6 +66,10 @@ def run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO) -> int:
         return code
     finally:
         library_log.setLevel(level)
+        if handler is not None:
+            library_log.removeHandler(handler)
+            if verbosity is not None:
+                os.environ["GRPC_VERBOSITY"] = verbosity  # for whatever runs after us
 
 
 def _describe(exc: Exception) -> tuple[int, str]:

@@ -198,6 +198,12 @@ def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> N
         group.add_argument(
             "--no-ads", action="store_true", help="one stream per type instead of ADS"
         )
+    group.add_argument(
+        "--log-level",
+        choices=("error", "warning", "info", "debug"),
+        default="error",
+        help="the library's own log lines on stderr (debug: gRPC's too)",
+    )
     if not polling:
         group.add_argument(
             "--verbose",
