@@ -25,3 +25,13 @@ def test_a_listing_and_an_object_show_as_tables() -> None:
         assert "<td>cpu</td>" in view
         assert "<pre>" in view
         assert "&quot;team&quot;: &quot;infra&quot;" in view
+
+
+def test_an_informers_objects_show_as_a_table() -> None:
+    with ResourceStoreServer(":memory:") as server, ResourceStoreClient(server.address) as store:
+        store.create(KIND.with_name("cpu"), {"spec": {}})
+        with store.informer(KIND) as informer:
+            informer.wait_synced(10)
+            view = informer.objects._repr_html_()  # type: ignore[attr-defined]
+    assert view.startswith("<table>")
+    assert "<td>cpu</td>" in view
