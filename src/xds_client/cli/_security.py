@@ -18,6 +18,8 @@ from typing import Any
 from xds_client.client._bootstrap import BOOTSTRAP_CONFIG_ENV, BOOTSTRAP_ENV
 from xds_client.transport import ChannelCredentialsConfig
 
+from ._hints import check_pem
+
 __all__ = ["bootstrap_from_env", "security_options", "store_channel_options"]
 
 
@@ -58,11 +60,17 @@ def _tls(args: argparse.Namespace) -> ChannelCredentialsConfig | None:
     if not (args.tls or args.ca_file or args.cert or args.server_name):
         return None
     return ChannelCredentialsConfig(
-        ca_certificate=_read(args.ca_file, "--ca-file") if args.ca_file else None,
-        certificate_chain=_read(args.cert, "--cert") if args.cert else None,
-        private_key=_read(args.key, "--key") if args.key else None,
+        ca_certificate=_pem(args.ca_file, "--ca-file") if args.ca_file else None,
+        certificate_chain=_pem(args.cert, "--cert") if args.cert else None,
+        private_key=_pem(args.key, "--key", key=True) if args.key else None,
         server_name_override=args.server_name,
     )
+
+
+def _pem(path: str, flag: str, *, key: bool = False) -> bytes:
+    data = _read(path, flag)
+    check_pem(data, flag, path, key=key)  # else gRPC's C core logs about it and fails later
+    return data
 
 
 def security_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from xds_client.store import (
     RetryPolicy,
     SelectorError,
     StoredObject,
+    StoreNotImplementedError,
+    UnavailableError,
     parse_selector,
 )
 
@@ -84,7 +86,6 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         server = check_address(args.server)
     except ValueError as exc:
         raise CommandError(str(exc), 2) from None
-    action = args.store_command
     labels = getattr(args, "selector", None)
     if labels:
         try:
@@ -92,13 +93,32 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         except SelectorError as exc:
             raise CommandError(f"bad label selector {labels!r}: {exc}", 2) from None
     channel = store_channel_options(args)
+    try:
+        return _run_action(args, server, labels, channel, out)
+    except StoreNotImplementedError as exc:
+        if "method not found" in str(exc).lower():
+            # A gRPC server, but not a ResourceStore (an xDS port, say): say that.
+            raise CommandError(f"{server} is not a ResourceStore server ({exc})") from None
+        raise
+    except UnavailableError as exc:
+        raise CommandError(f"cannot reach ResourceStore at {server}: {exc}") from None
+
+
+def _run_action(
+    args: argparse.Namespace, server: str, labels: str | None, channel: dict[str, Any], out: Output
+) -> int:
+    action = args.store_command
     with ResourceStoreClient(server, timeout=10.0, retry=_CLI_RETRY, **channel) as client:
         if action == "health":
-            healthy = client.is_healthy()
+            # Unreachable and not-a-store raise (status 1, with the cause); an answer that
+            # is not SERVING is the server's own verdict.
+            status = client.health()
+            healthy = status == "SERVING"
             if out.json_lines:
-                out.json({"event": "health", "server": server, "healthy": healthy})
+                out.json({"event": "health", "server": server, "healthy": healthy,
+                          "status": status})  # fmt: skip
             else:
-                out.line(f"{server}: {'SERVING' if healthy else 'NOT SERVING'}")
+                out.line(f"{server}: {status.replace('_', ' ')}")
             return 0 if healthy else 1
         if action == "kinds":
             return _kinds(client, args, out)
@@ -108,7 +128,7 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         if action == "get":
             obj = client.read(prefix.with_name(args.name))
             if out.format == "json":
-                out.json(_object_record(obj))
+                out.json(obj.json())  # the object itself, as kubectl get -o json prints it
             elif out.format == "name":
                 out.line(str(obj.key))
             else:
@@ -194,7 +214,8 @@ def _list(
     client: ResourceStoreClient, prefix: ResourceKey, labels: str | None, limit: int, out: Output
 ) -> int:
     progress = Progress(out.err)
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[tuple[str, ...]] = []
+    wide = out.format == "wide"
     items = client.list(prefix, labels=labels, limit=limit)
     try:
         for count, obj in enumerate(items, 1):
@@ -207,13 +228,18 @@ def _list(
             else:
                 key = obj.key
                 labels_text = ",".join(f"{k}={v}" for k, v in sorted(obj.labels.items()))
-                rows.append((key.namespace, key.name, str(obj.resource_version), labels_text))
+                row: tuple[str, ...] = (key.namespace, key.name, str(obj.resource_version))
+                if wide:
+                    metadata = obj.json().get("metadata") or {}
+                    row += (str(metadata.get("uid", "")), str(len(obj.value)))
+                rows.append((*row, labels_text))
             if count % 100 == 0:
                 progress.update(f"listed {count} objects ({items.pages} pages) ...")
     finally:
         progress.done()
     if out.format in ("text", "wide"):
-        out.table(("NAMESPACE", "NAME", "VERSION", "LABELS"), rows)
+        extra = ("UID", "BYTES") if wide else ()
+        out.table(("NAMESPACE", "NAME", "VERSION", *extra, "LABELS"), rows)
     return 0
 
 

@@ -301,13 +301,22 @@ class AsyncResourceStoreClient:
         once the retry policy gives up or the server answers NOT_SERVING.
         """
         try:
-            return await self._call(
-                self._diag.IsHealthy,
-                core.health_request(),
-                lambda resp, _md: core.health_result(resp),
-            )
+            return await self.health() == "SERVING"
         except ResourceStoreError:
             return False
+
+    async def health(self) -> str:
+        """The status the server's Diagnostics service reports (``"SERVING"``, ``"NOT_SERVING"``).
+
+        Unlike :meth:`is_healthy`, a server that cannot be asked raises: an
+        :class:`UnavailableError` for one that cannot be reached, a
+        :class:`StoreNotImplementedError` for a peer that is not a ResourceStore.
+        """
+        return await self._call(
+            self._diag.IsHealthy,
+            core.health_request(),
+            lambda resp, _md: core.health_status(resp),
+        )
 
     async def bulk(
         self,
@@ -594,6 +603,12 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rv={self.resource_version} pages={self.pages}>"
+
+    # sync-only: def _repr_html_(self) -> str:
+    # sync-only:     # A notebook shows the list as a table: that reads (uses up) the iterator.
+    # sync-only:     from xds_client._tables import objects_table  # loads with the first view
+    # sync-only:
+    # sync-only:     return objects_table(list(self))
 
     @property
     def resource_version(self) -> int:

@@ -294,13 +294,22 @@ class ResourceStoreClient:
         once the retry policy gives up or the server answers NOT_SERVING.
         """
         try:
-            return self._call(
-                self._diag.IsHealthy,
-                core.health_request(),
-                lambda resp, _md: core.health_result(resp),
-            )
+            return self.health() == "SERVING"
         except ResourceStoreError:
             return False
+
+    def health(self) -> str:
+        """The status the server's Diagnostics service reports (``"SERVING"``, ``"NOT_SERVING"``).
+
+        Unlike :meth:`is_healthy`, a server that cannot be asked raises: an
+        :class:`UnavailableError` for one that cannot be reached, a
+        :class:`StoreNotImplementedError` for a peer that is not a ResourceStore.
+        """
+        return self._call(
+            self._diag.IsHealthy,
+            core.health_request(),
+            lambda resp, _md: core.health_status(resp),
+        )
 
     def bulk(
         self,
@@ -582,6 +591,12 @@ class ListIterator(Iterator[StoredObject]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rv={self.resource_version} pages={self.pages}>"
+
+    def _repr_html_(self) -> str:
+        # A notebook shows the list as a table: that reads (uses up) the iterator.
+        from xds_client._tables import objects_table  # loads with the first view
+
+        return objects_table(list(self))
 
     @property
     def resource_version(self) -> int:

@@ -85,6 +85,12 @@ def _off_loop(wait: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P
     return twin
 
 
+def _awaited(kind: str, type: TypeSpec, version: str | None) -> str:
+    """``an ACK of version '42' of type.googleapis.com/...Cluster``: what a wait waited for."""
+    at = f" of version {version!r}" if version is not None else ""
+    return f"an {kind}{at} of {_type_url(type)}"
+
+
 class ControlPlane:
     """An xDS control plane on 127.0.0.1, for tests.
 
@@ -571,6 +577,24 @@ class ControlPlane:
         Raises :class:`xds_client.errors.WaitTimeoutError` after ``timeout``
         seconds, naming what was seen instead.
         """
+        __tracebackhide__ = True  # pytest shows the test's line, not this wait's frames
+        return self._wait_request(
+            type, predicate, timeout=timeout, since=since, stream_id=stream_id, node_id=node_id
+        )
+
+    def _wait_request(
+        self,
+        type: TypeSpec | None,
+        predicate: Callable[[RecordedRequest], bool] | None,
+        *,
+        timeout: float,
+        since: int,
+        stream_id: int | None,
+        node_id: str | None,
+        awaited: str | None = None,
+    ) -> RecordedRequest:
+        """:meth:`wait_for_request`; ``awaited`` says what a timeout names as awaited."""
+        __tracebackhide__ = True
         type_url = _type_url(type) if type is not None else None
 
         def matches(r: RecordedRequest) -> bool:
@@ -592,7 +616,8 @@ class ControlPlane:
                 for r in requests[since:]
                 if type_url in (None, r.type_url)
             ][-5:]
-            return f"a matching request of {type_url or 'any type'}; last seen: {seen or 'none'}"
+            wanted = awaited or f"a matching request of {type_url or 'any type'}"
+            return f"{wanted}; last seen: {seen or 'none'}"
 
         return self._log.wait(probe, timeout, what)
 
@@ -607,13 +632,15 @@ class ControlPlane:
         node_id: str | None = None,
     ) -> RecordedRequest:
         """Wait for an ACK of a response of ``type`` (at ``version``, if given)."""
-        return self.wait_for_request(
+        __tracebackhide__ = True
+        return self._wait_request(
             type,
             lambda r: r.is_ack and version in (None, r.response_version),
             timeout=timeout,
             since=since,
             stream_id=stream_id,
             node_id=node_id,
+            awaited=_awaited("ACK", type, version),
         )
 
     def wait_for_nack(
@@ -630,13 +657,15 @@ class ControlPlane:
 
         ``version`` is the version of the rejected response.
         """
-        return self.wait_for_request(
+        __tracebackhide__ = True
+        return self._wait_request(
             type,
             lambda r: r.is_nack and version in (None, r.response_version),
             timeout=timeout,
             since=since,
             stream_id=stream_id,
             node_id=node_id,
+            awaited=_awaited("NACK", type, version),
         )
 
     def wait_for_streams(
