@@ -51,7 +51,7 @@ def test_get_with_an_exchanged_token_and_id_token(cli: Any, setup: Any) -> None:
     result: Result = cli("store", "get", *flags, KIND, "a", "-n", NS, "--json")
     assert result.code == 0, result.err
     (record,) = result.json_lines()
-    assert record["resource"]["spec"] == {"title": "A"}
+    assert record["spec"] == {"title": "A"}
     assert tx.exchanges == 1
     assert tx.requests[0][1] == {"namespace": NS, "audiences": ["resourceStore"]}
     assert srv.auth.seen[-1]["x-id-token"] == "user-id-token"
