@@ -1,0 +1,113 @@
+"""Finding what the server serves, before the checks run.
+
+The checker asks for every Cluster and Listener (the legacy wildcard, then
+``*``), follows EDS clusters to their endpoint names and HTTP connection
+managers to their route names, and asks for those: the checks then pick names
+the server really serves.
+"""
+
+from __future__ import annotations
+
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.listener.v3.listener_pb2 import Listener
+from envoy.extensions.filters.network.http_connection_manager.v3.http_connection_manager_pb2 import (  # noqa: E501
+    HttpConnectionManager,
+)
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
+from google.protobuf.any_pb2 import Any as AnyProto
+
+from xds_client.resources import unwrap
+
+from ._context import CDS, EDS, LDS, RDS, Context, Inventory, names_in
+from ._model import Violation
+from ._wire import Response
+
+__all__ = ["discover"]
+
+_HCM = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+
+
+def _bodies(response: Response) -> list[AnyProto]:
+    if isinstance(response, DeltaDiscoveryResponse):
+        return [r.resource for r in response.resources if r.HasField("resource")]
+    out = []
+    for packed in response.resources:
+        try:
+            body = unwrap(packed).body
+        except Exception:
+            continue
+        if body is not None:
+            out.append(body)
+    return out
+
+
+def _eds_names(response: Response) -> dict[str, str]:
+    found = {}
+    for body in _bodies(response):
+        cluster = Cluster()
+        if body.type_url != CDS or not body.Unpack(cluster):
+            continue
+        is_eds = cluster.WhichOneof("cluster_discovery_type") == "type" and cluster.type == Cluster.EDS
+        if is_eds:
+            found[cluster.name] = cluster.eds_cluster_config.service_name or cluster.name
+    return found
+
+
+def _rds_names(response: Response) -> dict[str, str]:
+    found = {}
+    for body in _bodies(response):
+        listener = Listener()
+        if body.type_url != LDS or not body.Unpack(listener):
+            continue
+        packed = [listener.api_listener.api_listener] if listener.HasField("api_listener") else []
+        packed += [f.typed_config for chain in listener.filter_chains for f in chain.filters]
+        for config in packed:
+            hcm = HttpConnectionManager()
+            if config.type_url.endswith(_HCM) and config.Unpack(hcm):
+                if hcm.WhichOneof("route_specifier") == "rds":
+                    found.setdefault(listener.name, hcm.rds.route_config_name)
+    return found
+
+
+async def _ask(ctx: Context, type_url: str, names: list[str]) -> Response | None:
+    """One answer to a first request for ``names`` (no names: every resource)."""
+    for attempt in ([names] if names else [[], ["*"]]):
+        stream = ctx.open(type_url)
+        if ctx.protocol == "delta":
+            await stream.send(ctx.delta(type_url, attempt))
+        else:
+            await stream.send(ctx.sotw(type_url, attempt))
+        try:
+            response = await ctx.expect(stream, type_url, "while finding what the server serves")
+        except Violation:
+            response = None
+        await stream.close()
+        if response is not None and names_in(response):
+            return response
+    return None
+
+
+async def discover(ctx: Context) -> Inventory:
+    """What the server serves to the checker's node (names by type, and their links)."""
+    inventory = Inventory()
+    children: dict[str, dict[str, str]] = {}
+    for parent, child, follow in ((CDS, EDS, _eds_names), (LDS, RDS, _rds_names)):
+        response = await _ask(ctx, parent, [])
+        if response is None:
+            continue
+        inventory.names[parent] = sorted({n for n in names_in(response) if n})
+        children[child] = follow(response)
+    for child in (EDS, RDS):
+        links = children.get(child, {})
+        wanted = sorted(set(links.values()))
+        response = await _ask(ctx, child, wanted) if wanted else await _ask(ctx, child, [])
+        if response is None:
+            continue
+        served = {n for n in names_in(response) if n}
+        inventory.names[child] = sorted(served)
+        parent = CDS if child == EDS else LDS
+        for parent_name, child_name in sorted(links.items()):
+            if child_name in served:
+                inventory.links[parent] = (parent_name, child_name)
+                break
+    return inventory

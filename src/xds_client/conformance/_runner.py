@@ -1,0 +1,200 @@
+"""Running the checks against a server: discovery, then every selected check."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import time
+from collections.abc import Iterable, Sequence
+
+import grpc
+
+from xds_client._backends.asyncio import open_channel
+from xds_client.errors import UsageError
+from xds_client.transport import ServerTarget
+
+from ._checks import CHECKS
+from ._context import Context, Inventory, Options
+from ._discover import discover
+from ._drivers import ChangeHook, Driver, DriverError, HookDriver
+from ._model import Check, CheckResult, Protocol, Report, Skip, TransportKind, Violation
+from ._wire import Wire
+
+__all__ = ["arun", "checks", "run", "select"]
+
+# Checks run this many at a time (those that push run alone, after the others).
+_CONCURRENCY = 6
+
+
+def checks() -> list[Check]:
+    """Every check, in a stable order (SotW first, then delta)."""
+    return sorted(CHECKS, key=lambda c: (c.protocol != "sotw", c.id))
+
+
+def select(
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    protocols: Iterable[Protocol] = ("sotw", "delta"),
+) -> list[Check]:
+    """The checks whose id matches a pattern of ``only`` (all if empty) and none of ``skip``.
+
+    Patterns are ids or shell globs (``sotw-*``); one that matches nothing is a UsageError.
+    """
+    known = checks()
+    only, skip = list(only), list(skip)
+    for pattern in only + skip:
+        if not any(fnmatch.fnmatchcase(c.id, pattern) for c in known):
+            raise UsageError(
+                f"no check matches {pattern!r}; the checks are: {', '.join(c.id for c in known)}"
+            )
+    wanted = set(protocols)
+    return [
+        c
+        for c in known
+        if c.protocol in wanted
+        and (not only or any(fnmatch.fnmatchcase(c.id, p) for p in only))
+        and not any(fnmatch.fnmatchcase(c.id, p) for p in skip)
+    ]
+
+
+def _target(server: str | ServerTarget) -> ServerTarget:
+    return server if isinstance(server, ServerTarget) else ServerTarget(uri=server)
+
+
+def _driver(driver: Driver | ChangeHook | None) -> Driver | None:
+    if driver is None or isinstance(driver, Driver):
+        return driver
+    return HookDriver(driver)
+
+
+async def _run_one(
+    check: Check,
+    transport: TransportKind,
+    channel: grpc.aio.Channel,
+    target: ServerTarget,
+    options: Options,
+    inventory: Inventory,
+    driver: Driver | None,
+) -> CheckResult:
+    wire = Wire(channel, target.call_metadata)
+    ctx = Context(
+        protocol=check.protocol,
+        transport=transport,
+        options=options,
+        inventory=inventory,
+        wire=wire,
+        driver=driver,
+    )
+    budget = 6 * options.response_timeout + options.ttl_window + 2 * options.quiet_period
+    start = time.monotonic()
+    evidence: tuple[dict[str, object], ...] = ()
+    try:
+        note = await asyncio.wait_for(check.run(ctx), budget)
+        outcome, message = "passed", note or ""
+    except Violation as exc:
+        outcome, message = "failed", str(exc)
+        evidence = wire.evidence()
+    except Skip as exc:
+        outcome, message = "skipped", str(exc)
+    except DriverError as exc:
+        outcome, message = "skipped", f"the driver failed: {exc}"
+    except asyncio.TimeoutError:
+        outcome, message = "failed", f"the check did not finish within {budget:g} s"
+        evidence = wire.evidence()
+    finally:
+        await wire.close()
+    return CheckResult(
+        check,
+        transport,
+        outcome,  # type: ignore[arg-type]
+        message,
+        round(time.monotonic() - start, 3),
+        evidence,
+    )
+
+
+async def arun(
+    server: str | ServerTarget,
+    *,
+    protocols: Sequence[Protocol] = ("sotw", "delta"),
+    transports: Sequence[TransportKind] = ("ads", "per-type"),
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    options: Options | None = None,
+    driver: Driver | ChangeHook | None = None,
+) -> Report:
+    """Check the xDS server at ``server`` (``host:port`` or a :class:`ServerTarget`).
+
+    ``driver`` makes the server change resources for the checks that need a
+    push (a :class:`Driver` or a callable ``hook(action, type_url, name)``);
+    without one they are skipped.
+    """
+    options = options or Options()
+    target = _target(server)
+    selected = select(only, skip, protocols)
+    change = _driver(driver)
+    start = time.monotonic()
+    results: list[CheckResult] = []
+    channel = open_channel(target)
+    try:
+        for protocol in protocols:
+            mine = [c for c in selected if c.protocol == protocol]
+            for transport in transports:
+                runnable = [c for c in mine if transport in c.transports]
+                if not runnable:
+                    continue
+                wire = Wire(channel, target.call_metadata)
+                probe = Context(
+                    protocol=protocol,
+                    transport=transport,
+                    options=options,
+                    inventory=Inventory(),
+                    wire=wire,
+                    driver=None,
+                )
+                try:
+                    inventory = await discover(probe)
+                finally:
+                    await wire.close()
+                gate = asyncio.Semaphore(_CONCURRENCY)
+
+                async def one(check: Check, transport: TransportKind = transport,
+                              inventory: Inventory = inventory) -> CheckResult:
+                    async with gate:
+                        return await _run_one(
+                            check, transport, channel, target, options, inventory, change
+                        )
+
+                quiet = [c for c in runnable if not c.needs_push]
+                results += await asyncio.gather(*(one(c) for c in quiet))
+                for pushing in (c for c in runnable if c.needs_push):
+                    results.append(await one(pushing))
+    finally:
+        await channel.close()
+    order = {c.id: i for i, c in enumerate(checks())}
+    results.sort(key=lambda r: (r.check.protocol != "sotw", r.transport != "ads", order[r.check.id]))
+    return Report(target.uri, tuple(results), round(time.monotonic() - start, 3))
+
+
+def run(
+    server: str | ServerTarget,
+    *,
+    protocols: Sequence[Protocol] = ("sotw", "delta"),
+    transports: Sequence[TransportKind] = ("ads", "per-type"),
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    options: Options | None = None,
+    driver: Driver | ChangeHook | None = None,
+) -> Report:
+    """:func:`arun` from synchronous code (not from inside a running event loop)."""
+    return asyncio.run(
+        arun(
+            server,
+            protocols=protocols,
+            transports=transports,
+            only=only,
+            skip=skip,
+            options=options,
+            driver=driver,
+        )
+    )
