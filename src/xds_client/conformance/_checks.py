@@ -21,7 +21,7 @@ from google.rpc.status_pb2 import Status
 
 from ._context import CDS, EDS, LDS, MISSING_NAME, RDS, Context, is_wrapper, names_in
 from ._model import Check, Level, Protocol, Skip, TransportKind, Violation
-from ._wire import Ended, RawStream, Response
+from ._wire import Ended, RawStream, Request, Response
 
 __all__ = ["CHECKS"]
 
@@ -54,7 +54,7 @@ Runner = Callable[[Context], Awaitable[str | None]]
 
 
 def check(
-    id: str,  # noqa: A002 - the check's id, as the user names it
+    id: str,
     rule: str,
     source: str,
     level: Level,
@@ -128,7 +128,15 @@ def _alias(type_url: str) -> str:
     return {CDS: "CDS", LDS: "LDS", EDS: "EDS", RDS: "RDS"}.get(type_url, type_url)
 
 
-async def _survives(ctx: Context, stream: RawStream, bad: DiscoveryRequest | bytes | Any, type_url: str, what: str, *, must_answer: bool = False) -> str | None:
+async def _survives(
+    ctx: Context,
+    stream: RawStream,
+    bad: DiscoveryRequest | bytes | Any,
+    type_url: str,
+    what: str,
+    *,
+    must_answer: bool = False,
+) -> str | None:
     """Send ``bad``, then a good request: answered, or the stream ended with an error status."""
     names = ctx.inventory.names.get(type_url, [])[:1]
     written = await stream.send(bad, timeout=ctx.options.response_timeout)
@@ -180,7 +188,9 @@ def _type_errors(response: Response, type_url: str) -> str | None:
             if inner.HasField("resource") and inner.resource.type_url != type_url:
                 return f"resource {inner.name!r} wraps an Any of {inner.resource.type_url!r}"
         elif packed.type_url != type_url:
-            return f"a resource is an Any of {packed.type_url!r}, the response's type is {type_url!r}"
+            return (
+                f"a resource is an Any of {packed.type_url!r}, the response's type is {type_url!r}"
+            )
     return None
 
 
@@ -206,8 +216,9 @@ def _resource_error_problems(responses: Iterable[Response]) -> list[str]:
 
 
 def _both(suffix: str, rule: str, source: str, level: Level, run: Runner, **extra: Any) -> None:
-    for protocol in ("sotw", "delta"):
-        check(f"{protocol}-{suffix}", rule, source, level, protocol, **extra)(run)  # type: ignore[arg-type]
+    protocols: tuple[Protocol, ...] = ("sotw", "delta")
+    for protocol in protocols:
+        check(f"{protocol}-{suffix}", rule, source, level, protocol, **extra)(run)
 
 
 async def _any_type_url(ctx: Context) -> str | None:
@@ -291,7 +302,9 @@ async def _huge_name(ctx: Context) -> str | None:
     type_url, _ = ctx.inventory.pick(ORDERED)
     stream = ctx.open(type_url)
     name = "x" * HUGE_NAME_BYTES
-    bad: Any = ctx.delta(type_url, [name]) if ctx.protocol == "delta" else ctx.sotw(type_url, [name])
+    bad: Any = (
+        ctx.delta(type_url, [name]) if ctx.protocol == "delta" else ctx.sotw(type_url, [name])
+    )
     return await _survives(ctx, stream, bad, type_url, "a request naming a 1 MiB resource name")
 
 
@@ -333,8 +346,9 @@ async def _nack_keeps_stream(ctx: Context) -> str | None:
     return None
 
 
-def _nack(ctx: Context, response: Response, names: list[str]) -> Any:
+def _nack(ctx: Context, response: Response, names: list[str]) -> Request:
     error = Status(code=3, message="rejected on purpose by the conformance checker")
+    request: Request
     if isinstance(response, DeltaDiscoveryResponse):
         request = ctx.delta(response.type_url, nonce=response.nonce)
     else:
@@ -384,7 +398,9 @@ async def _ttl(ctx: Context) -> str | None:
         names = ctx.inventory.names.get(type_url)
         if not names:
             continue
-        stream = (ads := ads or ctx.open(type_url)) if ctx.transport == "ads" else ctx.open(type_url)
+        stream = (
+            (ads := ads or ctx.open(type_url)) if ctx.transport == "ads" else ctx.open(type_url)
+        )
         wildcard = type_url in (CDS, LDS)
         if ctx.protocol == "delta":
             await stream.send(ctx.delta(type_url, ["*"] if wildcard else names))
@@ -409,7 +425,12 @@ async def _ttl(ctx: Context) -> str | None:
                 raise Violation(f"the server ended the stream ({item})")
             seen_ttl += _check_ttl(item, held, last_version)
             names = [n for (t, n) in held if t == item.type_url]
-            await _ack(ctx, stream, item, names if item.type_url not in (CDS, LDS) or ctx.protocol == "delta" else [])
+            await _ack(
+                ctx,
+                stream,
+                item,
+                names if item.type_url not in (CDS, LDS) or ctx.protocol == "delta" else [],
+            )
     return f"{seen_ttl} resource(s) with a TTL seen" if seen_ttl else "no TTL in use"
 
 
@@ -419,7 +440,9 @@ def _check_ttl(
     type_url = response.type_url
     count = 0
     if isinstance(response, DeltaDiscoveryResponse):
-        items = [(r.name, r.version, r.HasField("resource"), r) for r in response.resources]
+        items: list[tuple[str, str, bool, Resource | None]] = [
+            (r.name, r.version, r.HasField("resource"), r) for r in response.resources
+        ]
     else:
         items = []
         for packed in response.resources:
@@ -700,14 +723,11 @@ async def _sotw_reconnect_stale(ctx: Context) -> str | None:
     transports=("ads",),
 )
 async def _sotw_update_order(ctx: Context) -> str | None:
-    pairs = [(CDS, EDS), (LDS, RDS)]
-    for parent, child in pairs:
-        link = ctx.inventory.links.get(parent)
-        if link:
-            break
-    else:
+    found = [(p, c) for p, c in ((CDS, EDS), (LDS, RDS)) if p in ctx.inventory.links]
+    if not found:
         raise Skip("the server serves no EDS cluster or RDS listener to this node")
-    parent_name, child_name = link
+    parent, child = found[0]
+    parent_name, child_name = ctx.inventory.links[parent]
     stream = ctx.open(parent)
     first = await _subscribe(ctx, stream, parent, [parent_name])
     await _ack(ctx, stream, first, [parent_name])

@@ -75,7 +75,7 @@ class Inventory:
             names = self.names.get(type_url, [])
             if len(names) >= count:
                 return type_url, names[:count]
-        kinds = "/".join(resource_type(t).alias.upper() for t in type_urls)
+        kinds = "/".join(_kind(t) for t in type_urls)
         raise Skip(f"the server serves fewer than {count} {kinds} resource(s) to this node")
 
 
@@ -167,7 +167,9 @@ class Context:
             response_nonce=nonce,
         )
 
-    def ack(self, type_url: str, response: DiscoveryResponse, names: Iterable[str]) -> DiscoveryRequest:
+    def ack(
+        self, type_url: str, response: DiscoveryResponse, names: Iterable[str]
+    ) -> DiscoveryRequest:
         return self.sotw(type_url, names, version=response.version_info, nonce=response.nonce)
 
     def delta(

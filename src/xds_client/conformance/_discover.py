@@ -8,6 +8,8 @@ the server really serves.
 
 from __future__ import annotations
 
+import asyncio
+
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.extensions.filters.network.http_connection_manager.v3.http_connection_manager_pb2 import (  # noqa: E501
@@ -42,19 +44,21 @@ def _bodies(response: Response) -> list[AnyProto]:
 
 
 def _eds_names(response: Response) -> dict[str, str]:
-    found = {}
+    found: dict[str, str] = {}
     for body in _bodies(response):
         cluster = Cluster()
         if body.type_url != CDS or not body.Unpack(cluster):
             continue
-        is_eds = cluster.WhichOneof("cluster_discovery_type") == "type" and cluster.type == Cluster.EDS
+        is_eds = (
+            cluster.WhichOneof("cluster_discovery_type") == "type" and cluster.type == Cluster.EDS
+        )
         if is_eds:
             found[cluster.name] = cluster.eds_cluster_config.service_name or cluster.name
     return found
 
 
 def _rds_names(response: Response) -> dict[str, str]:
-    found = {}
+    found: dict[str, str] = {}
     for body in _bodies(response):
         listener = Listener()
         if body.type_url != LDS or not body.Unpack(listener):
@@ -63,50 +67,58 @@ def _rds_names(response: Response) -> dict[str, str]:
         packed += [f.typed_config for chain in listener.filter_chains for f in chain.filters]
         for config in packed:
             hcm = HttpConnectionManager()
-            if config.type_url.endswith(_HCM) and config.Unpack(hcm):
-                if hcm.WhichOneof("route_specifier") == "rds":
-                    found.setdefault(listener.name, hcm.rds.route_config_name)
+            unpacked = config.type_url.endswith(_HCM) and config.Unpack(hcm)
+            if unpacked and hcm.WhichOneof("route_specifier") == "rds":
+                found.setdefault(listener.name, hcm.rds.route_config_name)
     return found
 
 
-async def _ask(ctx: Context, type_url: str, names: list[str]) -> Response | None:
-    """One answer to a first request for ``names`` (no names: every resource)."""
-    for attempt in ([names] if names else [[], ["*"]]):
-        stream = ctx.open(type_url)
-        if ctx.protocol == "delta":
-            await stream.send(ctx.delta(type_url, attempt))
-        else:
-            await stream.send(ctx.sotw(type_url, attempt))
-        try:
-            response = await ctx.expect(stream, type_url, "while finding what the server serves")
-        except Violation:
-            response = None
+async def _ask_once(ctx: Context, type_url: str, names: list[str]) -> Response | None:
+    stream = ctx.open(type_url)
+    if ctx.protocol == "delta":
+        await stream.send(ctx.delta(type_url, names))
+    else:
+        await stream.send(ctx.sotw(type_url, names))
+    try:
+        return await ctx.expect(stream, type_url, "while finding what the server serves")
+    except Violation:
+        return None
+    finally:
         await stream.close()
-        if response is not None and names_in(response):
-            return response
-    return None
+
+
+async def _ask(ctx: Context, type_url: str, names: list[str]) -> Response | None:
+    """An answer to a first request for ``names`` (none: the legacy wildcard, and ``*``)."""
+    attempts = [names] if names else [[], ["*"]]
+    answers = await asyncio.gather(*(_ask_once(ctx, type_url, a) for a in attempts))
+    return next((a for a in answers if a is not None and names_in(a)), None)
 
 
 async def discover(ctx: Context) -> Inventory:
     """What the server serves to the checker's node (names by type, and their links)."""
     inventory = Inventory()
     children: dict[str, dict[str, str]] = {}
-    for parent, child, follow in ((CDS, EDS, _eds_names), (LDS, RDS, _rds_names)):
-        response = await _ask(ctx, parent, [])
+    parents = await asyncio.gather(_ask(ctx, CDS, []), _ask(ctx, LDS, []))
+    for (parent, child, follow), response in zip(
+        ((CDS, EDS, _eds_names), (LDS, RDS, _rds_names)), parents, strict=True
+    ):
         if response is None:
             continue
         inventory.names[parent] = sorted({n for n in names_in(response) if n})
         children[child] = follow(response)
-    for child in (EDS, RDS):
-        links = children.get(child, {})
-        wanted = sorted(set(links.values()))
-        response = await _ask(ctx, child, wanted) if wanted else await _ask(ctx, child, [])
+
+    async def ask_child(child: str) -> Response | None:
+        wanted = sorted(set(children.get(child, {}).values()))
+        return await _ask(ctx, child, wanted)
+
+    answers = await asyncio.gather(ask_child(EDS), ask_child(RDS))
+    for child, response in zip((EDS, RDS), answers, strict=True):
         if response is None:
             continue
         served = {n for n in names_in(response) if n}
         inventory.names[child] = sorted(served)
         parent = CDS if child == EDS else LDS
-        for parent_name, child_name in sorted(links.items()):
+        for parent_name, child_name in sorted(children.get(child, {}).items()):
             if child_name in served:
                 inventory.links[parent] = (parent_name, child_name)
                 break

@@ -94,9 +94,7 @@ class Report:
     @property
     def ok(self) -> bool:
         """True when no MUST check failed (SHOULD failures are reported, not fatal)."""
-        return not any(
-            r.outcome == "failed" and r.check.level == "MUST" for r in self.results
-        )
+        return not any(r.outcome == "failed" and r.check.level == "MUST" for r in self.results)
 
     @property
     def exit_code(self) -> int:
@@ -105,11 +103,7 @@ class Report:
 
     def failures(self, level: Level | None = None) -> list[CheckResult]:
         """The failed results (of one level, or all)."""
-        return [
-            r
-            for r in self.results
-            if r.outcome == "failed" and level in (None, r.check.level)
-        ]
+        return [r for r in self.results if r.outcome == "failed" and level in (None, r.check.level)]
 
     def outcome_of(self, check_id: str, transport: TransportKind = "ads") -> Outcome | None:
         """The outcome of one check on one transport, None if it did not run."""

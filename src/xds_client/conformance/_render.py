@@ -21,9 +21,7 @@ def _mark(result: CheckResult) -> str:
 
 def render_table(report: Report, *, only_failures: bool = False, evidence: bool = False) -> str:
     """One line per result (``RESULT LEVEL PROTOCOL/TRANSPORT ID  message``) and a summary."""
-    rows = [
-        r for r in report.results if not only_failures or r.outcome == "failed"
-    ]
+    rows = [r for r in report.results if not only_failures or r.outcome == "failed"]
     width = max((len(r.check.id) for r in rows), default=10)
     lines = []
     for r in rows:
@@ -119,7 +117,7 @@ def render_junit(report: Report) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def render(report: Report, format: str = "table", *, evidence: bool = True) -> str:  # noqa: A002
+def render(report: Report, format: str = "table", *, evidence: bool = True) -> str:
     """``table``, ``json`` or ``junit``."""
     if format == "json":
         return render_json(report)

@@ -69,6 +69,7 @@ def _driver(driver: Driver | ChangeHook | None) -> Driver | None:
 
 async def _run_one(
     check: Check,
+    *,
     transport: TransportKind,
     channel: grpc.aio.Channel,
     target: ServerTarget,
@@ -113,6 +114,51 @@ async def _run_one(
     )
 
 
+async def _run_combination(
+    runnable: list[Check],
+    *,
+    protocol: Protocol,
+    transport: TransportKind,
+    channel: grpc.aio.Channel,
+    target: ServerTarget,
+    options: Options,
+    driver: Driver | None,
+) -> list[CheckResult]:
+    """Find what the server serves, run the quiet checks together, then those that push."""
+    wire = Wire(channel, target.call_metadata)
+    probe = Context(
+        protocol=protocol,
+        transport=transport,
+        options=options,
+        inventory=Inventory(),
+        wire=wire,
+        driver=None,
+    )
+    try:
+        inventory = await discover(probe)
+    finally:
+        await wire.close()
+    gate = asyncio.Semaphore(_CONCURRENCY)
+
+    async def one(check: Check) -> CheckResult:
+        async with gate:
+            return await _run_one(
+                check,
+                transport=transport,
+                channel=channel,
+                target=target,
+                options=options,
+                inventory=inventory,
+                driver=driver,
+            )
+
+    # Pushes change what other checks watch: they run alone, after the others.
+    results = list(await asyncio.gather(*(one(c) for c in runnable if not c.needs_push)))
+    for pushing in (c for c in runnable if c.needs_push):
+        results.append(await one(pushing))
+    return results
+
+
 async def arun(
     server: str | ServerTarget,
     *,
@@ -143,36 +189,21 @@ async def arun(
                 runnable = [c for c in mine if transport in c.transports]
                 if not runnable:
                     continue
-                wire = Wire(channel, target.call_metadata)
-                probe = Context(
+                results += await _run_combination(
+                    runnable,
                     protocol=protocol,
                     transport=transport,
+                    channel=channel,
+                    target=target,
                     options=options,
-                    inventory=Inventory(),
-                    wire=wire,
-                    driver=None,
+                    driver=change,
                 )
-                try:
-                    inventory = await discover(probe)
-                finally:
-                    await wire.close()
-                gate = asyncio.Semaphore(_CONCURRENCY)
-
-                async def one(check: Check, transport: TransportKind = transport,
-                              inventory: Inventory = inventory) -> CheckResult:
-                    async with gate:
-                        return await _run_one(
-                            check, transport, channel, target, options, inventory, change
-                        )
-
-                quiet = [c for c in runnable if not c.needs_push]
-                results += await asyncio.gather(*(one(c) for c in quiet))
-                for pushing in (c for c in runnable if c.needs_push):
-                    results.append(await one(pushing))
     finally:
         await channel.close()
     order = {c.id: i for i, c in enumerate(checks())}
-    results.sort(key=lambda r: (r.check.protocol != "sotw", r.transport != "ads", order[r.check.id]))
+    results.sort(
+        key=lambda r: (r.check.protocol != "sotw", r.transport != "ads", order[r.check.id])
+    )
     return Report(target.uri, tuple(results), round(time.monotonic() - start, 3))
 
 

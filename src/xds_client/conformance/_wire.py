@@ -9,6 +9,7 @@ check can show the exchange that proves it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -212,7 +213,5 @@ class RawStream:
         """Cancel the call (idempotent)."""
         self._call.cancel()
         self._reader.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
             await self._reader
-        except (asyncio.CancelledError, grpc.aio.AioRpcError):
-            pass

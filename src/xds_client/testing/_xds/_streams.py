@@ -517,6 +517,7 @@ class _SotwSession(_Session):
         state = self.types.setdefault(request.type_url, _SotwType())
         names = set(message.resource_names)
         first = not state.requested
+        before_names, before_wildcard = set(state.names), state.wildcard
         state.requested = True
         if first and not names:
             state.wildcard = state.legacy_wildcard = True
@@ -531,7 +532,10 @@ class _SotwSession(_Session):
             state.names = set()
         if request.classification == "nack":
             return []  # resend only once something changes
-        return self.on_change(request.type_url, force=first)
+        # A name the client adds (again) must be answered even when the version is
+        # unchanged: it may have dropped the resource when it unsubscribed.
+        grew = bool(state.names - before_names) or (state.wildcard and not before_wildcard)
+        return self.on_change(request.type_url, force=first or grew)
 
     def on_change(self, type_url: str, *, force: bool = False) -> list[_Out]:
         state = self.types.get(type_url)
