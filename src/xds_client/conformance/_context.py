@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -55,6 +56,10 @@ class Options:
     """Seconds of silence that count as "the server sent nothing more"."""
     ttl_window: float = 1.5
     """Seconds to watch for TTL heartbeats."""
+
+    def with_node(self, node_id: str) -> Options:
+        """A copy with another ``node_id``."""
+        return dataclasses.replace(self, node_id=node_id)
 
     def node(self, node_id: str | None = None) -> Node:
         return Node(id=node_id or self.node_id, cluster=self.cluster)

@@ -9,6 +9,7 @@ the server really serves.
 from __future__ import annotations
 
 import asyncio
+from typing import TypeVar
 
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.listener.v3.listener_pb2 import Listener
@@ -17,6 +18,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3.http_connection
 )
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
 from google.protobuf.any_pb2 import Any as AnyProto
+from google.protobuf.message import DecodeError
 
 from xds_client.resources import unwrap
 
@@ -43,11 +45,22 @@ def _bodies(response: Response) -> list[AnyProto]:
     return out
 
 
+M = TypeVar("M", Cluster, Listener)
+
+
+def _parse(cls: type[M], body: AnyProto) -> M | None:
+    # Leniently, whatever the Any's type URL says: another check judges that.
+    try:
+        return cls.FromString(body.value)
+    except DecodeError:
+        return None
+
+
 def _eds_names(response: Response) -> dict[str, str]:
     found: dict[str, str] = {}
     for body in _bodies(response):
-        cluster = Cluster()
-        if body.type_url != CDS or not body.Unpack(cluster):
+        cluster = _parse(Cluster, body)
+        if cluster is None:
             continue
         is_eds = (
             cluster.WhichOneof("cluster_discovery_type") == "type" and cluster.type == Cluster.EDS
@@ -60,8 +73,8 @@ def _eds_names(response: Response) -> dict[str, str]:
 def _rds_names(response: Response) -> dict[str, str]:
     found: dict[str, str] = {}
     for body in _bodies(response):
-        listener = Listener()
-        if body.type_url != LDS or not body.Unpack(listener):
+        listener = _parse(Listener, body)
+        if listener is None:
             continue
         packed = [listener.api_listener.api_listener] if listener.HasField("api_listener") else []
         packed += [f.typed_config for chain in listener.filter_chains for f in chain.filters]
