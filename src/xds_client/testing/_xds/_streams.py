@@ -88,6 +88,7 @@ class _SotwType:
     last_key: tuple[Any, ...] | None = None
     last_version: str = ""
     sent: dict[str, Entry] = field(default_factory=dict)
+    owed: bool = False  # names were added: the next answer is sent even if unchanged
 
 
 @dataclass
@@ -510,8 +511,6 @@ class _SotwSession(_Session):
         self.types: dict[str, _SotwType] = {}
 
     def on_request(self, request: _Request) -> list[_Out]:
-        if request.classification == "stale":
-            return []  # the client has not seen our latest response yet
         message = request.message
         assert isinstance(message, DiscoveryRequest)
         state = self.types.setdefault(request.type_url, _SotwType())
@@ -530,12 +529,18 @@ class _SotwSession(_Session):
         elif not state.legacy_wildcard:
             state.wildcard = False
             state.names = set()
-        if request.classification == "nack":
-            return []  # resend only once something changes
         # A name the client adds (again) must be answered even when the version is
         # unchanged: it may have dropped the resource when it unsubscribed.
         grew = bool(state.names - before_names) or (state.wildcard and not before_wildcard)
-        return self.on_change(request.type_url, force=first or grew)
+        state.owed = state.owed or grew
+        if request.classification == "stale":
+            # The client has not seen our latest response yet: no answer now (its ACK
+            # of that response will come), but its names are what it wants.
+            return []
+        if request.classification == "nack":
+            return []  # resend only once something changes
+        force, state.owed = first or state.owed, False
+        return self.on_change(request.type_url, force=force)
 
     def on_change(self, type_url: str, *, force: bool = False) -> list[_Out]:
         state = self.types.get(type_url)
