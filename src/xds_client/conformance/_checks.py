@@ -8,6 +8,7 @@ server serves too little to try it, or a push is needed and no driver is given.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -138,7 +139,7 @@ async def _survives(
     must_answer: bool = False,
 ) -> str | None:
     """Send ``bad``, then a good request: answered, or the stream ended with an error status."""
-    names = ctx.inventory.names.get(type_url, [])[:1]
+    names = ctx.inventory.names.get(type_url, [])
     written = await stream.send(bad, timeout=ctx.options.response_timeout)
     good = ctx.delta(type_url, names) if ctx.protocol == "delta" else ctx.sotw(type_url, names)
     if written:
@@ -164,7 +165,6 @@ async def _survives(
 
 
 async def _next_of(ctx: Context, stream: RawStream, type_url: str) -> Response | Ended | None:
-    import asyncio
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ctx.options.response_timeout
@@ -192,6 +192,18 @@ def _type_errors(response: Response, type_url: str) -> str | None:
                 f"a resource is an Any of {packed.type_url!r}, the response's type is {type_url!r}"
             )
     return None
+
+
+def _only_heartbeats(response: Response) -> bool:
+    """A TTL refresh: every resource a Resource without a body (not a resend)."""
+    if isinstance(response, DeltaDiscoveryResponse):
+        bodies = [r.HasField("resource") for r in response.resources]
+    else:
+        bodies = [
+            not is_wrapper(p) or Resource.FromString(p.value).HasField("resource")
+            for p in response.resources
+        ]
+    return bool(bodies) and not any(bodies)
 
 
 def _duplicates(response: Response) -> list[str]:
@@ -257,7 +269,7 @@ _both(
 
 
 async def _unknown_type(ctx: Context) -> str | None:
-    type_url, names = ctx.inventory.pick(ORDERED)
+    type_url, names = ctx.inventory.pick(ORDERED, every=True)
     stream = ctx.open(type_url)
     if ctx.protocol == "delta":
         await stream.send(ctx.delta(UNKNOWN_TYPE_URL, [MISSING_NAME]))
@@ -318,7 +330,7 @@ _both(
 
 
 async def _unknown_fields(ctx: Context) -> str | None:
-    type_url, names = ctx.inventory.pick(ORDERED)
+    type_url, names = ctx.inventory.pick(ORDERED, every=True)
     stream = ctx.open(type_url)
     request: Any = (
         ctx.delta(type_url, names) if ctx.protocol == "delta" else ctx.sotw(type_url, names)
@@ -338,7 +350,7 @@ _both(
 
 
 async def _nack_keeps_stream(ctx: Context) -> str | None:
-    type_url, names = ctx.inventory.pick(ORDERED)
+    type_url, names = ctx.inventory.pick(ORDERED, every=True)
     stream = ctx.open(type_url)
     first = await _subscribe(ctx, stream, type_url, names)
     await stream.send(_nack(ctx, first, names))
@@ -409,7 +421,6 @@ async def _ttl(ctx: Context) -> str | None:
         streams.append((stream, type_url))
     if not streams:
         raise Skip("the server serves nothing to this node")
-    import asyncio
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ctx.options.ttl_window
@@ -520,13 +531,17 @@ async def _sotw_nonce_version(ctx: Context) -> str | None:
     "sotw",
 )
 async def _sotw_ack_no_resend(ctx: Context) -> str | None:
-    type_url, names = ctx.inventory.pick(NAMED_FIRST)
+    type_url, names = ctx.inventory.pick(NAMED_FIRST, every=True)
     stream = ctx.open(type_url)
     first = await _subscribe(ctx, stream, type_url, names)
     assert isinstance(first, DiscoveryResponse)
     await stream.send(ctx.ack(type_url, first, names))
     for response in await ctx.quiet(stream, max(ctx.options.quiet_period, 0.5)):
-        if response.type_url == type_url and _version(response) == first.version_info:
+        if (
+            response.type_url == type_url
+            and _version(response) == first.version_info
+            and not _only_heartbeats(response)
+        ):
             raise Violation(
                 f"after the ACK of version {first.version_info!r} the server sent it again "
                 f"(nonce {response.nonce!r})"
@@ -542,7 +557,7 @@ async def _sotw_ack_no_resend(ctx: Context) -> str | None:
     "sotw",
 )
 async def _sotw_nack_no_repeat(ctx: Context) -> str | None:
-    type_url, names = ctx.inventory.pick(NAMED_FIRST)
+    type_url, names = ctx.inventory.pick(NAMED_FIRST, every=True)
     stream = ctx.open(type_url)
     first = await _subscribe(ctx, stream, type_url, names)
     await stream.send(_nack(ctx, first, names))
@@ -550,7 +565,11 @@ async def _sotw_nack_no_repeat(ctx: Context) -> str | None:
     for response in await stream.drain(max(ctx.options.quiet_period, 0.5)):
         if isinstance(response, Ended):
             break
-        if response.type_url == type_url and _version(response) == _version(first):
+        if (
+            response.type_url == type_url
+            and _version(response) == _version(first)
+            and not _only_heartbeats(response)
+        ):
             raise Violation(
                 f"after the NACK of version {_version(first)!r} the server sent it again "
                 f"(nonce {response.nonce!r})"
@@ -584,7 +603,7 @@ async def _sotw_subscribe(ctx: Context) -> str | None:
     "sotw",
 )
 async def _sotw_resubscribe(ctx: Context) -> str | None:
-    type_url, names = ctx.inventory.pick(NAMED_FIRST)
+    type_url, names = ctx.inventory.pick(NAMED_FIRST, every=True)
     stream = ctx.open(type_url)
     latest = await _subscribe(ctx, stream, type_url, names)
     assert isinstance(latest, DiscoveryResponse)
@@ -596,10 +615,23 @@ async def _sotw_resubscribe(ctx: Context) -> str | None:
             latest = response
             await stream.send(ctx.ack(type_url, latest, []))
     await stream.send(ctx.sotw(type_url, names, version=latest.version_info, nonce=latest.nonce))
-    await ctx.expect_with(
-        stream, type_url, names, f"after unsubscribing from {names} and subscribing again"
+    # A response that crossed the request (a heartbeat) makes it stale: ACK it, as a
+    # client does, with the names wanted; the server then owes them.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ctx.options.response_timeout
+    while (item := await stream.recv(max(0.0, deadline - loop.time()))) is not None:
+        if isinstance(item, Ended):
+            raise Violation(f"the server ended the stream ({item})")
+        if item.type_url != type_url:
+            continue
+        if set(names) <= set(names_in(item)):
+            return None
+        assert isinstance(item, DiscoveryResponse)
+        await stream.send(ctx.ack(type_url, item, names))
+    raise Violation(
+        f"no {_alias(type_url)} response holding {names} after unsubscribing from them and "
+        f"subscribing again (version unchanged) within {ctx.options.response_timeout:g} s"
     )
-    return None
 
 
 @check(
@@ -701,7 +733,7 @@ async def _sotw_wildcard_mixed(ctx: Context) -> str | None:
     "sotw",
 )
 async def _sotw_reconnect_stale(ctx: Context) -> str | None:
-    type_url, names = ctx.inventory.pick(ORDERED)
+    type_url, names = ctx.inventory.pick(ORDERED, every=True)
     stream = ctx.open(type_url)
     await stream.send(
         ctx.sotw(
@@ -730,15 +762,18 @@ async def _sotw_update_order(ctx: Context) -> str | None:
     if not found:
         raise Skip("the server serves no EDS cluster or RDS listener to this node")
     parent, child = found[0]
-    parent_name, child_name = ctx.inventory.links[parent]
+    parent_name, _ = ctx.inventory.links[parent]
+    # Every name of both types: a server may hold a request that names only some (ADS mode).
+    parents, children = ctx.inventory.names[parent], ctx.inventory.names[child]
     stream = ctx.open(parent)
-    first = await _subscribe(ctx, stream, parent, [parent_name])
-    await _ack(ctx, stream, first, [parent_name])
-    second = await _subscribe(ctx, stream, child, [child_name])
-    await _ack(ctx, stream, second, [child_name])
+    first = await _subscribe(ctx, stream, parent, parents)
+    await _ack(ctx, stream, first, parents)
+    second = await _subscribe(ctx, stream, child, children)
+    await _ack(ctx, stream, second, children)
     await ctx.quiet(stream)
     await ctx.change("update", parent, parent_name)
-    order = [r.type_url for r in await ctx.quiet(stream, max(ctx.options.quiet_period, 0.5))]
+    pushed = await ctx.quiet(stream, max(ctx.options.quiet_period, 0.5))
+    order = [r.type_url for r in pushed if not _only_heartbeats(r)]
     if child in order and parent in order and order.index(child) < order.index(parent):
         raise Violation(
             f"after one change the server pushed {_alias(child)} before {_alias(parent)}: "
@@ -848,8 +883,6 @@ async def _delta_removed(ctx: Context) -> str | None:
     await _ack(ctx, stream, first, [a])
     await ctx.change("delete", type_url, a)
     try:
-        import asyncio
-
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ctx.options.response_timeout
         while True:

@@ -74,12 +74,16 @@ class Inventory:
     links: dict[str, tuple[str, str]] = field(default_factory=dict)
     """CDS: (a cluster, its EDS name); LDS: (a listener, its RDS name), where served."""
 
-    def pick(self, type_urls: Sequence[str], count: int = 1) -> tuple[str, list[str]]:
-        """The first type that has ``count`` names, and those names; Skip if none has."""
+    def pick(
+        self, type_urls: Sequence[str], count: int = 1, *, every: bool = False
+    ) -> tuple[str, list[str]]:
+        """The first type that has ``count`` names, and those names (``every``: all of its
+        names, so that a server which holds a request naming only some still answers);
+        Skip if no type has that many."""
         for type_url in type_urls:
             names = self.names.get(type_url, [])
             if len(names) >= count:
-                return type_url, names[:count]
+                return type_url, names if every else names[:count]
         kinds = "/".join(_kind(t) for t in type_urls)
         raise Skip(f"the server serves fewer than {count} {kinds} resource(s) to this node")
 

@@ -198,16 +198,21 @@ class RawStream:
         except asyncio.TimeoutError:
             return None
 
-    async def drain(self, window: float) -> list[Response | Ended]:
-        """Everything that arrives until ``window`` seconds pass without a message."""
+    async def drain(self, window: float, *, limit: float | None = None) -> list[Response | Ended]:
+        """Everything that arrives until ``window`` seconds pass without a message, or
+        ``limit`` seconds in all (default: twice the window, at least half a second more;
+        TTL heartbeats may never leave the stream quiet)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + (limit if limit is not None else max(2 * window, window + 0.5))
         got: list[Response | Ended] = []
-        while True:
-            item = await self.recv(window)
+        while (left := end - loop.time()) > 0:
+            item = await self.recv(min(window, left))
             if item is None:
                 return got
             got.append(item)
             if isinstance(item, Ended):
                 return got
+        return got
 
     async def close(self) -> None:
         """Cancel the call (idempotent)."""

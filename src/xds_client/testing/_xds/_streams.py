@@ -580,7 +580,11 @@ class _SotwSession(_Session):
     def heartbeat(self) -> list[_Out]:
         out: list[_Out] = []
         for type_url, state in sorted(self.types.items()):
-            beating = [e for _, e in sorted(state.sent.items()) if e.ttl is not None]
+            beating = [
+                e
+                for name, e in sorted(state.sent.items())
+                if e.ttl is not None and (state.wildcard or name in state.names)
+            ]
             if not beating:
                 continue
             nonce = self.engine.next_nonce()
