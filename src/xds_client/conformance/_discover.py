@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TypeVar
 
+import grpc
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.listener.v3.listener_pb2 import Listener
 from envoy.extensions.filters.network.http_connection_manager.v3.http_connection_manager_pb2 import (  # noqa: E501
@@ -20,15 +21,20 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.message import DecodeError
 
+from xds_client.errors import ServerProtocolError, TransportError
 from xds_client.resources import unwrap
 
 from ._context import CDS, EDS, LDS, RDS, Context, Inventory, names_in
 from ._model import Violation
-from ._wire import Response
+from ._wire import Ended, Response
 
-__all__ = ["discover"]
+__all__ = ["ServiceNotOfferedError", "discover"]
 
 _HCM = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+
+
+class ServiceNotOfferedError(TransportError):
+    """The server does not implement the service (UNIMPLEMENTED): its checks are skipped."""
 
 
 def _bodies(response: Response) -> list[AnyProto]:
@@ -86,7 +92,9 @@ def _rds_names(response: Response) -> dict[str, str]:
     return found
 
 
-async def _ask_once(ctx: Context, type_url: str, names: list[str]) -> Response | None:
+async def _ask_once(
+    ctx: Context, type_url: str, names: list[str], ends: list[Ended]
+) -> Response | None:
     stream = ctx.open(type_url)
     if ctx.protocol == "delta":
         await stream.send(ctx.delta(type_url, names))
@@ -95,15 +103,17 @@ async def _ask_once(ctx: Context, type_url: str, names: list[str]) -> Response |
     try:
         return await ctx.expect(stream, type_url, "while finding what the server serves")
     except Violation:
+        if stream.ended is not None:
+            ends.append(stream.ended)
         return None
     finally:
         await stream.close()
 
 
-async def _ask(ctx: Context, type_url: str, names: list[str]) -> Response | None:
+async def _ask(ctx: Context, type_url: str, names: list[str], ends: list[Ended]) -> Response | None:
     """An answer to a first request for ``names`` (none: the legacy wildcard, and ``*``)."""
     attempts = [names] if names else [[], ["*"]]
-    answers = await asyncio.gather(*(_ask_once(ctx, type_url, a) for a in attempts))
+    answers = await asyncio.gather(*(_ask_once(ctx, type_url, a, ends) for a in attempts))
     return next((a for a in answers if a is not None and names_in(a)), None)
 
 
@@ -111,7 +121,8 @@ async def discover(ctx: Context) -> Inventory:
     """What the server serves to the checker's node (names by type, and their links)."""
     inventory = Inventory()
     children: dict[str, dict[str, str]] = {}
-    parents = await asyncio.gather(_ask(ctx, CDS, []), _ask(ctx, LDS, []))
+    ends: list[Ended] = []
+    parents = await asyncio.gather(_ask(ctx, CDS, [], ends), _ask(ctx, LDS, [], ends))
     for (parent, child, follow), response in zip(
         ((CDS, EDS, _eds_names), (LDS, RDS, _rds_names)), parents, strict=True
     ):
@@ -122,7 +133,7 @@ async def discover(ctx: Context) -> Inventory:
 
     async def ask_child(child: str) -> Response | None:
         wanted = sorted(set(children.get(child, {}).values()))
-        return await _ask(ctx, child, wanted)
+        return await _ask(ctx, child, wanted, ends)
 
     answers = await asyncio.gather(ask_child(EDS), ask_child(RDS))
     for child, response in zip((EDS, RDS), answers, strict=True):
@@ -135,4 +146,16 @@ async def discover(ctx: Context) -> Inventory:
             if child_name in served:
                 inventory.links[parent] = (parent_name, child_name)
                 break
+    if not inventory.names:
+        # Every check would skip: that is no verdict. Say why there is none.
+        method = ctx.method(CDS)
+        if ends and all(e.code == grpc.StatusCode.UNIMPLEMENTED for e in ends):
+            raise ServiceNotOfferedError(f"the server does not offer {method}: {ends[0]}")
+        if ends:
+            raise TransportError(f"{method}: the server ended every stream: {ends[0]}")
+        raise ServerProtocolError(
+            f"{method}: the server answered no CDS, LDS, EDS or RDS request of node "
+            f"{ctx.options.node_id!r} within {ctx.options.response_timeout:g} s "
+            "(is that a node it serves? see --node-id)"
+        )
     return inventory

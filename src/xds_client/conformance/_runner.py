@@ -10,12 +10,12 @@ from collections.abc import Iterable, Sequence
 import grpc
 
 from xds_client._backends.asyncio import open_channel
-from xds_client.errors import UsageError
+from xds_client.errors import ServerProtocolError, TransportError, UsageError
 from xds_client.transport import ServerTarget
 
 from ._checks import CHECKS
 from ._context import Context, Inventory, Options
-from ._discover import discover
+from ._discover import ServiceNotOfferedError, discover
 from ._drivers import ChangeHook, Driver, DriverError, HookDriver
 from ._model import Check, CheckResult, Protocol, Report, Skip, TransportKind, Violation
 from ._wire import Wire
@@ -136,6 +136,10 @@ async def _run_combination(
     )
     try:
         inventory = await discover(probe)
+    except ServiceNotOfferedError as exc:
+        return [CheckResult(c, transport, "skipped", str(exc), 0.0) for c in runnable]
+    except (TransportError, ServerProtocolError) as exc:
+        return [CheckResult(c, transport, "failed", f"not checked: {exc}", 0.0) for c in runnable]
     finally:
         await wire.close()
     gate = asyncio.Semaphore(_CONCURRENCY)
@@ -200,6 +204,9 @@ async def arun(
                 )
     finally:
         await channel.close()
+    if results and all(r.message.startswith("not checked: ") for r in results):
+        # No combination reached the server: that is an error, not a report.
+        raise TransportError(results[0].message.removeprefix("not checked: "))
     order = {c.id: i for i, c in enumerate(checks())}
     results.sort(
         key=lambda r: (r.check.protocol != "sotw", r.transport != "ads", order[r.check.id])
