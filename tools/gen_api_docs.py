@@ -31,6 +31,11 @@ MODULES = [
     ("xds_client.graph", "xds_client.graph", "The config graph (see [graph.md](graph.md))."),
     ("xds_client.store", "xds_client.store", "The ResourceStore client (Grafana unified storage)."),
     ("xds_client.testing", "xds_client.testing", "In-process servers for tests and demos."),
+    (
+        "xds_client.conformance",
+        "xds_client.conformance",
+        "Check an xDS server against the protocol (see [conformance.md](conformance.md)).",
+    ),
     ("xds_client.cli", "xds_client.cli", "The `xds-client` command line (see [cli.md](cli.md))."),
 ]
 

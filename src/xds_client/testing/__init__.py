@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
     from ._store_server import ResourceStoreServer
     from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo, Subscription
-    from .pytest_plugin import AsyncXdsClientFactory, ControlPlaneFactory
+    from .pytest_plugin import AsyncXdsClientFactory, ConformanceRunner, ControlPlaneFactory
 
 # public name -> module that defines it (loaded on first use)
 _EXPORTS: dict[str, str] = {
@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "ResourceStoreServer": "xds_client.testing._store_server",
     "ControlPlaneFactory": "xds_client.testing.pytest_plugin",
     "AsyncXdsClientFactory": "xds_client.testing.pytest_plugin",
+    "ConformanceRunner": "xds_client.testing.pytest_plugin",
 }
 
 __all__: list[str] = [
@@ -61,6 +62,7 @@ __all__: list[str] = [
     "ResourceStoreServer",
     "ControlPlaneFactory",
     "AsyncXdsClientFactory",
+    "ConformanceRunner",
 ]
 
 
