@@ -57,6 +57,7 @@ class Flow:
     delta: bool
     down: queue.SimpleQueue[bytes | _Abort | None]
     ads: bool = False
+    peer: str = ""
     hung: bool = False
     nonce_map: dict[str, str] = field(default_factory=dict)  # ours -> the server's
     known_nonces: set[str] = field(default_factory=set)
@@ -238,6 +239,21 @@ def _is_heartbeat(packed: AnyProto) -> bool:
     if packed.type_url != RESOURCE_WRAPPER_TYPE_URL:
         return False
     return not Resource.FromString(packed.value).HasField("resource")
+
+
+class NodeTiedToConnection(Fault):
+    """Serves every stream of a connection as the node of its first request."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def on_request(self, flow: Flow, raw: bytes, request: Request) -> list[bytes | Request]:
+        if request.HasField("node"):
+            with self._lock:
+                first = self._nodes.setdefault(flow.peer, request.node.id)
+            request.node.id = first
+        return [request]
 
 
 # -- SotW faults -------------------------------------------------------------------------
@@ -465,6 +481,8 @@ FAULTS: dict[str, type[Fault]] = {
     "delta-unknown-fields": RejectUnknownFields,
     "delta-ttl-heartbeat": BadHeartbeats,
     "delta-resource-errors": MalformedResourceErrors,
+    "sotw-per-node": NodeTiedToConnection,
+    "delta-per-node": NodeTiedToConnection,
 }
 
 
@@ -510,7 +528,9 @@ class MutatingProxy(grpc.GenericRpcHandler):
         self, method: str, requests: Iterator[bytes], context: grpc.ServicerContext
     ) -> Iterator[bytes]:
         delta = "Delta" in method
-        flow = Flow(method, delta, queue.SimpleQueue(), ads="Aggregated" in method)
+        flow = Flow(
+            method, delta, queue.SimpleQueue(), ads="Aggregated" in method, peer=context.peer()
+        )
         up: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         call = self._channel.stream_stream(
             method, request_serializer=_identity, response_deserializer=_identity

@@ -24,3 +24,17 @@ def serve(cp: ControlPlane, node_id: str | None = None) -> None:
         node_id=node_id,
     )
     cp.update(ENDPOINT, [endpoints("b", 1002)], ttl=5.0, node_id=node_id)
+
+
+def serve_second(cp: ControlPlane, node_id: str) -> None:
+    """What the second node of the per-node check is served: less than the first."""
+    cp.set_snapshot(
+        {
+            LISTENER: [api_listener("l1", "r1")],
+            ROUTE: [routes("r1", "a")],
+            CLUSTER: [eds_cluster("a")],
+            ENDPOINT: [endpoints("a", 1001)],
+        },
+        version="7",
+        node_id=node_id,
+    )

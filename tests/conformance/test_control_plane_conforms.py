@@ -7,7 +7,7 @@ import pytest
 from xds_client.conformance import ControlPlaneDriver, Options, run
 from xds_client.testing import ControlPlane
 
-from ._servers import serve
+from ._servers import serve, serve_second
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -15,7 +15,12 @@ pytestmark = pytest.mark.timeout(120)
 def test_every_check_passes_well_within_a_minute() -> None:
     with ControlPlane(heartbeat_interval=0.3) as cp:
         serve(cp)
-        report = run(cp.address, driver=ControlPlaneDriver(cp), options=Options(ttl_window=1.0))
+        serve_second(cp, "second-node")
+        report = run(
+            cp.address,
+            driver=ControlPlaneDriver(cp),
+            options=Options(ttl_window=1.0, second_node_id="second-node"),
+        )
     not_passed = [(r.name, r.outcome, r.message) for r in report.results if r.outcome != "passed"]
     assert not_passed == []
     assert report.ok

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -17,7 +18,7 @@ from xds_client.conformance import ControlPlaneDriver, Report, arun, checks, ren
 from xds_client.testing import ControlPlane
 
 from ._mutants import FAULTS, MutatingProxy
-from ._servers import FAST, serve
+from ._servers import FAST, serve, serve_second
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -35,6 +36,7 @@ def reports() -> Iterator[dict[str, Report]]:
         async def one(check_id: str, gate: asyncio.Semaphore) -> Report:
             node_id = f"mutant-{check_id}"
             serve(cp, node_id)
+            serve_second(cp, f"{node_id}-second")
             async with gate:
                 proxy = await asyncio.to_thread(MutatingProxy, cp.address, FAULTS[check_id]())
                 try:
@@ -42,7 +44,7 @@ def reports() -> Iterator[dict[str, Report]]:
                         proxy.address,
                         protocols=[check_id.split("-", 1)[0]],  # type: ignore[list-item]
                         transports=["ads"],
-                        options=FAST.with_node(node_id),
+                        options=replace(FAST, node_id=node_id, second_node_id=f"{node_id}-second"),
                         driver=ControlPlaneDriver(cp, node_id=node_id),
                     )
                 finally:

@@ -61,6 +61,12 @@ def add_parser(sub: Any, security_options: Any) -> None:
         "--cluster", default="xds-conformance", metavar="C", help="node cluster of the requests"
     )
     conform.add_argument(
+        "--second-node-id",
+        metavar="ID",
+        help="another node the server serves (best: different resources), for the per-node "
+        "checks (without it they are skipped)",
+    )
+    conform.add_argument(
         "--only",
         nargs="+",
         action="extend",
@@ -142,6 +148,7 @@ def run_conform(args: argparse.Namespace, stdout: Any) -> int:
     options = Options(
         node_id=args.node_id,
         cluster=args.cluster,
+        second_node_id=args.second_node_id,
         response_timeout=args.timeout,
         quiet_period=args.quiet_period,
     )

@@ -403,6 +403,64 @@ _both(
 )
 
 
+async def _per_node(ctx: Context) -> str | None:
+    second = ctx.options.second_node_id
+    if not second:
+        raise Skip("needs a second node id the server serves (--second-node-id)")
+    type_url = CDS if ctx.inventory.names.get(CDS) else LDS
+    served = ctx.inventory.names.get(type_url)
+    if not served:
+        raise Skip("the server serves no CDS or LDS resources to this node")
+
+    def ask(node_id: str, names: list[str]) -> Request:
+        if ctx.protocol == "delta":
+            return ctx.delta(type_url, names, node_id=node_id)
+        return ctx.sotw(type_url, names, node_id=node_id)
+
+    # What the second node is served, asked alone on a connection of its own (a server
+    # may wrongly tie a node to a connection): every resource, as the legacy wildcard or
+    # as '*'. Then both nodes at once, on one connection.
+    expected: set[str] | None = None
+    style: list[str] = []
+    for style in ([], ["*"]):
+        alone = ctx.open(type_url, own_connection=True)
+        await alone.send(ask(second, style))
+        got = set(names_in(await ctx.expect(alone, type_url, f"for node {second!r}")))
+        await alone.close()
+        if got:
+            expected = got
+            break
+    if expected is None:
+        raise Skip(f"the server serves no {_alias(type_url)} resources to node {second!r}")
+    first_stream, second_stream = ctx.open(type_url), ctx.open(type_url)
+    await first_stream.send(ask(ctx.options.node_id, served))
+    await second_stream.send(ask(second, style))
+    mine = await ctx.expect(first_stream, type_url, f"for node {ctx.options.node_id!r}")
+    theirs = await ctx.expect(second_stream, type_url, f"for node {second!r}")
+    if set(names_in(mine)) != set(served):
+        raise Violation(
+            f"node {ctx.options.node_id!r} got {sorted(names_in(mine))} while node {second!r} "
+            f"had a stream open; alone it is served {sorted(served)}"
+        )
+    if set(names_in(theirs)) != expected:
+        raise Violation(
+            f"node {second!r} got {sorted(names_in(theirs))} while node "
+            f"{ctx.options.node_id!r} had a stream open; alone it is served {sorted(expected)}"
+        )
+    if expected == set(served):
+        return "both nodes are served the same resources: this cannot tell them apart"
+    return None
+
+
+_both(
+    "per-node",
+    "Each stream is answered for the node of its own requests, with another node's stream open.",
+    f"{_PROTOCOL}, Management server (per-node configuration); envoy.config.core.v3.Node",
+    "MUST",
+    _per_node,
+)
+
+
 async def _ttl(ctx: Context) -> str | None:
     streams: list[tuple[RawStream, str]] = []
     ads: RawStream | None = None

@@ -49,7 +49,8 @@ class Options:
     cluster: str = "xds-conformance"
     """``node.cluster`` of the checker's requests."""
     second_node_id: str | None = None
-    """Another node id the server serves, for the per-node check (None: skip it)."""
+    """Another node id the server serves (best: something else), for the per-node check
+    (None: skip it)."""
     response_timeout: float = 2.0
     """Seconds to wait for a response the server owes."""
     quiet_period: float = 0.3
@@ -155,9 +156,11 @@ class Context:
             raise Skip(f"{rtype.alias or type_url} has no per-type service")
         return path
 
-    def open(self, type_url: str) -> RawStream:
+    def open(self, type_url: str, *, own_connection: bool = False) -> RawStream:
         """A new stream that can carry ``type_url`` (the ADS stream, or its own service)."""
-        return self.wire.open(self.method(type_url), delta=self.protocol == "delta")
+        return self.wire.open(
+            self.method(type_url), delta=self.protocol == "delta", own_connection=own_connection
+        )
 
     def sotw(
         self,

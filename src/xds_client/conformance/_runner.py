@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fnmatch
 import time
 from collections.abc import Iterable, Sequence
@@ -61,6 +62,12 @@ def _target(server: str | ServerTarget) -> ServerTarget:
     return server if isinstance(server, ServerTarget) else ServerTarget(uri=server)
 
 
+def _own_connection(target: ServerTarget) -> ServerTarget:
+    # grpcio shares one connection per target between a process's channels unless told.
+    extra = (("grpc.use_local_subchannel_pool", 1),)
+    return dataclasses.replace(target, channel_options=target.channel_options + extra)
+
+
 def _driver(driver: Driver | ChangeHook | None) -> Driver | None:
     if driver is None or isinstance(driver, Driver):
         return driver
@@ -77,7 +84,7 @@ async def _run_one(
     inventory: Inventory,
     driver: Driver | None,
 ) -> CheckResult:
-    wire = Wire(channel, target.call_metadata)
+    wire = Wire(channel, target.call_metadata, lambda: open_channel(_own_connection(target)))
     ctx = Context(
         protocol=check.protocol,
         transport=transport,

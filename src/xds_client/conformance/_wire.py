@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -89,16 +89,30 @@ def _render(message: Message | bytes | Ended) -> Any:
 class Wire:
     """The streams of one check on one channel, and the record of their messages."""
 
-    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        metadata: Sequence[tuple[str, str]],
+        new_channel: Callable[[], grpc.aio.Channel] | None = None,
+    ) -> None:
         self.channel = channel
         self.metadata = tuple(metadata)
+        self._new_channel = new_channel
+        self._own_channels: list[grpc.aio.Channel] = []
         self._entries: list[_Entry] = []
         self._streams: list[RawStream] = []
         self._start = time.monotonic()
 
-    def open(self, method: str, *, delta: bool) -> RawStream:
-        """Start a bidi stream on ``method`` (ADS or a per-type service)."""
-        stream = RawStream(self, len(self._streams) + 1, method, delta=delta)
+    def open(self, method: str, *, delta: bool, own_connection: bool = False) -> RawStream:
+        """Start a bidi stream on ``method`` (ADS or a per-type service); with
+        ``own_connection``, on a channel (an HTTP/2 connection) of its own."""
+        channel = self.channel
+        if own_connection:
+            if self._new_channel is None:
+                raise RuntimeError("this Wire cannot open channels")
+            channel = self._new_channel()
+            self._own_channels.append(channel)
+        stream = RawStream(self, len(self._streams) + 1, method, delta=delta, channel=channel)
         self._streams.append(stream)
         return stream
 
@@ -133,18 +147,22 @@ class Wire:
         """Cancel every stream of the check."""
         for stream in self._streams:
             await stream.close()
+        for channel in self._own_channels:
+            await channel.close()
 
 
 class RawStream:
     """One bidi stream: ``send`` messages or bytes, ``recv`` parsed responses."""
 
-    def __init__(self, wire: Wire, number: int, method: str, *, delta: bool) -> None:
+    def __init__(
+        self, wire: Wire, number: int, method: str, *, delta: bool, channel: grpc.aio.Channel
+    ) -> None:
         self.wire = wire
         self.number = number
         self.method = method
         self.delta = delta
         self._parse = DeltaDiscoveryResponse.FromString if delta else DiscoveryResponse.FromString
-        factory = wire.channel.stream_stream(
+        factory = channel.stream_stream(
             method, request_serializer=_identity, response_deserializer=_identity
         )
         self._call: grpc.aio.StreamStreamCall[bytes, bytes] = factory(metadata=wire.metadata)
