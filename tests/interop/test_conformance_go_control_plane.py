@@ -24,6 +24,7 @@ from ._conformance_peers import GoPeerDriver
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 
 NODE = "xds-conformance"
+SECOND = "second-node"
 CDS, EDS, LDS, RDS = (resource_type(a).type_url for a in ("cds", "eds", "lds", "rds"))
 BOTH = ("ads", "per-type")
 
@@ -75,10 +76,13 @@ def test_go_control_plane_conformance(setup: str, binary: None) -> None:
     kwargs, ttl, expected = SETUPS[setup]
     with GoControlPlane(**kwargs) as peer:  # type: ignore[arg-type]
         driver = GoPeerDriver(peer, NODE, _resources(ttl=ttl))
+        peer.set_snapshot(SECOND, {CDS: [eds_cluster("a")], LDS: [api_listener("l1", "r1")]}, "1")
         report = run(
             peer.address,
             driver=driver,
-            options=Options(node_id=NODE, response_timeout=1.0, ttl_window=1.0),
+            options=Options(
+                node_id=NODE, second_node_id=SECOND, response_timeout=1.0, ttl_window=1.0
+            ),
         )
     print(render_table(report, evidence=False))  # what docs/conformance.md publishes
     not_passed = {
