@@ -18,6 +18,8 @@ from xds_client.conformance import ControlPlaneDriver, Report, arun, checks, ren
 from xds_client.testing import ControlPlane
 
 from ._mutants import FAULTS, MutatingProxy
+from ._rest_mutants import FAULTS as REST_FAULTS
+from ._rest_mutants import RestMutant
 from ._servers import FAST, serve, serve_second
 
 pytestmark = pytest.mark.timeout(180)
@@ -26,7 +28,7 @@ _AT_ONCE = 6
 
 
 def test_every_check_has_a_mutant() -> None:
-    assert sorted(FAULTS) == sorted(c.id for c in checks())
+    assert sorted(FAULTS) == sorted(c.id for c in checks() if c.protocol != "rest")
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +70,31 @@ def test_the_check_fails_and_only_it(check_id: str, reports: dict[str, Report]) 
     assert others == {}, render_table(report, only_failures=True, evidence=True)
     failed = next(r for r in report.results if r.check.id == check_id)
     assert failed.evidence, "a failure shows the exchange"
+
+
+def test_every_rest_check_has_a_mutant() -> None:
+    assert sorted(REST_FAULTS) == sorted(c.id for c in checks() if c.protocol == "rest")
+
+
+@pytest.fixture(scope="module")
+def rest_reports() -> Iterator[dict[str, Report]]:
+    with ControlPlane(heartbeat_interval=None) as cp:
+        serve(cp)
+        reports = {}
+        for check_id, fault in sorted(REST_FAULTS.items()):
+            mutant = RestMutant(cp.rest_url, fault)
+            try:
+                reports[check_id] = asyncio.run(
+                    arun(mutant.url, options=replace(FAST, response_timeout=1.5))
+                )
+            finally:
+                mutant.close()
+        yield reports
+
+
+@pytest.mark.parametrize("check_id", sorted(REST_FAULTS))
+def test_the_rest_check_fails_and_only_it(check_id: str, rest_reports: dict[str, Report]) -> None:
+    report = rest_reports[check_id]
+    verdicts = {r.check.id: r.outcome for r in report.results}
+    assert verdicts.pop(check_id) == "failed", render_table(report)
+    assert set(verdicts.values()) == {"passed"}, render_table(report, evidence=True)

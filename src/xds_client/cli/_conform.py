@@ -29,7 +29,7 @@ def _server(text: str) -> str:
     from ._args import check_address
 
     try:
-        return check_address(text)
+        return check_address(text, rest=True)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -43,7 +43,11 @@ def add_parser(sub: Any, security_options: Any) -> None:
         "0 when every MUST check passes, 1 when one fails, 2 for bad usage.",
     )
     conform.add_argument(
-        "--server", "-s", metavar="HOST:PORT", type=_server, help="the xDS server to check"
+        "--server",
+        "-s",
+        metavar="HOST:PORT",
+        type=_server,
+        help="the xDS server to check (http(s)://HOST:PORT: a REST-JSON server, polled)",
     )
     conform.add_argument(
         "--protocol", choices=("sotw", "delta", "both"), default="both", help="default both"

@@ -137,7 +137,10 @@ class Context:
         inventory: Inventory,
         wire: Wire,
         driver: Driver | None,
+        rest_url: str = "",
     ) -> None:
+        self.rest_url = rest_url
+        """The REST server's base URL (REST checks only)."""
         self.protocol = protocol
         self.transport = transport
         self.options = options

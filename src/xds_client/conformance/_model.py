@@ -22,8 +22,8 @@ __all__ = [
 ]
 
 Level: TypeAlias = Literal["MUST", "SHOULD"]
-Protocol: TypeAlias = Literal["sotw", "delta"]
-TransportKind: TypeAlias = Literal["ads", "per-type"]
+Protocol: TypeAlias = Literal["sotw", "delta", "rest"]
+TransportKind: TypeAlias = Literal["ads", "per-type", "rest"]
 Outcome: TypeAlias = Literal["passed", "failed", "skipped"]
 
 

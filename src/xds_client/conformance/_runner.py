@@ -19,6 +19,7 @@ from ._context import Context, Inventory, Options
 from ._discover import ServiceNotOfferedError, discover
 from ._drivers import ChangeHook, Driver, DriverError, HookDriver
 from ._model import Check, CheckResult, Protocol, Report, Skip, TransportKind, Violation
+from ._rest import discover_rest
 from ._wire import Wire
 
 __all__ = ["arun", "checks", "run", "select"]
@@ -27,9 +28,12 @@ __all__ = ["arun", "checks", "run", "select"]
 _CONCURRENCY = 6
 
 
+_PROTOCOL_ORDER = {"sotw": 0, "delta": 1, "rest": 2}
+
+
 def checks() -> list[Check]:
-    """Every check, in a stable order (SotW first, then delta)."""
-    return sorted(CHECKS, key=lambda c: (c.protocol != "sotw", c.id))
+    """Every check, in a stable order (SotW, then delta, then REST)."""
+    return sorted(CHECKS, key=lambda c: (_PROTOCOL_ORDER[c.protocol], c.id))
 
 
 def select(
@@ -188,10 +192,14 @@ async def arun(
     """
     options = options or Options()
     target = _target(server)
+    start = time.monotonic()
+    if target.uri.startswith(("http://", "https://")):
+        # A REST-JSON server: only the polling checks apply.
+        results = await _run_rest(select(only, skip, ("rest",)), target, options)
+        return _report(target, results, start)
     selected = select(only, skip, protocols)
     change = _driver(driver)
-    start = time.monotonic()
-    results: list[CheckResult] = []
+    results = []
     channel = open_channel(target)
     try:
         for protocol in protocols:
@@ -214,11 +222,61 @@ async def arun(
     if results and all(r.message.startswith("not checked: ") for r in results):
         # No combination reached the server: that is an error, not a report.
         raise TransportError(results[0].message.removeprefix("not checked: "))
+    return _report(target, results, start)
+
+
+def _report(target: ServerTarget, results: list[CheckResult], start: float) -> Report:
     order = {c.id: i for i, c in enumerate(checks())}
     results.sort(
-        key=lambda r: (r.check.protocol != "sotw", r.transport != "ads", order[r.check.id])
+        key=lambda r: (_PROTOCOL_ORDER[r.check.protocol], r.transport != "ads", order[r.check.id])
     )
     return Report(target.uri, tuple(results), round(time.monotonic() - start, 3))
+
+
+async def _run_rest(
+    runnable: list[Check], target: ServerTarget, options: Options
+) -> list[CheckResult]:
+    def context(wire: Wire) -> Context:
+        return Context(
+            protocol="rest",
+            transport="rest",
+            options=options,
+            inventory=inventory,
+            wire=wire,
+            driver=None,
+            rest_url=target.uri,
+        )
+
+    inventory = Inventory()
+    await discover_rest(context(Wire(None, target.call_metadata)))
+    if not inventory.names:
+        raise TransportError(
+            f"{target.uri}: no CDS or LDS poll of node {options.node_id!r} was answered with "
+            "resources (is that a node it serves? see --node-id)"
+        )
+    results = []
+    for check in runnable:  # one at a time: REST servers are often single-worker
+        wire = Wire(None, target.call_metadata)
+        begun = time.monotonic()
+        evidence: tuple[dict[str, object], ...] = ()
+        try:
+            note = await check.run(context(wire))
+            outcome, message = "passed", note or ""
+        except Violation as exc:
+            outcome, message, evidence = "failed", str(exc), wire.evidence()
+        except Skip as exc:
+            outcome, message = "skipped", str(exc)
+        results.append(
+            CheckResult(
+                check,
+                "rest",
+                outcome,  # type: ignore[arg-type]
+                message,
+                round(time.monotonic() - begun, 3),
+                evidence,
+            )
+        )
+    return results
 
 
 def run(

@@ -54,7 +54,7 @@ class _Entry:
     method: str
     direction: Literal["sent", "received", "ended"]
     at: float
-    message: Message | bytes | Ended
+    message: Message | bytes | Ended | Any
 
 
 def _identity(data: bytes) -> bytes:
@@ -71,9 +71,12 @@ def _cut(value: Any) -> Any:
     return value
 
 
-def _render(message: Message | bytes | Ended) -> Any:
+def _render(message: Any) -> Any:
     if isinstance(message, Ended):
         return {"status": message.code.name, "details": message.details}
+    if hasattr(message, "status") and hasattr(message, "body"):  # a REST HttpAnswer
+        text = message.body[:_MAX_TEXT].decode("utf-8", "replace")
+        return {"http_status": message.status, "reason": message.reason, "body": text}
     if isinstance(message, bytes):
         return {"bytes": len(message), "hex": message[:64].hex()}
     from xds_client.client import to_dict
@@ -91,7 +94,7 @@ class Wire:
 
     def __init__(
         self,
-        channel: grpc.aio.Channel,
+        channel: grpc.aio.Channel | None,
         metadata: Sequence[tuple[str, str]],
         new_channel: Callable[[], grpc.aio.Channel] | None = None,
     ) -> None:
@@ -107,7 +110,7 @@ class Wire:
         """Start a bidi stream on ``method`` (ADS or a per-type service); with
         ``own_connection``, on a channel (an HTTP/2 connection) of its own."""
         channel = self.channel
-        if own_connection:
+        if own_connection or channel is None:
             if self._new_channel is None:
                 raise RuntimeError("this Wire cannot open channels")
             channel = self._new_channel()
@@ -121,7 +124,7 @@ class Wire:
         stream: int,
         method: str,
         direction: Literal["sent", "received", "ended"],
-        message: Message | bytes | Ended,
+        message: Message | bytes | Ended | Any,
     ) -> None:
         self._entries.append(
             _Entry(stream, method, direction, round(time.monotonic() - self._start, 3), message)
