@@ -82,6 +82,8 @@ async def post(ctx: Context, request: DiscoveryRequest | bytes, type_url: str) -
             ensure_types_loaded(data)
             response = DiscoveryResponse()
             json_format.ParseDict(data, response, ignore_unknown_fields=True)
+            # REST answers may leave type_url out (the path names the type).
+            response.type_url = response.type_url or type_url
         except (ValueError, json_format.ParseError) as exc:
             raise Violation(
                 f"POST {template.path} answered 200 with a body that is not a "
