@@ -378,7 +378,7 @@ class EdsBeforeCds(Fault):
         held = flow.state.get("held")
         if response.type_url == CDS and flow.ads:
             flow.state["held"] = response
-            timer = threading.Timer(0.3, self._flush, (flow, response))
+            timer = threading.Timer(1.0, self._flush, (flow, response))
             timer.daemon = True
             timer.start()
             return []

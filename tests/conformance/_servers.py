@@ -8,7 +8,7 @@ from xds_client.resources import CLUSTER, ENDPOINT, LISTENER, ROUTE
 from xds_client.testing import ControlPlane
 
 # Short waits: the servers are local; a failing check waits response_timeout.
-FAST = Options(response_timeout=3.0, quiet_period=0.4, ttl_window=1.0)
+FAST = Options(response_timeout=2.0, quiet_period=0.4, ttl_window=1.0)
 
 
 def serve(cp: ControlPlane, node_id: str | None = None) -> None:

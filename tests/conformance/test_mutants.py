@@ -24,7 +24,7 @@ from ._servers import FAST, serve, serve_second
 
 pytestmark = pytest.mark.timeout(180)
 
-_AT_ONCE = 6
+_AT_ONCE = 8
 
 
 def test_every_check_has_a_mutant() -> None:

@@ -212,7 +212,9 @@ class RawStream:
 
     async def recv(self, timeout: float) -> Response | Ended | None:
         """The next response, the stream's end, or None when nothing came within ``timeout``."""
-        if self._inbox.empty() and self.ended is not None:
+        if not self._inbox.empty():
+            return self._inbox.get_nowait()
+        if self.ended is not None:
             return self.ended
         try:
             return await asyncio.wait_for(self._inbox.get(), timeout)
