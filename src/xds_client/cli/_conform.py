@@ -135,7 +135,8 @@ def run_conform(args: argparse.Namespace, stdout: Any) -> int:
         ("sotw", "delta") if args.protocol == "both" else (args.protocol,)
     )
     if args.list:
-        for check in select(args.only, args.skip, protocols):
+        listed = ("sotw", "delta", "rest") if args.protocol == "both" else protocols
+        for check in select(args.only, args.skip, listed):
             stdout.write(f"{check.id:<28} {check.level:<6} {check.rule} ({check.source})\n")
         return 0
     if not args.server:
