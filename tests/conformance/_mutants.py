@@ -61,7 +61,7 @@ class Flow:
     hung: bool = False
     nonce_map: dict[str, str] = field(default_factory=dict)  # ours -> the server's
     known_nonces: set[str] = field(default_factory=set)
-    last: dict[str, Response] = field(default_factory=dict)  # by type URL
+    last: dict[str, Response] = field(default_factory=dict)  # by type URL, not heartbeats
     names: dict[str, set[str]] = field(default_factory=dict)
     ever: dict[str, set[str]] = field(default_factory=dict)
     requested: set[str] = field(default_factory=set)
@@ -233,6 +233,14 @@ class BadHeartbeats(Fault):
         elif response.resources and all(_is_heartbeat(p) for p in response.resources):
             response.version_info = "not-the-held-version"
         return [response]
+
+
+def _heartbeats_only(response: Response) -> bool:
+    if isinstance(response, DeltaDiscoveryResponse):
+        return bool(response.resources) and not any(
+            r.HasField("resource") for r in response.resources
+        )
+    return bool(response.resources) and all(_is_heartbeat(p) for p in response.resources)
 
 
 def _is_heartbeat(packed: AnyProto) -> bool:
@@ -567,7 +575,8 @@ class MutatingProxy(grpc.GenericRpcHandler):
                             continue
                         for item in self.fault.on_response(flow, response):
                             flow.known_nonces.add(item.nonce)
-                            flow.last[item.type_url] = item
+                            if not _heartbeats_only(item):
+                                flow.last[item.type_url] = item
                             flow.reply(item)
             except grpc.RpcError as exc:
                 code = exc.code()

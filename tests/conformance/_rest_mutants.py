@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -57,9 +56,9 @@ def _stale_is_current(req: dict[str, Any], status: int, body: dict[str, Any] | N
     return status, body
 
 
-def _current_hangs(req: dict[str, Any], status: int, body: dict[str, Any] | None) -> Any:
+def _current_fails(req: dict[str, Any], status: int, body: dict[str, Any] | None) -> Any:
     if status == 304:
-        time.sleep(5)
+        return 503, {"message": "try again"}
     return status, body
 
 
@@ -69,7 +68,7 @@ FAULTS: dict[str, Fault] = {
     "rest-no-duplicate-names": _duplicate,
     "rest-named": _names_ignored,
     "rest-stale-version": _stale_is_current,
-    "rest-current-version": _current_hangs,
+    "rest-current-version": _current_fails,
     "rest-malformed-body": lambda req, status, body: (500 if status == 400 else status, body),
 }
 

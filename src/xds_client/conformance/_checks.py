@@ -29,19 +29,24 @@ CHECKS: list[Check] = []
 
 _PROTOCOL = "xds_protocol.rst"
 ACK_NACK = f"{_PROTOCOL}, ACK/NACK and resource type instance version"
+WHEN = f"{_PROTOCOL}, When to send an update"
 WHICH = f"{_PROTOCOL}, How the client specifies what resources to return"
 WILDCARD = f"{_PROTOCOL}, How the client specifies what resources to return (wildcard)"
-UNSUBSCRIBE = f"{_PROTOCOL}, Unsubscribing from resources"
-FULL_STATE = f"{_PROTOCOL}, Grouping resources into responses"
+FULL_STATE = f"{_PROTOCOL}, Grouping Resources into Responses"
+DUPLICATES = f"{_PROTOCOL}, Duplicate Resource Names"
+DELETING = f"{_PROTOCOL}, Deleting Resources"
 RECONNECT = f"{_PROTOCOL}, ACK/NACK and resource type instance version (a new stream)"
 CONSISTENCY = f"{_PROTOCOL}, Eventual consistency considerations"
 DELTA = f"{_PROTOCOL}, Incremental xDS"
-TTL = f"{_PROTOCOL}, Resource TTL"
+DELTA_SUBSCRIBE = f"{_PROTOCOL}, Incremental xDS: Subscribing to Resources"
+DELTA_UNSUBSCRIBE = f"{_PROTOCOL}, Incremental xDS: Unsubscribing from Resources"
+TTL = f"{_PROTOCOL}, TTL"
 TP3 = "xRFC TP3 (xDS error propagation), ResourceError"
 GRPC_STATUS = "gRPC status codes; gRFC A57 (a server ends a stream with a status)"
 UNKNOWN_FIELDS = "Protocol Buffers (proto3): parsers keep unknown fields; discovery.proto"
 ANY_TYPE = "discovery.proto, DiscoveryResponse.type_url and Resource"
 UNKNOWN_TYPE = f"{_PROTOCOL}, Aggregated Discovery Service"
+PER_NODE = f"{_PROTOCOL}, How the client specifies what resources to return (by node)"
 
 ORDERED = (CDS, LDS, EDS, RDS)
 NAMED_FIRST = (EDS, RDS, CDS, LDS)
@@ -256,7 +261,7 @@ async def _no_duplicates(ctx: Context) -> str | None:
 _both(
     "no-duplicate-names",
     "No resource name appears twice in one response.",
-    FULL_STATE,
+    DUPLICATES,
     "MUST",
     _no_duplicates,
 )
@@ -449,7 +454,7 @@ async def _per_node(ctx: Context) -> str | None:
 _both(
     "per-node",
     "Each stream is answered for the node of its own requests, with another node's stream open.",
-    f"{_PROTOCOL}, Management server (per-node configuration); envoy.config.core.v3.Node",
+    PER_NODE,
     "MUST",
     _per_node,
 )
@@ -581,8 +586,8 @@ async def _sotw_nonce_version(ctx: Context) -> str | None:
 @check(
     "sotw-ack-no-resend",
     "After the client ACKs a version, the server does not send that version again.",
-    ACK_NACK,
-    "MUST",
+    WHEN,
+    "SHOULD",
     "sotw",
 )
 async def _sotw_ack_no_resend(ctx: Context) -> str | None:
@@ -607,7 +612,7 @@ async def _sotw_ack_no_resend(ctx: Context) -> str | None:
 @check(
     "sotw-nack-no-repeat",
     "After a NACK the server does not send the rejected version again (it waits for a change).",
-    ACK_NACK,
+    WHEN,
     "SHOULD",
     "sotw",
 )
@@ -653,7 +658,7 @@ async def _sotw_subscribe(ctx: Context) -> str | None:
     "sotw-resubscribe-answered",
     "Subscribing again to a name the client unsubscribed from is answered, even when the "
     "version is unchanged.",
-    UNSUBSCRIBE,
+    WHICH,
     "MUST",
     "sotw",
 )
@@ -713,8 +718,9 @@ async def _sotw_full_state(ctx: Context) -> str | None:
 
 @check(
     "sotw-only-requested",
-    "RDS and EDS responses carry only the names the client subscribed to.",
-    FULL_STATE,
+    "RDS and EDS responses carry only the names the client subscribed to (clients ignore "
+    "the rest).",
+    WHICH,
     "SHOULD",
     "sotw",
 )
@@ -878,7 +884,7 @@ async def _delta_versions(ctx: Context) -> str | None:
 @check(
     "delta-subscribe-answered",
     "A delta subscription to a name is answered with a response that holds it.",
-    DELTA,
+    DELTA_SUBSCRIBE,
     "MUST",
     "delta",
 )
@@ -924,7 +930,7 @@ async def _delta_initial_versions(ctx: Context) -> str | None:
 @check(
     "delta-removed-on-delete",
     "When a subscribed resource is deleted, the server names it in removed_resources.",
-    DELTA,
+    DELETING,
     "MUST",
     "delta",
     needs_push=True,
@@ -960,7 +966,7 @@ async def _delta_removed(ctx: Context) -> str | None:
 @check(
     "delta-unsubscribe-stops",
     "After the client unsubscribes from a name, changes to it are no longer sent.",
-    DELTA,
+    DELTA_UNSUBSCRIBE,
     "MUST",
     "delta",
     needs_push=True,

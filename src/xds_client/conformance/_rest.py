@@ -204,7 +204,8 @@ async def _rest_stale(ctx: Context) -> str | None:
 
 @check(
     "rest-current-version",
-    "A poll at the current version is answered (304, or the same version) without hanging.",
+    "A poll at the current version gets 304, the same version again, or is held until a "
+    "change (long polling); never an error or another state.",
     REST_SOURCE,
     "SHOULD",
     "rest",
@@ -216,11 +217,16 @@ async def _rest_current(ctx: Context) -> str | None:
     if first.response is None:
         raise Violation(f"a poll answered {first.status} {first.reason}")
     version = first.response.version_info
-    again = await post(ctx, _poll(ctx, type_url, version=version), type_url)
+    try:
+        again = await post(ctx, _poll(ctx, type_url, version=version), type_url)
+    except Violation:
+        return "held (long polling)"
     if again.status == 304:
         return "304 Not Modified"
     if again.response is not None and again.response.version_info == version:
-        return "the same version again"
+        if set(names_in(again.response)) == set(names_in(first.response)):
+            return "the same version again"
+        raise Violation(f"a poll at the current version {version!r} got other resources")
     raise Violation(f"a poll at the current version {version!r} answered {again.status}")
 
 
