@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from ._render import render_table
+
 if TYPE_CHECKING:
     from ._context import Context
 
@@ -116,8 +118,6 @@ class Report:
         """Raise AssertionError naming every failed MUST check (for a test suite)."""
         failed = self.failures("MUST")
         if failed:
-            from ._render import render_table
-
             raise AssertionError(
                 f"{len(failed)} MUST check(s) failed against {self.server}:\n"
                 + render_table(self, only_failures=True, evidence=True)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
-from ._model import CheckResult, Report
+if TYPE_CHECKING:
+    from ._model import CheckResult, Report
 
 __all__ = ["render", "render_json", "render_junit", "render_table"]
 

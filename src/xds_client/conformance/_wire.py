@@ -26,6 +26,8 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import DecodeError, Message
 
+from xds_client.client import redact, to_dict
+
 __all__ = ["Ended", "RawStream", "Wire"]
 
 Request = DiscoveryRequest | DeltaDiscoveryRequest
@@ -79,13 +81,9 @@ def _render(message: Any) -> Any:
         return {"http_status": message.status, "reason": message.reason, "body": text}
     if isinstance(message, bytes):
         return {"bytes": len(message), "hex": message[:64].hex()}
-    from xds_client.client import to_dict
-
     try:
         return _cut(to_dict(message))  # secrets redacted as the CLI does
     except Exception:  # an Any we cannot decode: show it undecoded, still redacted
-        from xds_client.client import redact
-
         return _cut(MessageToDict(redact(message), preserving_proto_field_name=True))
 
 
