@@ -33,6 +33,11 @@ MODULES = [
     ("xds_client.lrs", "xds_client.lrs", "Load reporting, LRS (see [lrs.md](lrs.md))."),
     ("xds_client.otel", "xds_client.otel", "gRFC A78 metrics (see [metrics.md](metrics.md))."),
     ("xds_client.testing", "xds_client.testing", "In-process servers for tests and demos."),
+    (
+        "xds_client.conformance",
+        "xds_client.conformance",
+        "Check an xDS server against the protocol (see [conformance.md](conformance.md)).",
+    ),
     ("xds_client.cli", "xds_client.cli", "The `xds-client` command line (see [cli.md](cli.md))."),
 ]
 # The pytest plugin's fixtures: requested by name, so they are listed by name.

@@ -381,6 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("listener", metavar="LISTENER", help="the Listener resource name")
     graph.add_argument("--timeout", type=_positive, default=20.0, help="give up after S seconds")
 
+    from ._conform import add_parser as add_conform
+
+    add_conform(sub, _security_options)
+
     demo = sub.add_parser("demo", help="a live story of the xDS protocol (about 20 s)")
     demo.add_argument("--fast", action="store_true", help="no pauses between steps (tests)")
     completion = sub.add_parser("completion", help="print a shell completion script")

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ._store_server import ResourceStoreServer
     from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo, Subscription
     from ._xds._lrs import RecordedLoadReport
-    from .pytest_plugin import AsyncXdsClientFactory, ControlPlaneFactory
+    from .pytest_plugin import AsyncXdsClientFactory, ConformanceRunner, ControlPlaneFactory
 
 # public name -> module that defines it (loaded on first use)
 _EXPORTS: dict[str, str] = {
@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "mint_access_token": "xds_client.testing._store_auth",
     "ControlPlaneFactory": "xds_client.testing.pytest_plugin",
     "AsyncXdsClientFactory": "xds_client.testing.pytest_plugin",
+    "ConformanceRunner": "xds_client.testing.pytest_plugin",
 }
 
 __all__: list[str] = [
@@ -69,6 +70,7 @@ __all__: list[str] = [
     "ResourceStoreServer",
     "ControlPlaneFactory",
     "AsyncXdsClientFactory",
+    "ConformanceRunner",
 ]
 
 

@@ -9,6 +9,9 @@
   use as ``async with xds_async_client() as client:`` inside your coroutine (an
   :data:`AsyncXdsClientFactory`; no asyncio pytest plugin needed).
 - ``resource_store_server`` and ``resource_store_client``.
+- ``xds_conformance``: runs :mod:`xds_client.conformance` against a server (yours, or a
+  :class:`~xds_client.testing.ControlPlane`) and fails the test on a failed MUST check
+  (a :data:`ConformanceRunner`).
 
 The type aliases annotate fixture parameters::
 
@@ -28,15 +31,24 @@ import pytest
 
 if TYPE_CHECKING:
     from xds_client.client import AsyncXdsClient, XdsClient
+    from xds_client.conformance import Report
     from xds_client.store import ResourceStoreClient
     from xds_client.testing import ControlPlane, ResourceStoreServer
 
-__all__ = ["AsyncXdsClientFactory", "ControlPlaneFactory", "XdsClientLeakWarning"]
+__all__ = [
+    "AsyncXdsClientFactory",
+    "ConformanceRunner",
+    "ControlPlaneFactory",
+    "XdsClientLeakWarning",
+]
 
 ControlPlaneFactory: TypeAlias = "Callable[..., ControlPlane]"
 """``xds_control_plane_factory(**ControlPlane options)`` returns a started ControlPlane."""
 AsyncXdsClientFactory: TypeAlias = "Callable[..., AsyncXdsClient]"
 """``xds_async_client(**options)``: an AsyncXdsClient for the test's control plane."""
+
+ConformanceRunner: TypeAlias = "Callable[..., Report]"
+"""``xds_conformance(server, *, strict=True, **options)`` runs the checks, returns the Report."""
 
 TEST_NODE_ID = "pytest"
 
@@ -151,3 +163,30 @@ def resource_store_client(
 
     with ResourceStoreClient(resource_store_server.address) as client:
         yield client
+
+
+@pytest.fixture
+def xds_conformance() -> ConformanceRunner:
+    """Check an xDS server against the protocol: ``xds_conformance(server, **options)``.
+
+    ``server`` is ``"host:port"``, a :class:`~xds_client.transport.ServerTarget`, or a
+    running :class:`~xds_client.testing.ControlPlane` (then its driver is used for the
+    checks that need a push). Keyword options are those of
+    :func:`xds_client.conformance.run` (``protocols``, ``transports``, ``only``, ``skip``,
+    ``options``, ``driver``). With ``strict=True`` (the default) a failed MUST check fails
+    the test, showing the wire exchange; the :class:`~xds_client.conformance.Report` is
+    returned either way. From an asyncio test, ``await xds_client.conformance.arun(...)``.
+    """
+    from xds_client.conformance import ControlPlaneDriver, run
+    from xds_client.testing import ControlPlane
+
+    def check(server: Any, *, strict: bool = True, **options: Any) -> Report:
+        if isinstance(server, ControlPlane):
+            options.setdefault("driver", ControlPlaneDriver(server))
+            server = server.address
+        report = run(server, **options)
+        if strict:
+            report.raise_for_failures()
+        return report
+
+    return check

@@ -88,6 +88,7 @@ class _SotwType:
     last_key: tuple[Any, ...] | None = None
     last_version: str = ""
     sent: dict[str, Entry] = field(default_factory=dict)
+    owed: bool = False  # names were added: the next answer is sent even if unchanged
 
 
 @dataclass
@@ -510,13 +511,12 @@ class _SotwSession(_Session):
         self.types: dict[str, _SotwType] = {}
 
     def on_request(self, request: _Request) -> list[_Out]:
-        if request.classification == "stale":
-            return []  # the client has not seen our latest response yet
         message = request.message
         assert isinstance(message, DiscoveryRequest)
         state = self.types.setdefault(request.type_url, _SotwType())
         names = set(message.resource_names)
         first = not state.requested
+        before_names, before_wildcard = set(state.names), state.wildcard
         state.requested = True
         if first and not names:
             state.wildcard = state.legacy_wildcard = True
@@ -529,9 +529,18 @@ class _SotwSession(_Session):
         elif not state.legacy_wildcard:
             state.wildcard = False
             state.names = set()
+        # A name the client adds (again) must be answered even when the version is
+        # unchanged: it may have dropped the resource when it unsubscribed.
+        grew = bool(state.names - before_names) or (state.wildcard and not before_wildcard)
+        state.owed = state.owed or grew
+        if request.classification == "stale":
+            # The client has not seen our latest response yet: no answer now (its ACK
+            # of that response will come), but its names are what it wants.
+            return []
         if request.classification == "nack":
             return []  # resend only once something changes
-        return self.on_change(request.type_url, force=first)
+        force, state.owed = first or state.owed, False
+        return self.on_change(request.type_url, force=force)
 
     def on_change(self, type_url: str, *, force: bool = False) -> list[_Out]:
         state = self.types.get(type_url)
@@ -571,7 +580,11 @@ class _SotwSession(_Session):
     def heartbeat(self) -> list[_Out]:
         out: list[_Out] = []
         for type_url, state in sorted(self.types.items()):
-            beating = [e for _, e in sorted(state.sent.items()) if e.ttl is not None]
+            beating = [
+                e
+                for name, e in sorted(state.sent.items())
+                if e.ttl is not None and (state.wildcard or name in state.names)
+            ]
             if not beating:
                 continue
             nonce = self.engine.next_nonce()
