@@ -78,7 +78,7 @@ def test_the_table_has_the_rows_the_session_needs() -> None:
     assert {end for (start, _), end in TRANSITIONS.items() if start is Phase.CLOSED} == {
         Phase.CLOSED
     }
-    for phase in (Phase.OPENING, Phase.SERVED, Phase.LIVE):
+    for phase in (Phase.OPENING, Phase.LIVE):
         assert TRANSITIONS[phase, Input.FAILURE] is Phase.BACKOFF
         assert TRANSITIONS[phase, Input.CLOSE] is Phase.CLOSED
 
@@ -97,7 +97,7 @@ def test_a_new_attempt_gets_new_lists() -> None:
 
 @given(
     role=st.sampled_from([Role.PRIMARY, Role.FALLBACK, Role.CANDIDATE]),
-    was=st.sampled_from([Phase.OPENING, Phase.SERVED, Phase.LIVE]),
+    was=st.sampled_from([Phase.OPENING, Phase.LIVE]),
     servers=st.integers(1, 4),
     server=st.integers(0, 3),
     all_cached=st.booleans(),
@@ -138,7 +138,7 @@ def _response(version: str) -> DiscoveryResponse:
 
 _DRIVER_INPUTS = st.lists(
     st.tuples(
-        st.sampled_from(["step", "response", "failure", "served", "probe_ok", "probe_down"]),
+        st.sampled_from(["step", "response", "failure", "probe_ok", "probe_down"]),
         st.integers(0, 3),  # which stream the driver holds (modulo their number)
         st.sampled_from([0.0, 0.05, 0.5, 1.0, 3.0]),  # time passing first
     ),
@@ -183,8 +183,6 @@ def test_the_session_and_its_driver_agree_on_the_open_streams(
             s.on_response(key, attempt, _response(str(versions)), now)
         elif kind == "failure":
             s.on_failure(key, attempt, ConnectionError("reset"), now)
-        elif kind == "served":
-            s.on_served(key, attempt, now)
         elif kind.startswith("probe") and probes:
             probe = probes.pop(0)
             s.on_probe(probe.slot, probe.server, kind == "probe_ok", now)

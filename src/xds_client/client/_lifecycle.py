@@ -49,9 +49,8 @@ class Phase(enum.Enum):
     BACKOFF = "backoff"
     """No stream: the next opens at ``Stream.retry_at`` (None: not before it is set)."""
     OPENING = "opening"
-    """Opened (the driver got ``OpenStream``); the server has not shown it serves it."""
-    SERVED = "served"
-    """The server's response headers arrived: a handler took the stream."""
+    """Opened (the driver got ``OpenStream``); no response yet. Requests written on it
+    start their does-not-exist timers (gRFC A57, as gRPC C-core and grpc-go do)."""
     LIVE = "live"
     """A response arrived: the stream works, and its backoff starts over (gRFC A57)."""
     CLOSED = "closed"
@@ -63,8 +62,6 @@ class Input(enum.Enum):
 
     OPEN = "open"
     """Its backoff ran out and the session opens a stream."""
-    HEADERS = "headers"
-    """The server's response headers (drivers that cannot tell report them on open)."""
     RESPONSE = "response"
     """A response arrived on it."""
     FAILURE = "failure"
@@ -85,15 +82,11 @@ class Role(enum.Enum):
     watchers; its first response makes it the slot's stream (role ``PRIMARY``)."""
 
 
-_ALIVE = (Phase.OPENING, Phase.SERVED, Phase.LIVE)
+_ALIVE = (Phase.OPENING, Phase.LIVE)
 
 TRANSITIONS: Final[dict[tuple[Phase, Input], Phase]] = {
     (Phase.BACKOFF, Input.OPEN): Phase.OPENING,
-    (Phase.OPENING, Input.HEADERS): Phase.SERVED,
-    (Phase.SERVED, Input.HEADERS): Phase.SERVED,
-    (Phase.LIVE, Input.HEADERS): Phase.LIVE,  # headers reported after a response
     (Phase.OPENING, Input.RESPONSE): Phase.LIVE,
-    (Phase.SERVED, Input.RESPONSE): Phase.LIVE,
     (Phase.LIVE, Input.RESPONSE): Phase.LIVE,
     **{(phase, Input.FAILURE): Phase.BACKOFF for phase in _ALIVE},
     **{(phase, Input.CLOSE): Phase.CLOSED for phase in (Phase.BACKOFF, *_ALIVE)},
@@ -136,8 +129,6 @@ class Stream:
     """Requests handed to the driver whose write is not confirmed yet, oldest first; None
     for an ACK/NACK, which starts no timer. Each attempt gets a new list (never cleared
     in place): ``Session.on_written`` pops it without the session lock."""
-    held: list[Request] = field(default_factory=list)
-    """Requests written before the stream was known served: their timers wait (A57)."""
     holding: bool = False
     """Flow control: the last response's watchers have not taken its events yet, so its
     ACK (and the next read) waits until ``Session.release``."""
@@ -146,11 +137,6 @@ class Stream:
     def open(self) -> bool:
         """The driver holds a stream for it."""
         return self.phase in OPEN_PHASES
-
-    @property
-    def served(self) -> bool:
-        """The server showed it serves the stream (its headers, or a response)."""
-        return self.phase is Phase.SERVED or self.phase is Phase.LIVE
 
     def move(self, given: Input) -> Phase:
         """Apply one input through :data:`TRANSITIONS`."""
@@ -163,14 +149,12 @@ class Stream:
         self.attempt = attempt
         self.retry_at = None
         self.in_flight = []  # a new list after ``attempt``: see Session.on_written
-        self.held = []
         self.holding = False
 
     def ended(self, given: Input) -> None:
         """Its stream failed (``FAILURE``) or is closed (``CLOSE``): nothing is in flight."""
         self.move(given)
         self.in_flight = []  # a new list after the phase: see Session.on_written
-        self.held = []
         self.holding = False
 
 

@@ -486,7 +486,7 @@ class Session:
                     # A silent stream (a resumed delta stream with nothing new, a server
                     # with nothing to say yet): the server answering a probe on the
                     # same channel is the sign, for watchers, that it is up. It starts
-                    # no timer: only the stream itself shows that it is served.
+                    # no timer: timers run on the requests written on the stream.
                     slot.probing = True
                     slot.probe_attempt = stream.attempt
                     actions.append(ProbeServer(slot.key, slot.group[stream.server]))
@@ -581,37 +581,16 @@ class Session:
                 return slot, stream
         return None  # a late message from a stream we already left
 
-    def _start_timers(self, slot: _Slot, stream: Stream, now: float) -> None:
-        """The server serves the slot's stream: start the timers of what was written."""
-        held, stream.held = stream.held, []
-        for request in held:
-            slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
-
-    def on_served(self, key: str, attempt: int, now: float) -> bool:
-        """The server shows that it serves a stream (its response headers arrived).
-
-        Drivers of transports that cannot tell call it when the stream opens. Returns
-        whether :meth:`next_wakeup` may have moved (a timer started).
-        """
-        with self.lock:
-            found = self._stream(key, attempt)
-            if found is None or found[1].served:
-                return False
-            slot, stream = found
-            stream.move(Input.HEADERS)
-            if stream is not slot.stream:
-                return False  # a candidate runs no timers
-            before = slot.protocol.next_deadline()
-            self._start_timers(slot, stream, now)
-            return slot.protocol.next_deadline() != before
-
     def on_written(self, key: str, attempt: int, now: float) -> bool:
         """The oldest request sent on a stream has been written on the wire.
 
-        gRFC A57: a request's does-not-exist timers start only once it went out on a
-        connected stream the server serves; until the stream is known served (see
-        :meth:`on_served`), they wait. Drivers of transports that cannot tell call it
-        once ``send`` returned. Returns whether :meth:`next_wakeup` may have moved.
+        gRFC A57: a request's does-not-exist timers start once its write completed
+        (for gRPC: on a connected channel, on a stream the server's HTTP/2 admitted),
+        not when it is queued, and not only once the server answers or sends its
+        headers: a server may hold a request it has no answer for without a word, as
+        go-control-plane does, and gRPC C-core and grpc-go start them here too.
+        Drivers of transports that cannot tell call it once ``send`` returned.
+        Returns whether :meth:`next_wakeup` may have moved.
 
         Called once per ACK from gRPC's side of the stream, so the common case, an
         ACK, takes no lock: it pops the oldest entry of the stream's ``in_flight``
@@ -637,9 +616,6 @@ class Session:
         with self.lock:
             found = self._stream(key, attempt)
             if found is None or found[1] is not slot.stream:
-                return False
-            if not stream.served:
-                stream.held.append(request)
                 return False
             before = slot.protocol.next_deadline()
             slot.protocol.request_sent(request, now)  # type: ignore[arg-type]
@@ -724,7 +700,6 @@ class Session:
             self._promote(slot, stream, now)
         stream.move(Input.RESPONSE)
         stream.backoff.reset()  # gRFC A57: a stream that worked restarts at once
-        self._start_timers(slot, stream, now)
         if slot.reported is not True:
             slot.reported = True
             self._broadcast(slot, ConnectivityChanged(
