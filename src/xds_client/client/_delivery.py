@@ -25,6 +25,7 @@ from xds_client.protocol import (
     ResourceDoesNotExist,
     ResourceRemoved,
     ResourceState,
+    ResourceUpdated,
     ResponseAccepted,
     ResponseRejected,
 )
@@ -56,14 +57,6 @@ def route(events: Iterable[Event | UpdateBatch], entries_of: Entries) -> tuple[E
     """
     batches: dict[int, tuple[WatchEntry[Any], list[WatchEvent[Any] | Segment]]] = {}
     watchers: dict[str, list[WatchEntry[Any]]] = {}
-
-    def give(entry: WatchEntry[Any], item: WatchEvent[Any] | Segment) -> None:
-        batch = batches.get(entry.id)
-        if batch is None:
-            batches[entry.id] = (entry, [item])
-        else:
-            batch[1].append(item)
-
     for event in events:
         if type(event) is ResponseAccepted:
             continue  # concerns no watcher
@@ -71,29 +64,38 @@ def route(events: Iterable[Event | UpdateBatch], entries_of: Entries) -> tuple[E
         entries = watchers.get(type_url)
         if entries is None:
             entries = watchers[type_url] = entries_of(type_url)
-        if type(event) is UpdateBatch:
-            for entry in entries:
-                segment = _segment_for(entry, event)
-                if segment is not None:
-                    give(entry, segment)
-        elif isinstance(event, ResponseRejected):
-            errors = event.errors
-            for entry in entries:
+        batched = type(event) is UpdateBatch
+        rejected = type(event) is ResponseRejected
+        if type(event) is ResourceUpdated:  # the common event: read, not looked up
+            name, aliases = event.name, event.aliases
+        else:
+            name = getattr(event, "name", "")
+            aliases = getattr(event, "aliases", ())  # ResourceRemoved carries them too
+        for entry in entries:
+            item: WatchEvent[Any] | Segment | None = event  # type: ignore[assignment]
+            if batched:
+                item = _segment_for(entry, event)  # type: ignore[arg-type]
+            elif rejected:
                 # Errors about the whole response concern every watcher of the type.
-                if entry.names is None or any(
+                if entry.names is not None and not any(
                     entry.wants(key) or key == RESPONSE_KEY or key.startswith("resources[")
-                    for key in errors
+                    for key in event.errors  # type: ignore[union-attr]
                 ):
-                    give(entry, event)
-        elif not isinstance(event, (ResponseAccepted, UpdateBatch)):
-            name = event.name
-            aliases: tuple[str, ...] = getattr(event, "aliases", ())
-            for entry in entries:
-                if entry.names is None or entry.wants(name, aliases):
-                    give(entry, event)
-    for entry, batch in batches.values():
-        entry.buffer.put_many(batch)
-    return tuple(entry.buffer for entry, _ in batches.values())
+                    item = None
+            elif entry.names is not None and not entry.wants(name, aliases):
+                item = None
+            if item is None:
+                continue
+            batch = batches.get(entry.id)
+            if batch is None:
+                batches[entry.id] = (entry, [item])
+            else:
+                batch[1].append(item)
+    buffers = []
+    for entry, items in batches.values():
+        entry.buffer.put_many(items)
+        buffers.append(entry.buffer)
+    return tuple(buffers)
 
 
 def _segment_for(entry: WatchEntry[Any], batch: UpdateBatch) -> Segment | None:
@@ -111,29 +113,34 @@ def _segment_for(entry: WatchEntry[Any], batch: UpdateBatch) -> Segment | None:
 
 
 def observe(
-    events: Iterable[Event | UpdateBatch], server: str, metrics: Metrics | None,
+    events: Iterable[Event | UpdateBatch], server: Callable[[], str], metrics: Metrics | None,
     states_of: Callable[[str], list[ResourceState]],
 ) -> None:  # fmt: skip
-    """Logs and metrics hooks for the events of a live response from ``server``;
-    ``states_of`` gives the resource states of a type (over every stream carrying it)."""
+    """Logs and metrics hooks for the events of a live response; ``server()`` names the
+    server (asked only when needed), ``states_of`` gives the resource states of a type
+    (over every stream carrying it)."""
     touched: set[str] = set()
     for event in events:
-        if type(event) is ResponseAccepted:
+        kind = type(event)
+        if kind is ResourceUpdated or kind is UpdateBatch:
+            touched.add(event.type_url)
+        elif type(event) is ResponseAccepted:
             if metrics is not None:
-                hook("ack", metrics.ack, event.type_url, server)
-                _response_hook(metrics, event.type_url, server, True, event.control_plane)
-            continue
-        touched.add(event.type_url)
-        if isinstance(event, ResponseRejected):
+                hook("ack", metrics.ack, event.type_url, server())
+                _response_hook(metrics, event.type_url, server(), True, event.control_plane)
+        elif isinstance(event, ResponseRejected):
+            touched.add(event.type_url)
             if metrics is not None:
-                hook("nack", metrics.nack, event.type_url, server)
-                _response_hook(metrics, event.type_url, server, False, event.control_plane)
+                hook("nack", metrics.nack, event.type_url, server())
+                _response_hook(metrics, event.type_url, server(), False, event.control_plane)
             errors = "; ".join(f"{k}: {v}" for k, v in event.errors.items())
             log.warning("rejected %s version %r from %s: %s", event.type_url, event.version,
-                        server, errors)  # fmt: skip
-        elif isinstance(event, (ResourceRemoved, ResourceDoesNotExist, ResourceDeletionIgnored)):
-            # Worth a line in the log (an update is not: there can be thousands).
-            log.info("%s %s: %s", event.type_url, event.name, type(event).__name__)
+                        server(), errors)  # fmt: skip
+        else:
+            touched.add(event.type_url)
+            if isinstance(event, (ResourceRemoved, ResourceDoesNotExist, ResourceDeletionIgnored)):
+                # Worth a line in the log (an update is not: there can be thousands).
+                log.info("%s %s: %s", event.type_url, event.name, type(event).__name__)
     if metrics is None:
         return
     per_authority = hasattr(metrics, "authority_resources")

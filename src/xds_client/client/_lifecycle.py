@@ -120,6 +120,9 @@ class Stream:
     server: int = 0
     """Position in the slot's server group of the server this stream goes to."""
     phase: Phase = Phase.BACKOFF
+    open: bool = False
+    """The driver holds a stream for it: the phase is one of :data:`OPEN_PHASES` (kept
+    by :meth:`move`, read on every response and write confirmation)."""
     attempt: int = 0
     """The driver's attempt number of the stream now open (unique within the slot)."""
     core: SotwProtocol | DeltaProtocol | None = None
@@ -133,15 +136,11 @@ class Stream:
     """Flow control: the last response's watchers have not taken its events yet, so its
     ACK (and the next read) waits until ``Session.release``."""
 
-    @property
-    def open(self) -> bool:
-        """The driver holds a stream for it."""
-        return self.phase in OPEN_PHASES
-
     def move(self, given: Input) -> Phase:
         """Apply one input through :data:`TRANSITIONS`."""
-        self.phase = transition(self.phase, given)
-        return self.phase
+        self.phase = phase = transition(self.phase, given)
+        self.open = phase in OPEN_PHASES
+        return phase
 
     def opened(self, attempt: int) -> None:
         """Its stream is now attempt ``attempt``: nothing of the last one carries over."""

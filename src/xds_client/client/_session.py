@@ -36,6 +36,7 @@ from xds_client.protocol import (
     DeltaProtocol,
     Event,
     ProtocolConfig,
+    ResourceUpdated,
     ResponseAccepted,
     SotwProtocol,
 )
@@ -77,6 +78,9 @@ __all__ = [
 log = logging.getLogger("xds_client.client")
 
 ADS_SLOT = "ads"
+
+_LIVE = Phase.LIVE
+"""Read on every response: on Python 3.11 ``Phase.LIVE`` is a lookup on the enum class."""
 
 CANDIDATE_SUFFIX = "~primary"
 """Appended to a slot's key for the driver key of its stream to the primary (A71)."""
@@ -571,14 +575,15 @@ class Session:
     def _stream(self, key: str, attempt: int) -> tuple[_Slot, Stream] | None:
         """The open stream the driver knows as ``key``/``attempt`` (the slot's own or its
         candidate), with its slot; None for a stream we already left."""
-        slot = None if self.closed else self._slot_named(key)
-        if slot is None:
+        slot = self._slots.get(key) or self._slot_named(key)
+        if slot is None or self.closed:
             return None
-        for stream in (slot.stream, slot.candidate):
-            if stream is not None and stream.open and stream.key == key and (
-                stream.attempt == attempt
-            ):  # fmt: skip
-                return slot, stream
+        stream = slot.stream
+        if stream.key == key and stream.attempt == attempt and stream.open:
+            return slot, stream
+        stream = slot.candidate  # type: ignore[assignment]
+        if stream is not None and stream.key == key and stream.attempt == attempt and stream.open:
+            return slot, stream
         return None  # a late message from a stream we already left
 
     def on_written(self, key: str, attempt: int, now: float) -> bool:
@@ -600,7 +605,7 @@ class Session:
         fails the check or leaves the pop on a list nobody reads. Only a request that
         starts timers is then handled under the lock, after checking again.
         """
-        slot = self._slot_named(key)
+        slot = self._slots.get(key) or self._slot_named(key)
         if slot is None:
             return False
         stream = slot.stream  # read once: a promotion replaces it
@@ -623,22 +628,20 @@ class Session:
 
     def on_response(self, key: str, attempt: int, response: Response, now: float) -> None:
         """A response arrived on a stream (its replies go out with the next :meth:`step`)."""
-        with self.lock:
-            found = self._stream(key, attempt)
-            if found is not None:
-                self._receive(found[0], found[1], response, now)
+        self.receive(key, attempt, response, now, reply=False)
 
     def receive(
-        self, key: str, attempt: int, response: Response, now: float, *, hold: bool = False
-    ) -> Received:
+        self, key: str, attempt: int, response: Response, now: float, *, hold: bool = False,
+        reply: bool = True,
+    ) -> Received:  # fmt: skip
         """A response arrived on a stream: apply it, deliver its events, then take its reply.
 
         The reader sends :attr:`Received.replies` itself (delta ACKs carry only a nonce;
-        SotW replies go out with :meth:`step`, after any subscription change before them)
-        and wakes the I/O worker only when :attr:`Received.wake` says so. With ``hold``
-        (flow control) and events delivered, nothing is replied and the slot's requests
-        wait until :meth:`release`, once the watchers in :attr:`Received.buffers` took
-        their events.
+        SotW replies go out with :meth:`step`, after any subscription change before them;
+        without ``reply`` every reply does) and wakes the I/O worker only when
+        :attr:`Received.wake` says so. With ``hold`` (flow control) and events delivered,
+        nothing is replied and the slot's requests wait until :meth:`release`, once the
+        watchers in :attr:`Received.buffers` took their events.
         """
         with self.lock:
             found = self._stream(key, attempt)
@@ -648,8 +651,16 @@ class Session:
             protocol = slot.protocol
             before = protocol.next_deadline()
             pending = len(self._pending)
-            first = stream.phase is not Phase.LIVE or stream is not slot.stream
-            buffers = self._receive(slot, stream, response, now)
+            first = stream.phase is not _LIVE or stream is not slot.stream
+            if first:
+                self._first_response(slot, stream, now)
+            # SotW hands the updates of many bare resources over as one batch.
+            apply = protocol.receive_batched if type(protocol) is SotwProtocol else protocol.receive
+            if len(response.resources) < LARGE_RESPONSE:
+                buffers = self._deliver(slot, apply(response, now))  # type: ignore[arg-type]
+            else:
+                with collector_paused():  # many objects that outlive the apply: see _gc
+                    buffers = self._deliver(slot, apply(response, now))  # type: ignore[arg-type]
             after = protocol.next_deadline()
             wake = (
                 first or len(self._pending) != pending
@@ -660,7 +671,8 @@ class Session:
             if hold and buffers:
                 slot.stream.holding = True
                 return Received((), wake, buffers, True)
-            return Received(self._take_replies(slot), wake, (), bool(buffers))
+            replies = self._take_replies(slot) if reply else ()
+            return Received(replies, wake, (), bool(buffers))
 
     def release(self, key: str, attempt: int) -> Received:
         """Flow control: the watchers took the held response's events; its reply may go."""
@@ -682,17 +694,6 @@ class Session:
         # starts no does-not-exist timer (A57): None holds its place.
         stream.in_flight.extend([None] * len(replies))
         return tuple(replies)
-
-    def _receive(
-        self, slot: _Slot, stream: Stream, response: Response, now: float
-    ) -> tuple[EventBuffer, ...]:
-        if stream.phase is not Phase.LIVE or stream is not slot.stream:
-            self._first_response(slot, stream, now)
-        protocol = slot.protocol
-        if len(response.resources) < LARGE_RESPONSE:
-            return self._deliver(slot, _received(protocol, response, now))
-        with collector_paused():  # many objects that outlive the apply: see _gc
-            return self._deliver(slot, _received(protocol, response, now))
 
     def _first_response(self, slot: _Slot, stream: Stream, now: float) -> None:
         """A stream's first response: it works, and (a candidate) it serves the slot."""
@@ -842,11 +843,17 @@ class Session:
         metrics, the last good config), then routed to the watchers it concerns."""
         if not events:
             return ()
-        if slot.persisted is not None:
-            for event in events:
-                if type(event) is ResponseAccepted:
-                    slot.persisted.accepted(slot.protocol, event.type_url)
-        observe(events, self._server_uri(slot), self.options.metrics, self._states_of)
+        metrics, persisted = self.options.metrics, slot.persisted
+        notable = metrics is not None  # hooks to call, or something worth a log line
+        for event in events:
+            kind = type(event)
+            if kind is ResponseAccepted:
+                if persisted is not None:
+                    persisted.accepted(slot.protocol, event.type_url)
+            elif kind is not ResourceUpdated:
+                notable = True
+        if notable:
+            observe(events, lambda: self._server_uri(slot), metrics, self._states_of)
         return route(events, self.registry.entries)
 
     def _states_of(self, type_url: str) -> list[Any]:
@@ -857,13 +864,3 @@ class Session:
 
 def _due(stream: Stream, now: float) -> bool:
     return stream.retry_at is not None and now >= stream.retry_at
-
-
-def _received(
-    protocol: SotwProtocol | DeltaProtocol, response: Response, now: float
-) -> list[Event | UpdateBatch]:
-    """The protocol's events for ``response``; SotW hands many updates over as a batch."""
-    if isinstance(protocol, SotwProtocol):
-        return protocol.receive_batched(response, now)  # type: ignore[arg-type]
-    events: list[Event | UpdateBatch] = protocol.receive(response, now)  # type: ignore[arg-type,assignment]
-    return events
