@@ -11,7 +11,13 @@ from envoy.config.core.v3.base_pb2 import Node
 from envoy.config.route.v3.route_components_pb2 import VirtualHost
 from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
 
-from xds_client import Backoff, ConnectivityChanged, ResourceRemoved, ResourceUpdated
+from xds_client import (
+    Backoff,
+    ConnectivityChanged,
+    ResourceRemoved,
+    ResourceUpdated,
+    ServerTarget,
+)
 from xds_client.client._options import build_options
 from xds_client.client._session import OpenStream, Session
 from xds_client.client._watchers import EventBuffer, WatchEntry
@@ -66,3 +72,27 @@ def test_a_watcher_by_alias_hears_of_a_ttl_expiry() -> None:
     assert list(iter(by_alias.buffer.pop, None)) == [
         ResourceRemoved(VIRTUAL_HOST, "rc/vh1", "ttl_expired", (ALIAS,))
     ]
+
+
+def test_a_watcher_by_alias_hears_of_a_data_error_drop() -> None:
+    # gRFC A88: with the server's fail_on_data_errors, a bad update drops the cached value.
+    s = Session(
+        build_options(
+            [ServerTarget("p:1", server_features=frozenset({"fail_on_data_errors"}))],
+            node=Node(id="n"), protocol="delta", does_not_exist_timeout=None,
+        )
+    )  # fmt: skip
+    by_alias = _watch(s, ALIAS)
+    (opened,) = [a for a in s.step(0.0) if isinstance(a, OpenStream)]
+    update = DeltaDiscoveryResponse(type_url=VIRTUAL_HOST, nonce="1")
+    res = update.resources.add(name="rc/vh1", version="1", aliases=[ALIAS])
+    res.resource.Pack(VirtualHost(name="rc/vh1", domains=["alias.example"]))
+    s.receive("ads", opened.attempt, update, 0.0)
+    list(iter(by_alias.buffer.pop, None))
+    bad = DeltaDiscoveryResponse(type_url=VIRTUAL_HOST, nonce="2")
+    res = bad.resources.add(name="rc/vh1", version="2", aliases=[ALIAS])
+    res.resource.type_url = VIRTUAL_HOST
+    res.resource.value = b"\xff\xff\xff"  # does not decode
+    s.receive("ads", opened.attempt, bad, 1.0)
+    events = list(iter(by_alias.buffer.pop, None))
+    assert ResourceRemoved(VIRTUAL_HOST, "rc/vh1", "data_error", (ALIAS,)) in events
