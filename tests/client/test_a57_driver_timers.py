@@ -1,7 +1,8 @@
-"""gRFC A57 on the drivers: a does-not-exist timer starts only once its request is on
-the wire of a stream the server serves, not when the request is queued.
+"""gRFC A57 on the drivers: a does-not-exist timer starts once its request is written
+on the stream (as in gRPC C-core and grpc-go), not when the request is queued.
 
-Both clients, against servers that never let the request out or never serve it.
+Both clients, against servers that never let the request out, refuse the stream, or
+read the request and never answer.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, Discovery
 from xds_client import ResourceDoesNotExist, ResourceUpdated
 from xds_client.resources import CLUSTER
 
+from ._scripted_server import ScriptedServer
 from .conftest import ClientProxy, WatchProxy
 
 MakeClient = Callable[..., ClientProxy]
@@ -59,13 +61,18 @@ class SilentTcp:
 
 
 class OneWorker:
-    """A gRPC server with one worker thread: the first stream takes it for good, so a
-    second stream is accepted by HTTP/2 but its handler never runs."""
+    """A gRPC server with one worker thread: the first stream takes it for good. It
+    refuses a second stream (``maximum_concurrent_rpcs``, RESOURCE_EXHAUSTED) rather
+    than admit it on HTTP/2 and never run its handler, as the ``ControlPlane`` does.
+    (Admitted and never served, that stream's written request would time out: a
+    client cannot tell it from a server that holds a request it has no answer for.)"""
 
     def __init__(self) -> None:
         self.dispatched: list[str] = []
         self._release = threading.Event()
-        self._server = grpc.server(ThreadPoolExecutor(1, thread_name_prefix="one-worker"))
+        self._server = grpc.server(
+            ThreadPoolExecutor(1, thread_name_prefix="one-worker"), maximum_concurrent_rpcs=1
+        )
         self._server.add_generic_rpc_handlers([_Handler(self)])
         self.port = self._server.add_insecure_port("127.0.0.1:0")
         self._server.start()
@@ -138,7 +145,7 @@ def test_no_does_not_exist_while_http2_never_starts(
     assert [e for e in events if isinstance(e, ResourceDoesNotExist)] == []
 
 
-def test_no_does_not_exist_on_a_per_type_stream_the_server_never_dispatched(
+def test_no_does_not_exist_on_a_per_type_stream_a_busy_server_refuses(
     one_worker: OneWorker, make_client: MakeClient
 ) -> None:
     client = make_client(
@@ -151,5 +158,22 @@ def test_no_does_not_exist_on_a_per_type_stream_the_server_never_dispatched(
         assert clusters.next(ResourceDoesNotExist).name == "gone"
         with client.watch(ClusterLoadAssignment, "e") as endpoints:
             events = _events(endpoints, TIMEOUT * 5)
-    assert len(one_worker.dispatched) == 1  # the endpoints stream never reached a handler
+    assert len(one_worker.dispatched) == 1  # the endpoints streams were refused, retried
     assert [e for e in events if isinstance(e, ResourceDoesNotExist)] == []
+
+
+@pytest.mark.parametrize("ads", [True, False], ids=["ads", "per-type"])
+def test_does_not_exist_fires_on_a_stream_the_server_reads_and_never_answers(
+    make_client: MakeClient, ads: bool
+) -> None:
+    """#31: go-control-plane holds a request whose names it does not have, and a Go
+    server sends no headers before its first message: the stream stays silent. The
+    request was written and read, so its timer runs (as in gRPC C-core and grpc-go)."""
+    with ScriptedServer(lambda stream, request: None) as server:
+        client = make_client(server.address, ads=ads, does_not_exist_timeout=1.0)
+        with client.watch(Cluster, "missing") as clusters:
+            started = time.monotonic()
+            assert clusters.next(ResourceDoesNotExist, 3.0).name == "missing"
+        assert time.monotonic() - started >= 0.9  # the timer's, not sooner
+        (stream,) = server.streams
+        assert [list(r.resource_names) for r in stream.requests] == [["missing"]]

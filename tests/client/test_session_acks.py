@@ -51,7 +51,6 @@ def test_an_ack_write_is_confirmed_without_the_session_lock() -> None:
     s = _session(does_not_exist_timeout=None)
     _watch(s, ["a"])
     opened, first = _open(s)
-    s.on_served("ads", opened.attempt, 0.0)
     for _ in first:
         s.on_written("ads", opened.attempt, 0.0)
     got = s.receive("ads", opened.attempt, _response("1", "a"), 1.0)
@@ -83,7 +82,6 @@ def test_requests_behind_acks_start_their_timers_on_their_own_confirmation() -> 
     s = _session(does_not_exist_timeout=5)
     entry = _watch(s, ["a"])
     opened, first = _open(s)
-    s.on_served("ads", opened.attempt, 0.0)
     for _ in first:
         s.on_written("ads", opened.attempt, 0.0)
     s.receive("ads", opened.attempt, _response("1", "a"), 1.0)  # one ACK in flight
@@ -104,13 +102,11 @@ def test_a_late_confirmation_of_a_failed_stream_leaves_the_new_stream_alone() ->
     s = _session(does_not_exist_timeout=5)
     _watch(s, ["a"])
     old, _ = _open(s)
-    s.on_served("ads", old.attempt, 0.0)
     s.receive("ads", old.attempt, _response("1", "a"), 0.5)  # first request + ACK in flight
     s.on_failure("ads", old.attempt, ConnectionError("reset"), 1.0)
     new, resent = _open(s, 1.0)
     assert new.attempt != old.attempt
     assert resent
-    s.on_served("ads", new.attempt, 1.0)
     # The old stream's writes complete late: they must not take the new stream's place.
     for _ in range(3):
         assert s.on_written("ads", old.attempt, 1.5) is False

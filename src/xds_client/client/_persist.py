@@ -20,9 +20,10 @@ import contextlib
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from xds_client.protocol import CachedResource, ResourceUpdated
+from xds_client.protocol import CachedResource, DeltaProtocol, Event, ResourceUpdated, SotwProtocol
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,8 +37,10 @@ __all__ = [
     "FORMAT",
     "SECRET_TYPES",
     "ConfigCache",
+    "LastGoodConfig",
     "PersistedType",
     "ResourceRestored",
+    "SaveConfig",
 ]
 
 log = logging.getLogger("xds_client.client")
@@ -240,3 +243,82 @@ def _resource(item: Any) -> tuple[str, str, str, bytes]:
     if not all(isinstance(v, str) for v in (name, version, rversion)) or not name:
         raise TypeError("name, version and resource_version are strings")
     return name, version, rversion, base64.b64decode(item["value"], validate=True)
+
+
+# ---------------------------------------------------------------------- the session's side
+
+
+@dataclass(frozen=True, slots=True)
+class SaveConfig:
+    """A driver action: write this type's accepted config to disk (``cache_dir``)."""
+
+    cache: ConfigCache = field(repr=False)
+    record: PersistedType
+
+    def write(self) -> None:
+        """Write the file (atomically); failures are logged, never raised."""
+        self.cache.save(self.record)
+
+
+@dataclass(slots=True, eq=False)
+class LastGoodConfig:
+    """What one stream slot read from the cache directory and has yet to write there.
+
+    Files are keyed by the slot's first server (the primary), whichever server
+    serves now, so a restart finds them while the primary is down.
+    """
+
+    cache: ConfigCache
+    server: str
+    """URI of the slot's primary server: part of the file's key."""
+    protocol: str
+    """``"sotw"`` or ``"delta"``: part of the file's key."""
+    restored_types: set[str] = field(default_factory=set)
+    """Types whose file was read (once per type)."""
+    unconfirmed: set[tuple[str, str]] = field(default_factory=set)
+    """(type, name) read from disk that no accepted response has confirmed yet."""
+    dirty: dict[str, PersistedType] = field(default_factory=dict)
+    """By type: the config as accepted last, not yet written."""
+
+    def restore(self, core: SotwProtocol | DeltaProtocol, type_url: str, now: float) -> None:
+        """Seed ``core`` with the last good config of ``type_url`` (the first time only)."""
+        if type_url in self.restored_types:
+            return
+        self.restored_types.add(type_url)
+        record = self.cache.load(self.server, type_url, self.protocol)
+        if record is None:
+            return
+        names, errors = core.restore(type_url, record.version_info, record.resources, now)
+        for name, why in errors.items():
+            log.warning("last good config: %s %s not restored: %s", type_url, name, why)
+        self.unconfirmed.update((type_url, name) for name in names)
+        if names:
+            log.info("restored %d %s from the last good config", len(names), type_url)
+
+    def accepted(self, core: SotwProtocol | DeltaProtocol, type_url: str) -> None:
+        """A response of ``type_url`` was accepted: remember its config, confirm the type."""
+        if self.cache.wants(type_url):
+            # Taken now: a watch closing before the write must not empty it.
+            self.dirty[type_url] = self.cache.snapshot(
+                self.server, type_url, self.protocol, core.version_info(type_url),
+                core.resources(type_url),
+            )  # fmt: skip
+        if self.unconfirmed:
+            self.unconfirmed = {u for u in self.unconfirmed if u[0] != type_url}
+
+    def mark_restored(self, events: list[Event]) -> list[Event]:
+        """``events`` (a core's replay), values not yet confirmed as :class:`ResourceRestored`."""
+        if not self.unconfirmed:
+            return events
+        return [
+            ResourceRestored(e.type_url, e.name, e.version, e.resource, e.aliases)
+            if isinstance(e, ResourceUpdated) and (e.type_url, e.name) in self.unconfirmed
+            else e
+            for e in events
+        ]
+
+    def saves(self) -> list[SaveConfig]:
+        """The writes due: one per type accepted since the last call."""
+        actions = [SaveConfig(self.cache, record) for _, record in sorted(self.dirty.items())]
+        self.dirty.clear()
+        return actions

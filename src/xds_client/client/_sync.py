@@ -554,26 +554,17 @@ class XdsClient:
             self._inbox.put(StreamFailed(action.slot, action.attempt, exc))
             return
         stop = Event()
-        # gRFC A57: gRPC streams tell when the server serves them (its response headers)
-        # and when each write completed; timers start only then. Other transports: at once.
+        # gRFC A57: gRPC streams tell when each write completed, and a request's timers
+        # start then. Other transports: once ``send`` returned.
         session, slot, attempt = self._session, action.slot, action.attempt
 
         def written() -> None:  # from gRPC's side of the stream; the session is thread-safe
             if session.on_written(slot, attempt, time.monotonic()):
                 self._wake()  # a timer started: the I/O worker must wake for it
 
-        def served() -> None:
-            if session.on_served(slot, attempt, time.monotonic()):
-                self._wake()
-
         notify_written = getattr(stream, "notify_written", None)
         if notify_written is not None:
             notify_written(written)
-        notify_served = getattr(stream, "notify_served", None)
-        if notify_served is not None:
-            notify_served(served)
-        else:
-            session.on_served(slot, attempt, time.monotonic())
         confirms = notify_written is not None
         reader = spawn(
             self._read, action.slot, action.attempt, stream, stop, confirms,

@@ -30,6 +30,7 @@ from ._events import (
     ResourceDoesNotExist,
     ResourceErrorReported,
     ResourceRemoved,
+    ResourceUpdated,
     ResponseRejected,
     new_lazy_resource_updated,
     new_resource_updated,
@@ -590,6 +591,29 @@ class ProtocolCore(Generic[S]):
                 seen.add(name)
                 out.append(self._status(st, name))
         return out
+
+    def replay(self, type_url: str) -> list[Event]:
+        """What a newcomer must hear of ``type_url`` to know the state held now: each
+        cached value as a :class:`ResourceUpdated`, each rejected name as the
+        :class:`ResponseRejected` naming it, each name known absent as a
+        :class:`ResourceDoesNotExist`. Changes nothing."""
+        cached = self.resources(type_url)
+        events: list[Event] = []
+        for state in self.resource_states(type_url):
+            value = cached.get(state.name)
+            if value is not None:
+                events.append(
+                    ResourceUpdated(type_url, value.name, value.version, value.resource,
+                                    value.aliases)
+                )  # fmt: skip
+            if state.status == "NACKED":
+                events.append(
+                    ResponseRejected(type_url, "", state.failed_version or "",
+                                     {state.name: state.error or ""})
+                )  # fmt: skip
+            elif state.status == "DOES_NOT_EXIST":
+                events.append(ResourceDoesNotExist(type_url, state.name))
+        return events
 
     def _status(self, st: TypeState, name: str) -> ResourceState:
         entry = st.cache.resolve(name)

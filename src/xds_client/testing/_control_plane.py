@@ -111,7 +111,8 @@ class ControlPlane:
             (otherwise only resources with a TTL are wrapped).
         max_message_bytes: largest message sent or received.
         max_workers: most gRPC worker threads (made on demand); each open
-            stream or call holds one.
+            stream or call holds one, and a call beyond them is refused
+            (RESOURCE_EXHAUSTED) rather than left waiting.
         server_credentials: serve TLS with these (``grpc.ssl_server_credentials``);
             None serves plaintext. The attribute of the same name may be changed
             between ``stop_serving()`` and ``resume_serving()`` to rotate certificates.
@@ -285,6 +286,10 @@ class ControlPlane:
             executor,
             handlers=self._handlers(),
             interceptors=list(self._interceptors),
+            # A stream no worker can take is refused (RESOURCE_EXHAUSTED), so its client
+            # backs off and retries; admitted and never served, it would sit silent
+            # while the client's does-not-exist timers run on the written request.
+            maximum_concurrent_rpcs=self._max_workers,
             options=[
                 ("grpc.max_send_message_length", self._max_message_bytes),
                 ("grpc.max_receive_message_length", self._max_message_bytes),

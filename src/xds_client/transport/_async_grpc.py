@@ -80,7 +80,6 @@ class AsyncGrpcStream:
         self._requests: AsyncInbox[Request | None] = AsyncInbox()
         self._responses: AsyncInbox[Response | TransportError | _End] = AsyncInbox()
         self._on_written: Callable[[], object] | None = None
-        self._headers: AsyncWorker | None = None
         self._call: Any = factory(self._request_iter(), metadata=target.call_metadata or None)
         self._lock = threading.Lock()
         self._reader: AsyncWorker | None = None
@@ -102,31 +101,10 @@ class AsyncGrpcStream:
 
         A write completes only on a connected channel, on a stream the server's
         HTTP/2 admitted (not past its ``max_concurrent_streams``): gRFC A57's sign
-        that a request is on the wire, before its does-not-exist timers may start.
+        that a request is on the wire, when its does-not-exist timers start (as in
+        gRPC C-core and grpc-go).
         """
         self._on_written = callback
-
-    def notify_served(self, callback: Callable[[], object]) -> None:
-        """Call ``callback`` once when the server shows it serves the stream: its
-        response headers (initial metadata) arrived, which a server's handler sends
-        with its first response or at once. An HTTP/2 stream the server accepted but
-        never handed to a handler shows nothing (gRFC A57: no timers run there)."""
-        name = f"xds-grpc-headers {self._spec.method.rsplit('/', 1)[-1]}"
-        self._headers = spawn(self._wait_headers, callback, name=name)
-
-    async def _wait_headers(self, callback: Callable[[], object]) -> None:
-        try:
-            await self._call.initial_metadata()
-        # begin async-only
-        except asyncio.CancelledError:
-            return
-        # end async-only
-        except Exception:  # the call failed: the stream reports it
-            return
-        # A call that ended without headers (an error status, a local cancel) also
-        # returns here: only a live call counts.
-        if not self._closed and not self._call.done():
-            callback()
 
     async def _read(self) -> None:
         try:
@@ -209,10 +187,9 @@ class AsyncGrpcStream:
         # Wake a recv() that is waiting, so its caller notices the close at once
         # (a direct recv(None) is woken by the cancel).
         self._responses.put(TransportError(f"{self._spec.method}: stream closed locally"))
-        for worker in (self._reader, self._headers):
-            if worker is not None:
-                worker.cancel()
-                await worker.join(_CLOSE_JOIN_TIMEOUT)
+        if (reader := self._reader) is not None:
+            reader.cancel()
+            await reader.join(_CLOSE_JOIN_TIMEOUT)
 
 
 async def health_probe(channel: grpc.aio.Channel, target: ServerTarget, timeout: float) -> bool:

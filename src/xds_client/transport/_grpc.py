@@ -75,7 +75,6 @@ class GrpcStream:
         self._requests: Inbox[Request | None] = Inbox()
         self._responses: Inbox[Response | TransportError | _End] = Inbox()
         self._on_written: Callable[[], object] | None = None
-        self._headers: Worker | None = None
         self._call: Any = factory(self._request_iter(), metadata=target.call_metadata or None)
         self._lock = threading.Lock()
         self._reader: Worker | None = None
@@ -97,27 +96,10 @@ class GrpcStream:
 
         A write completes only on a connected channel, on a stream the server's
         HTTP/2 admitted (not past its ``max_concurrent_streams``): gRFC A57's sign
-        that a request is on the wire, before its does-not-exist timers may start.
+        that a request is on the wire, when its does-not-exist timers start (as in
+        gRPC C-core and grpc-go).
         """
         self._on_written = callback
-
-    def notify_served(self, callback: Callable[[], object]) -> None:
-        """Call ``callback`` once when the server shows it serves the stream: its
-        response headers (initial metadata) arrived, which a server's handler sends
-        with its first response or at once. An HTTP/2 stream the server accepted but
-        never handed to a handler shows nothing (gRFC A57: no timers run there)."""
-        name = f"xds-grpc-headers {self._spec.method.rsplit('/', 1)[-1]}"
-        self._headers = spawn(self._wait_headers, callback, name=name)
-
-    def _wait_headers(self, callback: Callable[[], object]) -> None:
-        try:
-            self._call.initial_metadata()
-        except Exception:  # the call failed: the stream reports it
-            return
-        # A call that ended without headers (an error status, a local cancel) also
-        # returns here: only a live call counts.
-        if not self._closed and not self._call.done():
-            callback()
 
     def _read(self) -> None:
         try:
@@ -187,10 +169,9 @@ class GrpcStream:
         # Wake a recv() that is waiting, so its caller notices the close at once
         # (a direct recv(None) is woken by the cancel).
         self._responses.put(TransportError(f"{self._spec.method}: stream closed locally"))
-        for worker in (self._reader, self._headers):
-            if worker is not None:
-                worker.cancel()
-                worker.join(_CLOSE_JOIN_TIMEOUT)
+        if (reader := self._reader) is not None:
+            reader.cancel()
+            reader.join(_CLOSE_JOIN_TIMEOUT)
 
 
 def health_probe(channel: grpc.Channel, target: ServerTarget, timeout: float) -> bool:

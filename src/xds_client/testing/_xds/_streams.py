@@ -314,8 +314,8 @@ class Engine:
             info = self.log.open_stream(kind, method, context.peer())
             self.log.close_stream(info.id)
             context.abort(failure.code, failure.details)
-        # Response headers at once, as a server that took the stream: the client's
-        # does-not-exist timers may start before the first response (gRFC A57).
+        # Response headers at once, as a server that took the stream (a grpc-go
+        # server sends them with its first message unless its handler asks).
         context.send_initial_metadata(())
         handles: list[StreamHandle] = []
 

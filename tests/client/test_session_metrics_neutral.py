@@ -1,12 +1,10 @@
-"""The session's steady-state delta path gives what its general path gives.
+"""Metrics hooks observe a delta stream and change nothing of what it does.
 
-``Session.receive`` applies a response of an established delta stream on a shorter
-path (no first-response or candidate handling), and delivers the common events (one
-update and its ACK, no metrics hooks, no cache directory) without the general
-delivery's bookkeeping. Every step here goes to two sessions, one of which always
-takes the general path, and both must agree on what the reader is told (replies,
-wake-up, held buffers), on every watcher's events, on the requests in flight and on
-the resource states.
+Delivery is one path (``_delivery.route``) and the hooks are apart from it
+(``_delivery.observe``). Every step here goes to two sessions, one of them with a
+metrics object that records every hook call, and both must agree on what the reader
+is told (replies, wake-up, held buffers), on every watcher's events, on the requests
+in flight and on the resource states.
 """
 
 from __future__ import annotations
@@ -19,17 +17,11 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xds_client import Backoff, ResourceUpdated
+from xds_client import Backoff
 from xds_client.client._options import build_options, normalize_names
 from xds_client.client._session import OpenStream, SendRequest, Session
 from xds_client.client._watchers import EventBuffer, WatchEntry
 from xds_client.resources import CLUSTER, resource_type
-
-
-class GeneralOnly(Session):
-    """A session that never takes the short path."""
-
-    _short_path = False
 
 
 class Counting:
@@ -45,8 +37,8 @@ class Counting:
 _WATCHES = [None, ["a"], ["b"], ["a", "b"], ["alias"], ["c"]]
 
 
-def _session(cls: type[Session], metrics: bool, **kwargs: Any) -> Session:
-    return cls(
+def _session(metrics: bool, **kwargs: Any) -> Session:
+    return Session(
         build_options(
             ["p:1"], node=Node(id="n"), protocol="delta",
             backoff=Backoff(initial=1, multiplier=2, jitter=0, maximum=8),
@@ -94,26 +86,23 @@ def _states(s: Session) -> Any:
     (slot,) = s._slots.values()
     return (
         sorted((st.name, st.status, st.error) for st in slot.protocol.resource_states(CLUSTER)),
-        len(slot.in_flight),
-        slot.holding,
+        len(slot.stream.in_flight),
+        slot.stream.holding,
         s.next_wakeup(),
     )
 
 
 @settings(max_examples=150, deadline=None)
 @given(
-    metrics=st.booleans(),
     hold=st.booleans(),
     timeout=st.sampled_from([None, 5.0]),
     watches=st.lists(st.sampled_from(_WATCHES), min_size=1, max_size=3),
     data=st.data(),
 )
-def test_steady_state_responses_match_the_general_path(
-    metrics: bool, hold: bool, timeout: float | None, watches: list[Any], data: st.DataObject
+def test_a_session_with_metrics_hooks_does_what_one_without_does(
+    hold: bool, timeout: float | None, watches: list[Any], data: st.DataObject
 ) -> None:
-    sessions = [
-        _session(cls, metrics, does_not_exist_timeout=timeout) for cls in (Session, GeneralOnly)
-    ]
+    sessions = [_session(metrics, does_not_exist_timeout=timeout) for metrics in (False, True)]
     entries = [[_watch(s, w, 0.0) for w in watches] for s in sessions]
     now = 0.0
     opened: list[OpenStream] = []
@@ -121,7 +110,6 @@ def test_steady_state_responses_match_the_general_path(
         actions = s.step(now)
         (o,) = [a for a in actions if isinstance(a, OpenStream)]
         opened.append(o)
-        s.on_served(o.slot, o.attempt, now)
         for a in actions:
             if isinstance(a, SendRequest):
                 s.on_written(o.slot, o.attempt, now)
@@ -153,38 +141,9 @@ def test_steady_state_responses_match_the_general_path(
         else:
             steps = [s.step(now) for s in sessions]
             assert [type(a).__name__ for a in steps[0]] == [type(a).__name__ for a in steps[1]]
-            for i, (s, acts) in enumerate(zip(sessions, steps, strict=True)):
+            for i, acts in enumerate(steps):
                 for act in acts:
                     if isinstance(act, OpenStream):
                         opened[i] = act
-                        s.on_served(act.slot, act.attempt, now)
         assert [_events(e) for e in entries[0]] == [_events(e) for e in entries[1]]
         assert _states(sessions[0]) == _states(sessions[1])
-    if metrics:
-        calls = [s.options.metrics.calls for s in sessions]  # type: ignore[union-attr]
-        assert calls[0] == calls[1]
-
-
-def test_the_common_response_takes_the_short_path() -> None:
-    """The short delivery is taken (so the comparison above compares two paths)."""
-    s = _session(Session, False, does_not_exist_timeout=None)
-    entry = _watch(s, None, 0.0)
-    actions = s.step(0.0)
-    (o,) = [a for a in actions if isinstance(a, OpenStream)]
-    s.on_served(o.slot, o.attempt, 0.0)
-    calls: list[int] = []
-    general = s._apply
-
-    def counted(*args: Any) -> Any:
-        calls.append(1)
-        return general(*args)
-
-    s._apply = counted  # type: ignore[method-assign,assignment]
-    for nonce in ("1", "2"):
-        r = DeltaDiscoveryResponse(type_url=CLUSTER, nonce=nonce, system_version_info=nonce)
-        body = Cluster(name="a", alt_stat_name=nonce)
-        r.resources.add(name="a", version=nonce).resource.Pack(body)
-        got = s.receive(o.slot, o.attempt, r, 1.0)
-        assert len(got.replies) == 1
-    assert calls == [1]  # the first response (the stream's first) takes the general path
-    assert [e.version for e in _events(entry) if isinstance(e, ResourceUpdated)] == ["1", "2"]
