@@ -1,7 +1,7 @@
 """The ``xds-client`` command line (also ``python -m xds_client``).
 
 Commands: ``serve``, ``watch``, ``fetch``, ``dump``, ``graph``, ``store
-get|list|watch|create|update|delete|health`` and ``demo``; see ``docs/cli.md``.
+get|list|watch|create|update|delete|health``, ``load`` and ``demo``; see ``docs/cli.md``.
 Every failure is one line on stderr and a non-zero exit status (2 for bad
 usage: unknown type, bad address, selector or file), never a traceback.
 """
@@ -105,6 +105,10 @@ def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
         from ._graph import run_graph
 
         return run_graph(args, out)
+    if command == "load":
+        from ._load import run_load
+
+        return run_load(args, out)
     if command == "store":
         from ._store import run_store
 

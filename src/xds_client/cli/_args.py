@@ -272,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("listener", metavar="LISTENER", help="the Listener resource name")
     graph.add_argument("--timeout", type=_positive, default=20.0, help="give up after S seconds")
 
+    from ._load import add_load_parser
+
+    add_load_parser(sub)
+
     demo = sub.add_parser("demo", help="a live story of the xDS protocol (about 20 s)")
     demo.add_argument("--fast", action="store_true", help="no pauses between steps (tests)")
     return parser

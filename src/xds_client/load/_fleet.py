@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from xds_client.errors import TransportError, UsageError
+from xds_client.errors import TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import ProtocolConfig
 
 from ._client import SimClient
@@ -209,6 +209,23 @@ class Fleet:
         await _finish([task])
         self._bytes_in += client.bytes_in
         self._bytes_out += client.bytes_out
+
+    async def wait_complete(self, count: int | None = None, *, timeout: float = 30.0) -> None:
+        """Wait until ``count`` clients (default: all running) hold a complete config on
+        their current stream; :class:`~xds_client.errors.WaitTimeoutError` after ``timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            want = len(self.clients) if count is None else count
+            done = sum(1 for c in self.clients.values() if c.complete)
+            if done >= want:
+                return
+            if loop.time() > deadline:
+                raise WaitTimeoutError(
+                    f"{done} of {want} clients hold a complete config after {timeout:g} s"
+                    + (f" (last error {self.last_error})" if self.last_error else "")
+                )
+            await asyncio.sleep(0.01)
 
     def drop_all(self) -> int:
         """A reconnect storm: drop every stream at once; returns how many were dropped."""
