@@ -10,7 +10,7 @@ over Locust workers. See ``docs/load.md``.
 
 from __future__ import annotations
 
-from ._drivers import CallableDriver, CommandDriver, ControlPlaneDriver, UpdateDriver
+from ._drivers import CallableDriver, CommandDriver, ControlPlaneDriver, PushError, UpdateDriver
 from ._fleet import Fleet, FleetOptions, check_fd_limit
 from ._metrics import LoadEvent, Report, Sample, Summary, VersionResult, summarize
 from ._plot import render_svg

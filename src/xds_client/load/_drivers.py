@@ -15,14 +15,18 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
-from xds_client.errors import TransportError
+from xds_client.errors import XdsClientError
 
 from ._sample import sample_endpoints
 
 if TYPE_CHECKING:
     from xds_client.testing import ControlPlane
 
-__all__ = ["CallableDriver", "CommandDriver", "ControlPlaneDriver", "UpdateDriver"]
+__all__ = ["CallableDriver", "CommandDriver", "ControlPlaneDriver", "PushError", "UpdateDriver"]
+
+
+class PushError(XdsClientError):
+    """An update driver could not change the server's config."""
 
 
 class UpdateDriver(Protocol):
@@ -48,7 +52,7 @@ class ControlPlaneDriver:
 
 class CommandDriver:
     """Runs a shell command for each push, with ``XDS_LOAD_STEP`` set to the step; a
-    non-zero exit status fails the run (:class:`~xds_client.errors.TransportError`)."""
+    non-zero exit status fails the run (:class:`PushError`)."""
 
     def __init__(self, command: str, *, timeout: float = 60.0) -> None:
         self.command = command
@@ -67,12 +71,12 @@ class CommandDriver:
         except asyncio.TimeoutError:
             process.kill()
             await process.wait()
-            raise TransportError(
+            raise PushError(
                 f"push command took longer than {self.timeout:g} s: {self.command}"
             ) from None
         if process.returncode != 0:
             tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
-            raise TransportError(
+            raise PushError(
                 f"push command exited with status {process.returncode}: {self.command}"
                 + (f" ({tail[0]})" if tail[0] else "")
             )
