@@ -92,18 +92,18 @@ def test_progress_shows_only_on_a_terminal(plane: ControlPlane) -> None:
     assert "\r" not in piped.getvalue()
 
 
-def test_an_unreachable_server_is_one_line_and_status_3(cli: Any) -> None:
+def test_an_unreachable_server_is_one_line_and_status_1(cli: Any) -> None:
     result = cli("load", "-s", "127.0.0.1:1", "-n", "2", "--connect-timeout", "0.5")
-    assert result.code == 3
+    assert result.code == 1
     assert result.err.startswith("xds-client: error: cannot reach the xDS server at 127.0.0.1:1")
     assert len(result.err.splitlines()) == 1
     assert "Traceback" not in result.err
 
 
-def test_a_server_refusing_streams_is_one_line_and_status_3(cli: Any, plane: ControlPlane) -> None:
+def test_a_server_refusing_streams_is_one_line_and_status_1(cli: Any, plane: ControlPlane) -> None:
     plane.fail_streams(grpc.StatusCode.UNIMPLEMENTED, "no ADS here", count=None)
     result = cli("load", "-s", plane.address, "-n", "2", "--connect-timeout", "0.5")
-    assert result.code == 3
+    assert result.code == 1
     assert "refused every stream" in result.err
     assert "UNIMPLEMENTED: no ADS here" in result.err
     assert len(result.err.splitlines()) == 1

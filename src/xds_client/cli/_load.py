@@ -202,7 +202,7 @@ def run_load(args: argparse.Namespace, out: Output) -> int:
         except UsageError as exc:
             raise CommandError(str(exc), 2) from None
         except TransportError as exc:
-            raise CommandError(str(exc), 3) from None
+            raise CommandError(str(exc), 1) from None
         finally:
             progress.done()
     if args.plot:
