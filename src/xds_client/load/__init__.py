@@ -35,6 +35,7 @@ __all__ = [
     "ControlPlaneDriver",
     "CommandDriver",
     "CallableDriver",
+    "PushError",
     # a sample config
     "SAMPLE_LISTENER",
     "sample_config",

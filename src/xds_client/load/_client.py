@@ -39,6 +39,9 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     # of a process (grpc/grpc#20985): without this, N clients are one connection.
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    # An xDS client reconnects by itself; gRPC's retry buffer would cost about 5 KiB a
+    # client for nothing (measured: 61 KiB -> 56 KiB per idle connection and stream).
+    ("grpc.enable_retries", 0),
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2000),
 )
