@@ -12,14 +12,17 @@ complete config, less its RSS before, over N), then PUSHES pushes, each waited f
 until every client ACKed it: push-to-ACK p50/p99 (from the first client's receipt
 to each ACK) and this process's CPU seconds per pushed client (process time,
 gRPC's threads included). Clients per core is the largest size whose p99 stays
-under 1 s. ``python -m bench.load 500 1000 2000`` runs chosen sizes alone.
+under 1 s. Each size runs in a fresh process. ``python -m bench.load [--go] 500 1000``
+runs chosen sizes alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -208,7 +211,19 @@ async def measure(
 def run_step(
     clients: int, pushes: int = PUSHES, clusters: int = CLUSTERS, server: str = "ControlPlane"
 ) -> Step:
-    """One fleet size against a fresh server (``ControlPlane`` or ``go-control-plane``)."""
+    """One fleet size in a fresh process (so its RSS is its own) against a fresh server
+    (``ControlPlane`` or ``go-control-plane``)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.load", "one", server, str(clients), str(pushes),
+         str(clusters)],
+        capture_output=True, text=True, timeout=3 * _TIMEOUT, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.load one {server} {clients} failed: {done.stderr[-2000:]}")
+    return Step(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _one(server: str, clients: int, pushes: int, clusters: int) -> Step:
     kind = "serve-go" if server == "go-control-plane" else "serve"
     plane = _Server(clusters, clients, kind)
     try:
@@ -289,6 +304,10 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["serve-go"]:
         _serve_go(int(argv[1]), int(argv[2]))
+        return 0
+    if argv[:1] == ["one"]:
+        step = _one(argv[1], int(argv[2]), int(argv[3]), int(argv[4]))
+        print(json.dumps(dataclasses.asdict(step)), flush=True)
         return 0
     server = "ControlPlane"
     if argv[:1] == ["--go"]:

@@ -32,6 +32,7 @@ MODULES = [
     ("xds_client.store", "xds_client.store", "The ResourceStore client (Grafana unified storage)."),
     ("xds_client.testing", "xds_client.testing", "In-process servers for tests and demos."),
     ("xds_client.cli", "xds_client.cli", "The `xds-client` command line (see [cli.md](cli.md))."),
+    ("xds_client.load", "xds_client.load", "Simulated xDS clients (see [load.md](load.md))."),
 ]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
