@@ -63,7 +63,8 @@ def test_a_push_command_runs_once_per_step(cli: Any, plane: ControlPlane, tmp_pa
     )  # fmt: skip
     assert result.code == 0, result.err
     lines = steps.read_text().split()
-    assert lines[:3] == ["1", "2", "3"]
+    assert lines  # how many depends on the machine's load; each step once, in order
+    assert lines == [str(step) for step in range(1, len(lines) + 1)]
 
 
 def test_a_failing_push_command_fails_the_run(cli: Any, plane: ControlPlane) -> None:
@@ -102,7 +103,7 @@ def test_an_unreachable_server_is_one_line_and_status_1(cli: Any) -> None:
 
 def test_a_server_refusing_streams_is_one_line_and_status_1(cli: Any, plane: ControlPlane) -> None:
     plane.fail_streams(grpc.StatusCode.UNIMPLEMENTED, "no ADS here", count=None)
-    result = cli("load", "-s", plane.address, "-n", "2", "--connect-timeout", "0.5")
+    result = cli("load", "-s", plane.address, "-n", "2", "--connect-timeout", "1.5")
     assert result.code == 1
     assert "refused every stream" in result.err
     assert "UNIMPLEMENTED: no ADS here" in result.err

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -13,7 +13,6 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
 from xds_client.errors import TransportError, UsageError
 from xds_client.load import (
     SAMPLE_LISTENER,
-    CallableDriver,
     ControlPlaneDriver,
     Fleet,
     FleetOptions,
@@ -63,6 +62,16 @@ def test_each_client_has_its_own_node_stream_and_connection(plane: ControlPlane)
     assert report.first_config.count == 5
     assert report.resources_held == 5 * (1 + 1 + 2 * CLUSTERS)
     assert report.errors == {}
+    # ...and per client:
+    assert [c.node_id for c in report.clients] == [f"node-{i}" for i in range(5)]
+    for client in report.clients:
+        assert client.first_config is not None
+        assert (client.streams, client.nacks, client.errors) == (1, 0, 0)
+        assert client.acks >= 4  # LDS, CDS, RDS, EDS
+        assert client.resources_held == 1 + 1 + 2 * CLUSTERS
+        assert client.bytes_received > 0
+        assert client.bytes_sent > 0
+    assert sum(c.bytes_received for c in report.clients) == report.bytes_received
 
 
 def test_channels_without_a_local_subchannel_pool_share_one_connection(
@@ -132,45 +141,81 @@ def test_grpc_profile_asks_by_name_down_the_chain(plane: ControlPlane, protocol:
     assert not any(r.message.HasField("node") for r in first[1:])  # gRPC: once per stream
 
 
+async def _wait(check: Callable[[], object], what: str, timeout: float = 20.0) -> None:
+    """Poll ``check`` on the loop until it is true; fail the test after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def _eds_acks(fleet: Fleet, count: int) -> Callable[[], bool]:
+    return lambda: len(fleet.recorder.push_to_ack.get("EDS", ())) >= count
+
+
 @pytest.mark.parametrize("protocol", ["sotw", "delta"])
 def test_pushes_are_acked_by_every_client(plane: ControlPlane, protocol: str) -> None:
     events: list[LoadEvent] = []
-    fleet = Fleet(
-        _options(plane, nodes=3, duration=1.0, push_interval=0.3, protocol=protocol),
-        driver=ControlPlaneDriver(plane, clusters=CLUSTERS),
-        on_event=events.append,
-    )
-    report = asyncio.run(fleet.run())
+    driver = ControlPlaneDriver(plane, clusters=CLUSTERS)
+    fleet = Fleet(_options(plane, protocol=protocol), on_event=events.append)
+
+    async def scenario() -> Report:
+        fleet.add(3)
+        await fleet.wait_complete(3)
+        for step in (1, 2):
+            await driver.push(step)
+            await _wait(_eds_acks(fleet, 3 * step), f"three ACKs of push {step}")
+        report = fleet.report()
+        await fleet.stop()
+        return report
+
+    report = asyncio.run(scenario())
     pushed = [v for v in report.versions if v.type == "EDS"]
-    assert len(pushed) >= 2
+    assert len(pushed) == 2
     # Every pushed version was ACKed by all three, and each ACK is one sample.
     assert all(v.acks == 3 and v.nacks == 0 for v in pushed)
-    assert report.push_to_ack["EDS"].count == 3 * len(pushed)
-    assert all(v.convergence >= 0 for v in pushed)
+    assert report.push_to_ack["EDS"].count == 6
+    assert all(0 <= v.convergence < 20 for v in pushed)
     assert [e.kind for e in events].count("first_config") == 3
-    assert [e.kind for e in events].count("ack") == 3 * len(pushed)
+    assert [e.kind for e in events].count("ack") == 6
+
+
+def test_a_fan_out_run_pushes_on_schedule(plane: ControlPlane) -> None:
+    fleet = Fleet(
+        _options(plane, nodes=2, duration=1.0, push_interval=0.3),
+        driver=ControlPlaneDriver(plane, clusters=CLUSTERS),
+    )
+    report = asyncio.run(fleet.run())
+    assert [v.type for v in report.versions] == ["EDS"] * len(report.versions)
+    assert report.push_to_ack["EDS"].count >= 1  # how many depends on the machine's load
 
 
 def test_a_bad_resource_is_nacked_as_envoy_would(plane: ControlPlane) -> None:
     from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
-    def break_a_cluster(step: int) -> None:
-        bad = Cluster(name="cluster-0000", type=Cluster.EDS)
-        bad.connect_timeout.seconds = -1  # (validate.rules): must be > 0
-        bad.eds_cluster_config.eds_config.ads.SetInParent()
-        plane.update("cds", [bad])
-
+    bad = Cluster(name="cluster-0000", type=Cluster.EDS)
+    bad.connect_timeout.seconds = -1  # (validate.rules): must be > 0
+    bad.eds_cluster_config.eds_config.ads.SetInParent()
     events: list[LoadEvent] = []
-    fleet = Fleet(
-        _options(plane, nodes=2, duration=0.8, push_interval=0.2, validate=True),
-        driver=CallableDriver(break_a_cluster),
-        on_event=events.append,
-    )
-    report = asyncio.run(fleet.run())
-    assert report.nacks >= 2
+    fleet = Fleet(_options(plane, validate=True), on_event=events.append)
+
+    async def scenario() -> Report:
+        fleet.add(2)
+        await fleet.wait_complete(2)
+        await asyncio.to_thread(plane.update, "cds", [bad])
+        await _wait(lambda: fleet.recorder.nacks == 2, "two NACKs")
+        report = fleet.report()
+        await fleet.stop()
+        return report
+
+    report = asyncio.run(scenario())
+    assert report.nacks == 2
     nacks = [e for e in events if e.kind == "nack"]
-    assert nacks
+    assert len(nacks) == 2
     assert all(e.name == "CDS" and "connect_timeout" in e.detail for e in nacks)
+    assert [c.nacks for c in report.clients] == [1, 1]
     codes = {
         r.message.error_detail.code for r in plane.requests("cds") if r.message.error_detail.code
     }
@@ -179,15 +224,30 @@ def test_a_bad_resource_is_nacked_as_envoy_would(plane: ControlPlane) -> None:
 
 @pytest.mark.parametrize("protocol", ["sotw", "delta"])
 def test_reconnect_storm_measures_the_recovery(plane: ControlPlane, protocol: str) -> None:
-    fleet = Fleet(_options(plane, nodes=4, duration=1.0, storm_at=0.2, protocol=protocol))
-    report = asyncio.run(fleet.run())
+    fleet = Fleet(_options(plane, protocol=protocol))
+
+    async def scenario() -> Report:
+        fleet.add(4)
+        await fleet.wait_complete(4)
+        assert fleet.drop_all() == 4
+        await _wait(lambda: (fleet.report().storm or {}).get("recovery"), "the recovery")
+        report = fleet.report()
+        await fleet.stop()
+        return report
+
+    report = asyncio.run(scenario())
     assert report.storm is not None
     assert report.storm["clients"] == report.storm["recovered"] == 4
-    assert report.storm["recovery"] is not None
     assert report.storm["recovery"] > 0
     assert len(plane.streams()) == 8
     assert report.reconnects == 4
     assert report.errors == {}  # dropping on purpose is not an error
+
+
+def test_a_storm_in_a_run_is_reported(plane: ControlPlane) -> None:
+    report = asyncio.run(Fleet(_options(plane, nodes=2, duration=0.5, storm_at=0.1)).run())
+    assert report.storm is not None
+    assert report.storm["clients"] == 2
 
 
 def test_churn_replaces_clients_with_new_nodes(plane: ControlPlane) -> None:
@@ -198,6 +258,7 @@ def test_churn_replaces_clients_with_new_nodes(plane: ControlPlane) -> None:
     ids = {s.node_id for s in plane.streams()}
     assert report.clients_started > 4
     assert len(ids) == report.clients_started  # every new client is a new node
+    assert len(report.clients) == report.clients_started  # the churned out ones too
 
 
 async def _hold_with(fleet: Fleet, nodes: int) -> Report:
@@ -218,7 +279,7 @@ def test_an_unreachable_server_is_a_transport_error() -> None:
 
 def test_a_server_refusing_every_stream_says_so(plane: ControlPlane) -> None:
     plane.fail_streams(grpc.StatusCode.PERMISSION_DENIED, "no entry", count=None)
-    options = _options(plane, nodes=2, duration=5.0, connect_timeout=0.6)
+    options = _options(plane, nodes=2, duration=5.0, connect_timeout=1.5)
     with pytest.raises(TransportError, match=r"refused every stream .*PERMISSION_DENIED: no entry"):
         asyncio.run(Fleet(options).run())
 

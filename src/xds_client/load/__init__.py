@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._drivers import CallableDriver, CommandDriver, ControlPlaneDriver, PushError, UpdateDriver
 from ._fleet import Fleet, FleetOptions, check_fd_limit
-from ._metrics import LoadEvent, Report, Sample, Summary, VersionResult, summarize
+from ._metrics import ClientStats, LoadEvent, Report, Sample, Summary, VersionResult, summarize
 from ._plot import render_svg
 from ._profile import Profile
 from ._sample import SAMPLE_LISTENER, sample_config, sample_endpoints
@@ -24,6 +24,7 @@ __all__ = [
     "check_fd_limit",
     # what it measures
     "Report",
+    "ClientStats",
     "Summary",
     "Sample",
     "VersionResult",

@@ -20,6 +20,7 @@ import grpc.aio
 from xds_client.protocol import DeltaProtocol, ResponseAccepted, ResponseRejected, SotwProtocol
 from xds_client.protocol._raw import parse_raw_response
 
+from ._metrics import ClientStats
 from ._profile import CDS, EDS, LDS, RDS
 
 if TYPE_CHECKING:
@@ -73,6 +74,10 @@ class SimClient:
         self.streams = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self.acks = 0
+        self.nacks = 0
+        self.errors = 0
+        self.first_config: float | None = None
         self.complete_at: float | None = None  # on the current stream
         self._accepted: dict[str, str] = {}  # type URL -> last version answered with ACK
         self._stream_acked: set[str] = set()  # types ACKed on the current stream
@@ -157,6 +162,7 @@ class SimClient:
                 self._storm = False
                 failures = 0
                 continue  # a storm: straight back, as every proxy of a dropped fleet does
+            self.errors += 1
             fleet.recorder.failed(self.index, code, detail)
             fleet.last_error = f"{code}: {detail}" if detail else code
             failures = 0 if got_response else failures + 1
@@ -223,6 +229,10 @@ class SimClient:
         else:
             self._accepted[type_url] = version
             self._stream_acked.add(type_url)
+        if accepted:
+            self.acks += 1
+        else:
+            self.nacks += 1
         self._fleet.recorder.answered(
             self.index, type_url, version, accepted=accepted, push=push, now=now, detail=detail
         )
@@ -234,8 +244,9 @@ class SimClient:
             self.complete_at = now
             if not self.ever_complete:
                 self.ever_complete = True
-                self._fleet.recorder.completed(self.index, now - self.started)
-            self._fleet.client_completed(self, now)
+                self.first_config = now - self.started
+                self._fleet.recorder.completed(self.index, self.first_config)
+            self._fleet._client_completed(self, now)
 
     def _is_complete(self) -> bool:
         proto = self.proto
@@ -298,6 +309,21 @@ class SimClient:
     def resources_held(self) -> int:
         """How many resources the client caches now."""
         return sum(len(self.proto.resources(t)) for t in self.proto.subscribed_types())
+
+    def stats(self) -> ClientStats:
+        """What this client saw so far."""
+        return ClientStats(
+            index=self.index,
+            node_id=self.node.id,
+            first_config=None if self.first_config is None else round(self.first_config, 6),
+            streams=self.streams,
+            acks=self.acks,
+            nacks=self.nacks,
+            errors=self.errors,
+            bytes_received=self.bytes_in,
+            bytes_sent=self.bytes_out,
+            resources_held=self.resources_held(),
+        )
 
 
 # What an accepted response of a type makes the client subscribe to, per profile.

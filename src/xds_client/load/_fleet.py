@@ -7,16 +7,19 @@ import random
 import resource
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from xds_client.errors import TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import ProtocolConfig
 
 from ._client import SimClient
 from ._drivers import UpdateDriver
-from ._metrics import LoadEvent, Recorder, Report, Sample, summarize
+from ._metrics import ClientStats, LoadEvent, Recorder, Report, Sample, summarize
 from ._profile import Profile, References
 from ._sample import SAMPLE_LISTENER
+
+if TYPE_CHECKING:
+    from envoy.config.core.v3.base_pb2 import Node
 
 __all__ = ["Fleet", "FleetOptions", "check_fd_limit"]
 
@@ -141,10 +144,11 @@ class Fleet:
         self._run_start = 0.0
         self._bytes_in = 0  # of clients already removed
         self._bytes_out = 0
+        self._gone: list[ClientStats] = []
 
     # -------------------------------------------------------------- clients
 
-    def _node(self, i: int) -> object:
+    def _node(self, i: int) -> Node:
         from envoy.config.core.v3.base_pb2 import Node
 
         o = self.options
@@ -157,10 +161,10 @@ class Fleet:
             node.metadata.fields[key].string_value = value.format(i=i)
         return node
 
-    def _config(self, node: object) -> ProtocolConfig:
+    def _config(self, node: Node) -> ProtocolConfig:
         envoy = self.options.profile == "envoy"
         return ProtocolConfig(
-            node=node,  # type: ignore[arg-type]
+            node=node,
             # Envoy sends node in every request and NACKs a whole response with code 13;
             # gRPC sends it once, applies the valid resources and NACKs with code 3.
             node_in_every_request=envoy,
@@ -183,7 +187,7 @@ class Fleet:
             i = self._next_index
             self._next_index += 1
             node = self._node(i)
-            client = SimClient(i, node, self, self._config(node))  # type: ignore[arg-type]
+            client = SimClient(i, node, self, self._config(node))
             self.clients[i] = client
             task = self.tasks[i] = asyncio.create_task(client.run(), name=f"xds-load-{i}")
             task.add_done_callback(self._client_done)
@@ -209,6 +213,7 @@ class Fleet:
         await _finish([task])
         self._bytes_in += client.bytes_in
         self._bytes_out += client.bytes_out
+        self._gone.append(client.stats())
 
     async def wait_complete(self, count: int | None = None, *, timeout: float = 30.0) -> None:
         """Wait until ``count`` clients (default: all running) hold a complete config on
@@ -242,7 +247,7 @@ class Fleet:
             client.drop()
         return len(self._storm_clients)
 
-    def client_completed(self, client: SimClient, now: float) -> None:
+    def _client_completed(self, client: SimClient, now: float) -> None:
         """A client holds a complete config on its current stream (the clients call it)."""
         storm = self._storm
         if storm is None or client.index not in self._storm_clients:
@@ -307,6 +312,7 @@ class Fleet:
             resources_held=sum(c.resources_held() for c in clients),
             storm=storm,
             series=list(r.samples),
+            clients=sorted([*self._gone, *(c.stats() for c in clients)], key=lambda c: c.index),
             failure=failure,
         )
 

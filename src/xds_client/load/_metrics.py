@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "ClientStats",
     "LoadEvent",
     "Report",
     "Sample",
@@ -114,6 +115,26 @@ class VersionResult:
 
 
 @dataclass(frozen=True)
+class ClientStats:
+    """What one simulated client saw (``Report.clients``, in ``-o json``)."""
+
+    index: int
+    node_id: str
+    first_config: float | None
+    """Seconds from its start to its first complete config (None: never complete)."""
+    streams: int
+    """Streams opened (1 + reconnects)."""
+    acks: int
+    nacks: int
+    errors: int
+    """Streams that ended with an error status."""
+    bytes_received: int
+    bytes_sent: int
+    resources_held: int
+    """Resources cached when it stopped."""
+
+
+@dataclass(frozen=True)
 class Report:
     """The outcome of a run: what ``-o json`` prints and what ``table()`` shows."""
 
@@ -139,6 +160,8 @@ class Report:
     storm: dict[str, Any] | None = None
     """Reconnect storm: ``at``, ``clients``, ``recovered``, ``recovery`` (seconds)."""
     series: list[Sample] = field(default_factory=list)
+    clients: list[ClientStats] = field(default_factory=list)
+    """Per simulated client, the ones churned out included."""
     failure: str = ""
     """Why the run stopped early ("" when it ran to its end)."""
 
