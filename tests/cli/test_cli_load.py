@@ -42,7 +42,7 @@ def test_the_json_report_counts_what_the_server_saw(cli: Any, plane: ControlPlan
 def test_the_sample_server_pushes_and_the_table_and_plot_show_it(cli: Any, tmp_path: Path) -> None:
     plot = tmp_path / "run.svg"
     result = cli(
-        "load", "--sample", "5", "-n", "3", "-d", "1.5", "--push-interval", "0.5",
+        "load", "--sample", "5", "-n", "3", "-d", "2", "--push-interval", "0.4",
         "--plot", str(plot),
     )  # fmt: skip
     assert result.code == 0, result.err
@@ -83,7 +83,7 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_shows_only_on_a_terminal(plane: ControlPlane) -> None:
-    argv = ["load", "-s", plane.address, "-n", "2", "-d", "1.3"]
+    argv = ["load", "-s", plane.address, "-n", "2", "-d", "2.2"]
     terminal, err = _Terminal(), io.StringIO()
     assert run(argv, terminal, err) == 0
     assert "\r\x1b[K" in terminal.getvalue()
