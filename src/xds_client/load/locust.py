@@ -267,7 +267,9 @@ class XdsUser(User):
                 context={"client": event.client},
             )
 
-        loop_thread().to_gevent(deliver)
+        thread = _thread  # never make a loop thread from the loop thread
+        if thread is not None:
+            thread.to_gevent(deliver)
 
     def on_start(self) -> None:
         loop_thread().call(self._start_batch)
