@@ -21,7 +21,7 @@ from xds_client.load import (
     sample_config,
 )
 from xds_client.load import _fleet as fleet_module
-from xds_client.load._client import CHANNEL_OPTIONS, SOTW_METHOD
+from xds_client.load._client import CHANNEL_OPTIONS, SOTW_METHOD, STATUS_LOST
 from xds_client.testing import ControlPlane
 
 CLUSTERS = 5
@@ -231,6 +231,9 @@ def test_reconnect_storm_measures_the_recovery(plane: ControlPlane, protocol: st
         await fleet.wait_complete(4)
         assert fleet.drop_all() == 4
         await _wait(lambda: (fleet.report().storm or {}).get("recovery"), "the recovery")
+        # A delta client is back once its new stream is open and it holds everything;
+        # the server records the stream when the request reaches it, a moment later.
+        await _wait(lambda: len(plane.streams()) == 8, "the server to see 8 streams")
         report = fleet.report()
         await fleet.stop()
         return report
@@ -280,8 +283,15 @@ def test_an_unreachable_server_is_a_transport_error() -> None:
 def test_a_server_refusing_every_stream_says_so(plane: ControlPlane) -> None:
     plane.fail_streams(grpc.StatusCode.PERMISSION_DENIED, "no entry", count=None)
     options = _options(plane, nodes=2, duration=5.0, connect_timeout=1.5)
+    fleet = Fleet(options)
     with pytest.raises(TransportError, match=r"refused every stream .*PERMISSION_DENIED: no entry"):
-        asyncio.run(Fleet(options).run())
+        asyncio.run(fleet.run())
+    # Every failed stream is counted by the server's status; a write that raced the end
+    # of a stream (grpc.aio then loses the status) is counted as such, never as a crash
+    # of the client or as gRPC's INTERNAL.
+    errors = fleet.recorder.errors
+    assert errors["PERMISSION_DENIED"] >= 2
+    assert set(errors) <= {"PERMISSION_DENIED", STATUS_LOST}
 
 
 def test_more_clients_than_file_descriptors_is_a_usage_error(

@@ -55,6 +55,14 @@ class _Storm(Exception):  # noqa: N818 - a control-flow signal
     """The fleet dropped this stream on purpose (a reconnect storm)."""
 
 
+class _StatusLost(Exception):  # noqa: N818 - a control-flow signal
+    """The stream ended while a request was being written; gRPC lost its status."""
+
+
+STATUS_LOST = "ended during a write (status lost)"
+"""The error key of a stream whose status grpc.aio replaced (see :class:`_StatusLost`)."""
+
+
 class SimClient:
     """One simulated client; :meth:`run` is its task."""
 
@@ -148,6 +156,8 @@ class SimClient:
                 if not (self._storm or self._stopping):
                     raise  # the task itself was cancelled
                 code = ""
+            except _StatusLost:
+                code, detail = STATUS_LOST, ""
             except grpc.aio.AioRpcError as exc:
                 code, detail = exc.code().name, exc.details() or ""
                 if code == "CANCELLED" and (self._storm or self._stopping):
@@ -164,7 +174,8 @@ class SimClient:
                 continue  # a storm: straight back, as every proxy of a dropped fleet does
             self.errors += 1
             fleet.recorder.failed(self.index, code, detail)
-            fleet.last_error = f"{code}: {detail}" if detail else code
+            if code != STATUS_LOST or not fleet.last_error:
+                fleet.last_error = f"{code}: {detail}" if detail else code
             failures = 0 if got_response else failures + 1
             delay = min(_BACKOFF_MAX, _BACKOFF_BASE * 2 ** min(failures, 8))
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
@@ -212,9 +223,19 @@ class SimClient:
                 self._answered(type_url, version, outcome, loop.time())
 
     async def _send(self, call: Any) -> None:
-        proto = self.proto
-        for request in proto.requests_to_send():
-            await call.write(request)
+        for request in self.proto.requests_to_send():
+            if call.done():
+                return  # the call ended: the next read reports its status
+            try:
+                await call.write(request)
+            except asyncio.InvalidStateError:
+                return  # the call ended meanwhile: the next read reports its status
+            except grpc.aio.AioRpcError as exc:
+                if "SendMessageOperation" in (exc.debug_error_string() or ""):
+                    # The write raced the end of the call: grpc.aio then replaces the
+                    # server's status with INTERNAL "Internal error from Core".
+                    raise _StatusLost from None
+                raise
 
     def _answered(
         self, type_url: str, version: str, outcome: ResponseAccepted | ResponseRejected, now: float

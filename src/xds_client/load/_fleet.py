@@ -384,6 +384,9 @@ class Fleet:
                 step += 1
                 assert self.driver is not None
                 pushes.append(asyncio.create_task(self.driver.push(step)))
+            for push in [p for p in pushes if p.done()]:
+                pushes.remove(push)
+                push.result()  # a driver's failure ends the run now, not at its end
             wake = [end, *(t for t in (storm_due, next_churn, next_push) if t is not None)]
             await asyncio.sleep(max(0.0, min(0.1, min(wake) - loop.time())))
         for push in pushes:
