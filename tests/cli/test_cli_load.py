@@ -146,3 +146,17 @@ def test_bad_usage_is_status_2(cli: Any, args: list[str], message: str) -> None:
     assert result.code == 2
     assert message in result.err
     assert "Traceback" not in result.err
+
+
+def test_the_parser_does_not_import_grpc_or_protobuf() -> None:
+    # `xds-client --help` stays fast: the load command imports its machinery when it runs.
+    code = (
+        "import sys\n"
+        "from xds_client.cli._args import build_parser\n"
+        "build_parser()\n"
+        "assert 'grpc' not in sys.modules and 'google.protobuf' not in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -7,11 +7,12 @@ import asyncio
 import json
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._args import check_address
-from ._output import Output, Progress
-from ._xds import CommandError
+
+if TYPE_CHECKING:
+    from ._output import Output
 
 __all__ = ["add_load_parser", "run_load"]
 
@@ -123,6 +124,7 @@ def add_load_parser(sub: Any) -> None:
 
 def run_load(args: argparse.Namespace, out: Output) -> int:
     """Run the fleet; print the table or the JSON report."""
+    # Imported here: building the parser (``--help``) must not pay for grpc and protobuf.
     from xds_client.errors import TransportError, UsageError
     from xds_client.load import (
         SAMPLE_LISTENER,
@@ -134,6 +136,9 @@ def run_load(args: argparse.Namespace, out: Output) -> int:
         render_svg,
         sample_config,
     )
+
+    from ._output import Progress
+    from ._xds import CommandError
 
     if (args.server is None) == (args.sample is None):
         raise CommandError("give exactly one of --server HOST:PORT and --sample CLUSTERS", 2)
