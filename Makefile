@@ -24,7 +24,7 @@ GO_PEER := $(PEERS)/go-control-plane/xds-peer
 # go build uses only the committed go.mod/go.sum (-mod=readonly), the local toolchain, and
 # the module proxy without its `direct` fallback, so nothing but the proxy is fetched.
 GO_ENV = GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 \
-	GOPROXY="$$(go env GOPROXY | tr '|' ',' | tr ',' '\n' | grep -vx direct | paste -sd, -)"
+	GOPROXY="$$(go env GOPROXY | tr '|' ',' | tr ',' '\n' | grep -vx direct | paste -sd, - | sed 's/^$$/off/')"
 
 .PHONY: venv test test-unlocked lock lint typecheck pytest protos stubs docs sync check-generated dist demo bench bench-smoke soak peers clean
 

@@ -4,13 +4,18 @@
   block before it). A ```bash block runs with bash -e, ``xds-client`` on PATH, in a
   scratch folder where ``docs/`` is the real one.
 - ``<!-- excerpt -->`` (or ``<!-- excerpt: why -->``) on the line before a block
-  marks it as shown, not run: a command that serves until Ctrl-C, an install, a
-  fragment with ``...``.
-- Blocks talk to servers this test starts: an xDS control plane serving
-  docs/examples/resources.yaml plus clusters ``a`` and ``b``, and a ResourceStore.
-  The only rewrites are their addresses: ``127.0.0.1:18000`` (xDS),
-  ``http://127.0.0.1:18001`` (REST), ``127.0.0.1:40311`` (store) and
-  ``port=18000`` / ``--port 18000`` (a free port), since fixed ports may be taken here.
+  marks it as shown, not run: an install, a fragment, a server that needs your
+  credentials.
+- Blocks talk only to the servers their own page starts, on the ports the page names:
+  nothing is rewritten. ``<!-- server -->`` (or ``<!-- server: why -->``) marks the block
+  that starts one: a ```python block whose servers stay up until the page's last block
+  has run, or a ```bash block that serves until Ctrl-C, which the test runs in the
+  background (as the reader's other terminal) until the page is done.
+  ``<!-- server, or: why -->`` marks an alternative to the server block before it: the
+  page then runs a second time, on that server instead.
+- Pages that start servers on fixed ports run one at a time (a lock file), also across
+  test processes; a port the page names that something else holds fails the test with
+  that reason.
 - ``print`` in Python blocks stops an endless watch loop after the first resource update.
 - Pages whose blocks form one program run in their own tests; they are listed in
   ``RUN_ELSEWHERE`` (that test must exist and name the page). ``text``, ``yaml``, ``json``
@@ -19,13 +24,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +57,11 @@ RUN_ELSEWHERE = {
     "docs/api.md": "tools/gen_api_docs.py",  # generated signatures, not programs
 }
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
-EXCERPT = re.compile(r"<!--\s*excerpt\b[^>]*-->\s*$")
+MARKER = re.compile(r"<!--\s*(excerpt|server, or|server)\b[^>]*-->\s*$")
+# The ports a serving command names: the test waits until each accepts connections.
+PORT_OPTION = re.compile(r"--(?:port|rest-port|store-port)[ =](\d+)")
+PORT_LOCK = Path(tempfile.gettempdir()) / "xds-client-doc-ports.lock"
+SERVER_START = 30.0  # seconds a background server may take to open its ports
 
 
 @dataclass(frozen=True)
@@ -56,7 +70,11 @@ class Block:
     line: int
     lang: str
     code: str
-    excerpt: bool
+    marker: str | None  # "excerpt", "server", "server, or" or None
+
+    @property
+    def excerpt(self) -> bool:
+        return self.marker == "excerpt"
 
     def __str__(self) -> str:
         return f"{self.page}:{self.line}"
@@ -70,8 +88,11 @@ def blocks() -> list[Block]:
         for match in FENCE.finditer(text):
             before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
             line = text.count("\n", 0, match.start()) + 1
+            marker = MARKER.search(before)
             found.append(
-                Block(page, line, match.group(1), match.group(2), bool(EXCERPT.search(before)))
+                Block(
+                    page, line, match.group(1), match.group(2), marker.group(1) if marker else None
+                )
             )
     return found
 
@@ -82,30 +103,37 @@ def to_run() -> list[Block]:
     ]
 
 
-@dataclass
-class Servers:
-    xds: ControlPlane
-    store: ResourceStoreServer
+@dataclass(frozen=True)
+class PageRun:
+    """One pass over a page: its blocks in order, with one choice of server."""
 
-    def rewrite(self, code: str) -> str:
-        assert self.xds.rest_url is not None
-        return (
-            code.replace("http://127.0.0.1:18001", self.xds.rest_url)
-            .replace("127.0.0.1:18000", self.xds.address)
-            .replace("127.0.0.1:40311", self.store.address)
-            .replace("port=18000", "port=0")
-            .replace("--port 18000", "--port 0")
-        )
+    page: str
+    blocks: tuple[Block, ...]
+
+    def __str__(self) -> str:
+        servers = [str(b.line) for b in self.blocks if b.marker is not None]
+        return self.page + (f"[server@{','.join(servers)}]" if servers else "")
 
 
-@pytest.fixture(scope="module")
-def servers() -> Iterator[Servers]:
-    from envoy.config.cluster.v3.cluster_pb2 import Cluster
-
-    with ControlPlane() as xds, ResourceStoreServer(":memory:") as store:
-        xds.load_file(ROOT / "docs" / "examples" / "resources.yaml")
-        xds.update("cds", [Cluster(name="a"), Cluster(name="b")])
-        yield Servers(xds, store)
+def page_runs() -> list[PageRun]:
+    runs = []
+    by_page: dict[str, list[Block]] = {}
+    for block in to_run():
+        by_page.setdefault(block.page, []).append(block)
+    for page, page_blocks in by_page.items():
+        alternatives = [b for b in page_blocks if b.marker == "server, or"]
+        first = [b for b in page_blocks if b.marker != "server, or"]
+        runs.append(PageRun(page, tuple(first)))
+        for alternative in alternatives:
+            # The alternative stands in for the server block before it.
+            replaced = [
+                b for b in page_blocks if b.marker == "server" and b.line < alternative.line
+            ][-1]
+            chosen = [
+                alternative if b is replaced else b for b in page_blocks if b.marker != "server, or"
+            ]
+            runs.append(PageRun(page, tuple(chosen)))
+    return runs
 
 
 class Enough(Exception):  # noqa: N818 - the signal that ends a snippet's endless loop
@@ -138,19 +166,92 @@ def test_markers_sit_on_blocks() -> None:
     for path in PAGES:
         lines = path.read_text(encoding="utf-8").splitlines()
         for i, line in enumerate(lines):
-            if EXCERPT.search(line):
+            if MARKER.search(line):
                 assert i + 1 < len(lines), f"{path}:{i + 1}"
                 assert lines[i + 1].startswith("```"), f"{path}:{i + 1}: marker not before a block"
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("block", to_run(), ids=str)
-def test_block_runs_as_written(block: Block, servers: Servers, tmp_path: Path) -> None:
-    code = servers.rewrite(block.code)
-    if block.lang == "python":
-        _run_python(block, code)
-    else:
-        _run_shell(block, code, tmp_path)
+def test_nothing_is_rewritten_and_servers_come_from_the_page() -> None:
+    # The pages that talk to fixed ports start what listens there themselves.
+    for run in page_runs():
+        code = "\n".join(b.code for b in run.blocks)
+        if re.search(r"127\.0\.0\.1:(18000|18001|40311)", code):
+            assert any(b.marker is not None for b in run.blocks), f"{run}: who serves?"
+    alternatives = [b for b in blocks() if b.marker == "server, or"]
+    assert alternatives, "quickstart.md offers two servers; both must be run"
+    serving = [b for b in blocks() if b.marker in ("server", "server, or") and b.lang == "bash"]
+    assert serving
+    assert all("--port" in b.code for b in serving)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("run", page_runs(), ids=str)
+def test_page_runs_as_written(run: PageRun, tmp_path: Path) -> None:
+    with ExitStack() as stack:
+        if any(b.marker is not None for b in run.blocks):
+            stack.enter_context(_fixed_ports())
+        for block in run.blocks:
+            if block.lang == "python":
+                namespace = _run_python(block, keep=block.marker is not None)
+                if namespace is not None:
+                    stack.callback(_close_servers, namespace)
+            elif block.marker is not None:
+                stack.enter_context(_serving(block, tmp_path))
+            else:
+                _run_shell(block, block.code, tmp_path)
+
+
+@contextmanager
+def _fixed_ports() -> Iterator[None]:
+    """One page with fixed ports at a time, across processes (other test runs too)."""
+    with PORT_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _accepting(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def _serving(block: Block, tmp_path: Path) -> Iterator[None]:
+    """Run a serving bash block in the background until the page is done."""
+    ports = [int(p) for p in PORT_OPTION.findall(block.code)]
+    taken = [p for p in ports if _accepting(p)]
+    assert not taken, f"{block}: port(s) {taken} already in use here; the page needs them free"
+    log = tmp_path / f"server-{block.line}.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            ["bash", "-e", "-c", block.code],
+            cwd=_scratch(tmp_path),
+            env=_env(),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group: Ctrl-C reaches serve, not us
+        )
+    try:
+        deadline = time.monotonic() + SERVER_START
+        while not all(_accepting(p) for p in ports):
+            assert process.poll() is None, f"{block} ended early:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"{block} opened no port:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield
+    finally:
+        os.killpg(process.pid, signal.SIGINT)  # what the reader's Ctrl-C does
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    output = log.read_text()
+    assert "Traceback" not in output, output
 
 
 @contextmanager
@@ -168,33 +269,44 @@ def _registry_restored() -> Iterator[None]:
         resources._by_alias.update(by_alias)
 
 
-def _run_python(block: Block, code: str) -> None:
+def _run_python(block: Block, *, keep: bool) -> dict[str, Any] | None:
+    """Run a block; with ``keep``, return its namespace with its servers still up."""
     namespace: dict[str, Any] = {"__name__": "__main__", "print": _stopper}
     with _registry_restored():
-        _exec(block, code, namespace)
+        try:
+            exec(compile(block.code, str(block), "exec"), namespace)
+        except Enough:
+            pass
+        except BaseException:
+            _close_servers(namespace)
+            raise
+    if keep:
+        return namespace
+    _close_servers(namespace)
+    return None
 
 
-def _exec(block: Block, code: str, namespace: dict[str, Any]) -> None:
-    try:
-        exec(compile(code, str(block), "exec"), namespace)
-    except Enough:
-        pass
-    finally:
-        _close_servers(namespace)
+def _scratch(tmp_path: Path) -> Path:
+    if not (tmp_path / "docs").exists():
+        (tmp_path / "docs").symlink_to(ROOT / "docs")
+    return tmp_path
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for name in ("GRPC_XDS_BOOTSTRAP", "GRPC_XDS_BOOTSTRAP_CONFIG", "XDS_CLIENT_SERVER"):
+        env.pop(name, None)
+    return env
 
 
 def _run_shell(block: Block, code: str, tmp_path: Path) -> None:
     if shutil.which("jq") is None and "jq " in code:
-        pytest.skip(f"{block} pipes into jq, which is not installed")
-    (tmp_path / "docs").symlink_to(ROOT / "docs")
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.pop("GRPC_XDS_BOOTSTRAP", None)
-    env.pop("GRPC_XDS_BOOTSTRAP_CONFIG", None)
+        return  # pipes into jq, which is not installed here
     result = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", code],
-        cwd=tmp_path,
-        env=env,
+        cwd=_scratch(tmp_path),
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=100,

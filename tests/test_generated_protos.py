@@ -33,8 +33,12 @@ def test_wire_names_are_grafanas() -> None:
         "Delete",
         "List",
         "Watch",
+        "ListStoredResources",
     ]
     assert services["Diagnostics"].full_name == "resource.Diagnostics"
+    quotas = services["Quotas"]
+    assert quotas.full_name == "resource.Quotas"
+    assert [m.name for m in quotas.methods] == ["GetQuotaUsage"]
     assert resource_pb2.DESCRIPTOR.package == "resource"
     assert hasattr(resource_pb2_grpc, "ResourceStoreStub")
 
@@ -47,3 +51,16 @@ def test_field_numbers_match_the_seed() -> None:
     assert resource_pb2.WatchEvent.Type.Value("BOOKMARK") == 4
     retry = resource_pb2.ErrorDetails.DESCRIPTOR.fields_by_name["retryAfterSeconds"]
     assert retry.number == 5
+
+
+def test_newer_calls_match_grafanas_field_numbers() -> None:
+    # From Grafana's current resource.proto (resourcepb): ListStoredResources, Quotas.
+    def numbers(message: object) -> dict[str, int]:
+        return {f.name: f.number for f in message.DESCRIPTOR.fields}  # type: ignore[attr-defined]
+
+    stored = {"namespace": 1, "group": 2, "resource": 3}
+    assert numbers(resource_pb2.ListStoredResourcesRequest) == stored
+    assert numbers(resource_pb2.ListStoredResourcesResponse) == {"items": 1}
+    assert numbers(resource_pb2.ListStoredResourcesResponse.StoredResource) == stored
+    assert numbers(resource_pb2.QuotaUsageRequest) == {"key": 1}
+    assert numbers(resource_pb2.QuotaUsageResponse) == {"error": 1, "usage": 2, "limit": 3}

@@ -20,7 +20,7 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, get_overloads
+from typing import Any, TypeVar, Union, get_args, get_origin, get_overloads
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "api.md"
@@ -30,10 +30,14 @@ MODULES = [
     ("xds_client", "xds_client", "Clients, events, node, resource registry and errors."),
     ("xds_client.graph", "xds_client.graph", "The config graph (see [graph.md](graph.md))."),
     ("xds_client.store", "xds_client.store", "The ResourceStore client (Grafana unified storage)."),
+    ("xds_client.lrs", "xds_client.lrs", "Load reporting, LRS (see [lrs.md](lrs.md))."),
+    ("xds_client.otel", "xds_client.otel", "gRFC A78 metrics (see [metrics.md](metrics.md))."),
     ("xds_client.testing", "xds_client.testing", "In-process servers for tests and demos."),
     ("xds_client.cli", "xds_client.cli", "The `xds-client` command line (see [cli.md](cli.md))."),
     ("xds_client.load", "xds_client.load", "Simulated xDS clients (see [load.md](load.md))."),
 ]
+# The pytest plugin's fixtures: requested by name, so they are listed by name.
+PLUGIN = "xds_client.testing.pytest_plugin"
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -46,6 +50,27 @@ def _annotation(value: Any) -> str:
     if isinstance(value, type):
         return value.__qualname__
     return _ADDRESS.sub("", repr(value)).replace("typing.", "")
+
+
+def _type_text(value: Any) -> str:
+    """A type as a reader writes it: ``ResourceUpdated[M] | ResourceRemoved``, no module paths."""
+    if isinstance(value, str):
+        return value  # a string alias (``Value: TypeAlias = "bytes | ..."``) is its text
+    if isinstance(value, TypeVar):
+        return value.__name__
+    origin, args = get_origin(value), get_args(value)
+    if origin is Union:
+        return " | ".join(_type_text(arg) for arg in args)
+    if origin is not None and args:
+        name = getattr(value, "__name__", None) or getattr(origin, "__name__", repr(origin))
+        return f"{name}[{', '.join(_type_text(arg) for arg in args)}]"
+    if isinstance(value, type):
+        return value.__qualname__
+    return _ADDRESS.sub("", repr(value)).replace("typing.", "")
+
+
+def _is_type_alias(value: Any) -> bool:
+    return get_origin(value) is not None or isinstance(value, TypeVar)
 
 
 def _default(value: Any) -> str:
@@ -199,6 +224,7 @@ def _render_object(module_name: str, name: str, obj: Any) -> list[str]:
         # A constructor inherited from a private base is still the class's own API.
         has_init = any("__init__" in vars(k) for k in obj.__mro__ if k is not object)
         signature = _signature(obj) if has_init or dataclasses.is_dataclass(obj) else ""
+        signature = signature.removesuffix(" -> None")  # a class makes an instance, not None
         lines += ["```python", f"class {name}{signature}", "```", "", _doc(obj), ""]
         members = _members(obj)
         if members:
@@ -213,12 +239,66 @@ def _render_object(module_name: str, name: str, obj: Any) -> list[str]:
             forms = [f"{prefix} {name}{_signature(obj)}"]
         lines += ["```python", *forms, "```", "", _doc(obj), ""]
         return lines
-    # Constants and type aliases: their value, briefly.
+    # Type aliases: the types they stand for, whole; constants: their value, briefly.
+    if _is_type_alias(obj) or (isinstance(obj, str) and _looks_like_type(name)):
+        lines += ["```python", f"{name} = {_type_text(obj)}", "```", ""]
+        return lines
     value = _ADDRESS.sub("", repr(obj)).replace("typing.", "")
     if len(value) > 200:
         value = value[:197] + "..."
     lines += ["```python", f"{name} = {value}", "```", ""]
     return lines
+
+
+def _looks_like_type(name: str) -> bool:
+    """A string constant declared ``Name: TypeAlias = "..."`` is a type, not a string."""
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("xds_client") and m]
+    return any(
+        "TypeAlias" in str(vars(m).get("__annotations__", {}).get(name, "")) for m in modules
+    )
+
+
+def _fixtures() -> list[str]:
+    """The plugin's fixtures: name, what it gives and its docstring."""
+    import pytest
+
+    plugin = importlib.import_module(PLUGIN)
+    lines = [
+        "## pytest fixtures",
+        "",
+        "Installing xds_client registers a pytest plugin (`xds_client.testing.pytest_plugin`);",
+        "a test asks for a fixture by naming it as a parameter. See [testing.md](testing.md).",
+        "",
+    ]
+    for name, value in vars(plugin).items():
+        function = _fixture_function(value, pytest)
+        if function is None or name.startswith("_"):
+            continue
+        returns = _annotation(inspect.signature(function).return_annotation)
+        params = ", ".join(inspect.signature(function).parameters)
+        head = f"### `{name}`"
+        lines += [head, ""]
+        lines += ["```python", f"def test_...({name}: {_yielded(returns)}): ...", "```", ""]
+        if params:
+            lines += [f"Uses: {', '.join(f'`{p}`' for p in params.split(', '))}.", ""]
+        lines += [_doc(function), ""]
+    return lines
+
+
+def _fixture_function(value: Any, pytest: Any) -> Any:
+    """The function behind ``@pytest.fixture`` (its wrapper differs between pytest versions)."""
+    wrapped = getattr(value, "_get_wrapped_function", None)
+    if callable(wrapped):
+        return wrapped()
+    if getattr(value, "_pytestfixturefunction", None) is not None:
+        return getattr(value, "__wrapped__", value)
+    return None
+
+
+def _yielded(returns: str) -> str:
+    """``Iterator[ControlPlane]`` -> ``ControlPlane``: a test gets what the fixture yields."""
+    match = re.fullmatch(r"(?:Iterator|Generator)\[(.+?)(?:, .*)?\]", returns)
+    return match.group(1) if match else returns
 
 
 def render() -> str:
@@ -235,6 +315,7 @@ def render() -> str:
     ]
     for _, title, blurb in MODULES:
         out.append(f"- [`{title}`](#{title.replace('.', '')}): {blurb}")
+    out.append("- [pytest fixtures](#pytest-fixtures): what the pytest plugin gives a test.")
     out.append("")
     for module_name, title, blurb in MODULES:
         module = importlib.import_module(module_name)
@@ -243,6 +324,7 @@ def render() -> str:
             if name.startswith("__"):
                 continue
             out += _render_object(module_name, name, getattr(module, name))
+    out += _fixtures()
     text = "\n".join(out)
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.rstrip() + "\n"

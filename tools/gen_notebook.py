@@ -2,7 +2,8 @@
 
 The notebook is shown on code hosts with its outputs, so the committed file holds
 them. Ports, durations and execution counts change from run to run: outputs are
-compared after ``normalize()`` (ports become ``PORT``, nothing else is touched).
+compared after ``normalize()`` (ports become ``PORT`` and UIDs ``UUID``; nothing else
+is touched).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, cast
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "docs" / "examples" / "explore.ipynb"
 _PORT = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d+")
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 
 
 def execute(path: Path = NOTEBOOK) -> Any:
@@ -41,8 +43,8 @@ def execute(path: Path = NOTEBOOK) -> Any:
 
 
 def normalize(text: str) -> str:
-    """Outputs without what changes from run to run: ports."""
-    return _PORT.sub(r"\1:PORT", text)
+    """Outputs without what changes from run to run: ports and the store's object UIDs."""
+    return _UUID.sub("UUID", _PORT.sub(r"\1:PORT", text))
 
 
 def outputs_of(notebook: Any) -> list[Any]:

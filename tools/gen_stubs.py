@@ -45,6 +45,8 @@ MODULES: tuple[str, ...] = (
     "envoy.config.core.v3.extension_pb2",
     "google.rpc.status_pb2",
     "envoy.service.status.v3.csds_pb2",
+    # load reporting (LRS)
+    "envoy.service.load_stats.v3.lrs_pb2",
     # v3 resource types
     "envoy.config.listener.v3.listener_pb2",
     "envoy.config.route.v3.route_pb2",

@@ -158,6 +158,23 @@ FILES: tuple[Twin, ...] = (
         ),
     ),
     Twin(
+        "src/xds_client/lrs/_async_client.py",
+        "src/xds_client/lrs/_client.py",
+        "LrsClient: load reports to an LRS server, on threads.\n\n"
+        "Generated from ``_async_client.py`` with the thread backend: one thread runs the\n"
+        "stream and the report timer, one reads the server's responses, and gRPC's own\n"
+        "thread writes the requests. Every decision is the sans-I/O\n"
+        ":class:`~xds_client.lrs._reporter.LoadReporter`'s.",
+        rules=(
+            (r"An asyncio client of", "A blocking client of"),
+            (
+                r"\n\s*Create it inside a running loop; use ``async with`` or"
+                r" ``start\(\)``/``aclose\(\)``\.",
+                "\n\n    Use ``with`` or ``start()``/``close()``.",
+            ),
+        ),
+    ),
+    Twin(
         "src/xds_client/graph/_async_watch.py",
         "src/xds_client/graph/_watch.py",
         "ConfigWatch: complete snapshots of one listener's configuration, for threads.\n\n"
@@ -182,6 +199,12 @@ TESTS: tuple[Twin, ...] = (
         "tests/store/test_client_sync.py",
         "ResourceStoreClient against the in-process SQLite ResourceStoreServer (generated\n"
         "from test_async_client.py; the sync-only tests are in test_client_sync_only.py).",
+    ),
+    Twin(
+        "tests/store/test_async_auth_quota.py",
+        "tests/store/test_auth_quota.py",
+        "Grafana's service authentication, quotas and newer calls on ResourceStoreClient\n"
+        "(generated from test_async_auth_quota.py), against both test servers.",
     ),
     Twin(
         "tests/store/test_async_edges.py",
@@ -235,9 +258,22 @@ TESTS: tuple[Twin, ...] = (
         ),
     ),
     Twin(
+        "tests/lrs/test_async_lrs_client.py",
+        "tests/lrs/test_lrs_client.py",
+        "LrsClient against the in-process ControlPlane's LRS side (generated from\n"
+        "test_async_lrs_client.py).",
+    ),
+    Twin(
         "tests/graph/test_async_config_watch.py",
         "tests/graph/test_config_watch.py",
         "ConfigWatch on XdsClient (generated from test_async_config_watch.py).",
+        rules=((r"\b(wait_for_\w+)_async\b", r"\1"),),
+    ),
+    Twin(
+        "tests/interop/test_async_go_control_plane.py",
+        "tests/interop/test_go_control_plane.py",
+        "XdsClient against go-control-plane v0.14.0 (generated from\n"
+        "test_async_go_control_plane.py; the peer is tests/peers/go_control_plane).",
         rules=((r"\b(wait_for_\w+)_async\b", r"\1"),),
     ),
 )

@@ -18,6 +18,7 @@
     ├── BootstrapError                  a bootstrap file or JSON that cannot be used
     ├── TransportError                  the connection to the server failed
     └── WaitTimeoutError                a bounded wait ran out (also a TimeoutError)
+        └── ResourceNotFoundError       the server said the awaited resource does not exist
 
 Errors raised by the ResourceStore client live in :mod:`xds_client.store`
 and derive from :class:`XdsClientError` too.
@@ -42,6 +43,7 @@ __all__ = [
     "BootstrapError",
     "TransportError",
     "WaitTimeoutError",
+    "ResourceNotFoundError",
 ]
 
 
@@ -156,3 +158,12 @@ class TransportError(XdsClientError):
 
 class WaitTimeoutError(XdsClientError, TimeoutError):
     """A bounded wait (``wait_for``, ``wait_synced`` ...) ran out of time."""
+
+
+class ResourceNotFoundError(WaitTimeoutError, LookupError):
+    """``wait_for`` stopped early: the server reported the resource does not exist.
+
+    It could still appear later, but a wait that the server already answered is not
+    left to run out its timeout. A :class:`WaitTimeoutError` too, so code that caught
+    the timeout still does.
+    """

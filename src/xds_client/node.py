@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from xds_client import __version__
 from xds_client._records import field, record
+from xds_client.errors import UsageError
 
 if TYPE_CHECKING:
     from envoy.config.core.v3.base_pb2 import Node as NodeProto
@@ -65,10 +66,25 @@ class Node:
         return node
 
 
-def as_node_proto(node: Node | NodeProto | None) -> NodeProto:
-    """Accept our :class:`Node`, a ready ``Node`` message, or None (an anonymous node)."""
+_NODE_MESSAGES = ("envoy.config.core.v3.Node", "envoy.api.v2.core.Node")
+
+
+def as_node_proto(node: Node | NodeProto | str | None) -> NodeProto:
+    """Accept our :class:`Node`, a ready ``Node`` message, a node id, or None (anonymous).
+
+    Anything else raises :class:`~xds_client.errors.UsageError` here, in the caller's
+    thread, rather than failing later on the client's I/O thread.
+    """
     if node is None:
         return Node(id="").to_proto()
+    if isinstance(node, str):
+        return Node(id=node).to_proto()
     if isinstance(node, Node):
         return node.to_proto()
+    descriptor = getattr(node, "DESCRIPTOR", None)
+    if getattr(descriptor, "full_name", None) not in _NODE_MESSAGES:
+        raise UsageError(
+            f"node must be a node id (str), an xds_client.Node or an Envoy Node message, "
+            f"not {type(node).__name__}"
+        )
     return node

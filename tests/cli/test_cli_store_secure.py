@@ -63,7 +63,7 @@ def test_store_get_over_tls_with_a_token(
     )  # fmt: skip
     assert result.code == 0, result.err
     (record,) = result.json_lines()
-    assert record["resource"]["spec"] == {"title": "A"}
+    assert record["spec"] == {"title": "A"}
     assert TOKEN not in result.out + result.err
 
 

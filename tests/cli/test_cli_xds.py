@@ -123,7 +123,7 @@ def test_watch_follows_changes_nacks_and_removals(served: ControlPlane) -> None:
 
 def test_fetch_grpc_prints_a_table(cli: Any, served: ControlPlane) -> None:
     result = cli("fetch", "-s", served.address, "eds", "backend", "missing")
-    assert result.code == 0, result.err
+    assert result.code == 1, result.err  # one asked for by name does not exist: kubectl's 1
     lines = result.out.splitlines()
     assert lines[0].split() == ["TYPE", "NAME", "VERSION"]
     assert lines[1].split() == ["EDS", "backend", "1"]
@@ -134,7 +134,7 @@ def test_fetch_grpc_prints_a_table(cli: Any, served: ControlPlane) -> None:
 
 def test_fetch_rest_json(cli: Any, served: ControlPlane) -> None:
     result = cli("fetch", "-s", served.rest_url, "--json", "cds", "backend", "missing")
-    assert result.code == 0, result.err
+    assert result.code == 1, result.err
     records = result.json_lines()
     assert [(r["event"], r["name"]) for r in records] == [
         ("updated", "backend"),

@@ -34,8 +34,10 @@ def test_notebook_executes_without_errors(monkeypatch: pytest.MonkeyPatch) -> No
     assert not [o for o in outputs if o.output_type == "error"]
     html = "\n".join(o.get("data", {}).get("text/html", "") for o in outputs)
     assert "<table>" in html
-    assert "<td>canary</td>" in html  # the watch saw the added cluster
-    assert "<td>deleted</td>" in html  # ... and the removal
+    assert "<td>canary</td>" in html  # the cache shows itself: the added cluster
+    text = "\n".join(o.get("text", "") for o in outputs)
+    assert "reason='deleted'" in text  # the watch saw the removal
+    assert "<pre>" in html  # a stored object shows its JSON
     assert "<td>latency</td>" in html  # the store listed the dashboards
     assert "config graph of listener ingress" in html  # watch_config's snapshot drew itself
     assert 'stroke="#dc2626"' in html  # ... and the deleted cluster in red

@@ -28,3 +28,11 @@ def test_html_table_escapes_every_cell() -> None:
         "<table><thead><tr><th>a&amp;b</th></tr></thead><tbody><tr><td>&lt;x&gt;</td></tr>"
         "</tbody></table>"
     )
+
+
+def test_a_cache_prints_as_a_text_table() -> None:
+    from xds_client.client._html import ResourceCache
+
+    assert repr(ResourceCache("type.googleapis.com/envoy.config.cluster.v3.Cluster", {})) == (
+        "name  version  type  bytes  ttl"
+    )

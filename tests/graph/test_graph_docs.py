@@ -93,3 +93,32 @@ def test_html_lists_the_errors_in_red() -> None:
     html = example_snapshot()._repr_html_()
     assert html.startswith("<div><svg")
     assert '<ul style="color:#b91c1c"><li><code>cds:legacy</code>: does not exist</li></ul>' in html
+
+
+def test_labels_are_whole_and_reasons_are_written_out() -> None:
+    # Issue #35: a width estimate cut long labels, version first; a reason was only a hover.
+    long_name = "checkout-" + "x" * 70
+    tracker = ConfigTracker("shop")
+    tracker.start()
+    snapshot = None
+    events: list[tuple[str, str, Any]] = [
+        ("lds", "shop", api_listener("shop", "shop-routes")),
+        ("rds", "shop-routes", routes("shop-routes", long_name, "gone")),
+        ("cds", long_name, eds_cluster(long_name)),
+        ("eds", long_name, endpoints(long_name, 8080)),
+        ("cds", "gone", None),
+    ]
+    for kind, name, message in events:
+        event = (
+            ResourceDoesNotExist("C", name)
+            if message is None
+            else ResourceUpdated("T", name, "7", message)
+        )
+        key = ResourceKey(kind, name)  # type: ignore[arg-type]
+        snapshot = tracker.receive(key, event).snapshot or snapshot
+    assert snapshot is not None
+    root = ElementTree.fromstring(snapshot._repr_svg_())
+    texts = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert f"cluster {long_name} (EDS) v7" in texts  # whole, version included
+    assert not any("…" in t for t in texts)
+    assert "!! does not exist" in texts  # the reason is drawn, not only a tooltip

@@ -3,12 +3,14 @@
 Each seed draws a RouteConfiguration: a few virtual hosts (domains drawn without
 repeats, as Envoy requires unique domains), each with random routes (path, prefix,
 RE2 regex, path_separated_prefix, case_sensitive, header matchers of every kind,
-query parameter matchers, ``grpc``), some regexes being ones Envoy refuses, and
-sometimes a ``vhost_header`` or ``ignore_path_parameters_in_path_matching``. Every
+query parameter matchers, ``grpc``, ``tls_context``), some regexes being ones Envoy
+refuses (also in a CORS policy under ``typed_per_filter_config``), and sometimes a
+``vhost_header`` or ``ignore_path_parameters_in_path_matching``. Every
 route answers with a ``direct_response`` naming itself. The configuration goes to
 Envoy through the ControlPlane: Envoy's ACK or NACK must equal ``check_routes(...) ==
 []``. When Envoy accepts, random requests (authorities with ports, raw query strings,
-``;`` path parameters, headers sent on one or several lines, the vhost header or not)
+``;`` path parameters, headers sent on one or several lines, among them inline ones
+and the ``x-envoy-*`` control headers Envoy drops, the vhost header or not)
 go through ``http.client`` to Envoy's listener, and the route that answers must be the
 one ``select_route`` picks.
 
@@ -27,6 +29,9 @@ import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
 from envoy.config.route.v3.route_components_pb2 import VirtualHost
 from envoy.config.route.v3.route_pb2 import RouteConfiguration
+
+# The CORS policy drawn into typed_per_filter_config: json_format finds it in the pool.
+from envoy.extensions.filters.http.cors.v3 import cors_pb2  # type: ignore[import-untyped]  # noqa: F401
 from google.protobuf import json_format, text_format
 from google.protobuf.duration_pb2 import Duration
 
@@ -115,9 +120,25 @@ CONTENT_TYPES = [
 ]
 
 
-# x-a and x-b are ordinary headers (one entry per line); content-type, user-agent and
-# via are inline in Envoy (the lines appended into one entry).
-HEADER_NAMES = ["x-a", "x-b", "content-type", "user-agent", "via"]
+# x-a and x-b are ordinary headers (one entry per line); content-type, user-agent, via,
+# if-none-match and authorization are inline in Envoy (the lines appended into one
+# entry); Envoy drops the client's x-envoy-retry-on, x-envoy-internal and
+# x-forwarded-client-cert before routing, and adds x-request-id and x-forwarded-proto
+# to a request without them.
+HEADER_NAMES = [
+    "x-a",
+    "x-b",
+    "content-type",
+    "user-agent",
+    "via",
+    "if-none-match",
+    "authorization",
+    "x-envoy-retry-on",
+    "x-envoy-internal",
+    "x-forwarded-client-cert",
+    "x-forwarded-proto",
+    "x-request-id",
+]
 VHOST_HEADER = "x-host"
 
 
@@ -138,9 +159,10 @@ def string_matcher(rng: random.Random) -> dict[str, Any]:
 
 def header_matcher(rng: random.Random) -> dict[str, Any]:
     spec: dict[str, Any] = {"name": rng.choice(HEADER_NAMES)}
-    kind = rng.choice(
-        ["none", "present", "exact", "string", "range", "prefix", "regex", "contains"]
-    )
+    kinds = ["none", "present", "exact", "string", "range", "prefix", "regex", "contains"]
+    if spec["name"] == "x-request-id":  # Envoy makes up a random one: presence only
+        kinds = ["none", "present"]
+    kind = rng.choice(kinds)
     if kind == "present":
         spec["present_match"] = rng.random() < 0.5
     elif kind == "exact":
@@ -192,7 +214,30 @@ def route_match(rng: random.Random) -> dict[str, Any]:
         match["query_parameters"] = [query_matcher(rng) for _ in range(rng.randrange(1, 3))]
     if rng.random() < 0.15:
         match["grpc"] = {}
+    if rng.random() < 0.1:  # the requests are plaintext: no certificate
+        flags = rng.choice(
+            [
+                {},
+                {"presented": True},
+                {"presented": False},
+                {"validated": True},
+                {"validated": False},
+                {"presented": False, "validated": False},
+            ]
+        )
+        match["tls_context"] = flags
     return match
+
+
+CORS_URL = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy"
+CORS_ORIGINS = [r".*\.example\.com", "*.example.com", r"https://a\.com", "(a", r"\d+"]
+
+
+def per_filter_cors(rng: random.Random) -> dict[str, Any]:
+    """A typed_per_filter_config holding a CorsPolicy (an Any) with a regex origin."""
+    origin = {"safe_regex": {"regex": rng.choice(CORS_ORIGINS)}}
+    policy = {"@type": CORS_URL, "allow_origin_string_match": [origin]}
+    return {"envoy.filters.http.cors": policy}
 
 
 def random_routes(rng: random.Random, seed: int, clean: bool) -> RouteConfiguration:
@@ -210,7 +255,13 @@ def random_routes(rng: random.Random, seed: int, clean: bool) -> RouteConfigurat
             }
             for r in range(rng.randrange(1, 6))
         ]
-        hosts.append({"name": f"v{index}", "domains": mine, "routes": routes})
+        for drawn in routes:
+            if rng.random() < 0.1:
+                drawn["typed_per_filter_config"] = per_filter_cors(rng)
+        host: dict[str, Any] = {"name": f"v{index}", "domains": mine, "routes": routes}
+        if rng.random() < 0.15:
+            host["typed_per_filter_config"] = per_filter_cors(rng)
+        hosts.append(host)
     # Envoy may not have routed the previous table yet: this host says which is live.
     probe = {
         "match": {"prefix": "/"},
@@ -231,6 +282,9 @@ def random_routes(rng: random.Random, seed: int, clean: bool) -> RouteConfigurat
     if clean:  # drop what Envoy refuses, so two thirds of the seeds reach requests
         while check_routes(config):
             for vhost in config.virtual_hosts:
+                alone = VirtualHost(typed_per_filter_config=vhost.typed_per_filter_config)
+                if check_routes(RouteConfiguration(virtual_hosts=[alone])):
+                    vhost.ClearField("typed_per_filter_config")
                 for route in list(vhost.routes):
                     if check_routes(
                         RouteConfiguration(virtual_hosts=[VirtualHost(routes=[route])])

@@ -14,6 +14,7 @@ from xds_client.protocol import (
     ResponseAccepted,
     ResponseRejected,
 )
+from xds_client.protocol._raw import to_raw_response
 
 from ._protocol_support import (
     V3,
@@ -22,6 +23,7 @@ from ._protocol_support import (
     delta_response,
     make,
     names,
+    pack,
     sotw,
     sotw_response,
     wrap,
@@ -97,6 +99,64 @@ def test_sotw_heartbeat_matching_nothing_is_still_nacked() -> None:
     h.start()
     h.receive(sotw_response(V3.eds, "7", "n1", [wrap("a", make(V3.eds, "a"), ttl=30)]))
     events = h.receive(sotw_response(V3.eds, "8", "n2", [wrap("a", None, version="6", ttl=30)]))
+    assert kinds(events) == [ResponseRejected]
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["parsed", "raw"])
+def test_sotw_heartbeat_with_no_version_in_the_accepted_response_version_is_kept(
+    raw: bool,
+) -> None:
+    # Issue #31: Envoy (SotW) compares the *response's* version_info with the accepted
+    # one; the wrapper's own version is not read. go-control-plane's heartbeats carry
+    # none, so "heartbeat version '' does not match held version '1'" was a false NACK.
+    h = sotw(V3, "single")
+    h.p.subscribe(V3.eds, ["a"])
+    h.start()
+    h.receive(sotw_response(V3.eds, "1", "n1", [wrap("a", make(V3.eds, "a"), version="1", ttl=30)]))
+    h.flush()
+    h.advance(20)
+    beat = sotw_response(V3.eds, "1", "n2", [wrap("a", None, ttl=30)])
+    events = h.receive(to_raw_response(beat) if raw else beat)
+    assert kinds(events) == [ResponseAccepted]
+    (ack,) = h.flush()
+    assert ack.version_info == "1"
+    assert not ack.HasField("error_detail")
+    assert h.p.resources(V3.eds)["a"].ttl_deadline == 50.0
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["parsed", "raw"])
+def test_sotw_heartbeat_only_response_removes_no_other_listener_or_cluster(raw: bool) -> None:
+    # go-control-plane's SotW heartbeat holds only the resources that have a TTL
+    # (PEERS.md: Envoy then wiped every other cluster). Absence from a response made
+    # only of heartbeats at the accepted version is not a deletion.
+    h = sotw(V3, "single")
+    h.p.subscribe(V3.cds, None)
+    h.start()
+    h.receive(
+        sotw_response(
+            V3.cds, "1", "n1",
+            [wrap("c1", make(V3.cds, "c1"), ttl=10), pack(make(V3.cds, "c2"))],
+        )
+    )  # fmt: skip
+    h.flush()
+    h.advance(8)
+    beat = sotw_response(V3.cds, "1", "n2", [wrap("c1", None, ttl=10)])
+    events = h.receive(to_raw_response(beat) if raw else beat)
+    assert kinds(events) == [ResponseAccepted]
+    assert set(h.p.resources(V3.cds)) == {"c1", "c2"}
+    assert h.p.resources(V3.cds)["c1"].ttl_deadline == 18.0
+    # A real SotW update still deletes what it leaves out.
+    events = h.receive(sotw_response(V3.cds, "2", "n3", [pack(make(V3.cds, "c2"))]))
+    assert names(events, ResourceRemoved) == ["c1"]
+
+
+def test_sotw_bodiless_wrapper_in_a_new_response_version_is_not_a_heartbeat() -> None:
+    # Envoy: no body and a version_info other than the accepted one is no heartbeat.
+    h = sotw(V3, "single")
+    h.p.subscribe(V3.eds, ["a"])
+    h.start()
+    h.receive(sotw_response(V3.eds, "1", "n1", [wrap("a", make(V3.eds, "a"), version="1")]))
+    events = h.receive(sotw_response(V3.eds, "2", "n2", [wrap("a", None)]))
     assert kinds(events) == [ResponseRejected]
 
 

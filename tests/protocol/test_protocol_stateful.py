@@ -390,6 +390,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         self._statuses(type_url, items, removed, reported, whole=whole, bad=bad, unnamed=unnamed)
         updated: set[str] = set()
         deleted: set[str] = set()
+        # SotW: a response of heartbeats only deletes nothing (go-control-plane sends
+        # just the resources that have a TTL).
+        heartbeats_only = bool(items) and all(tag == "hb" for _, tag, _ in items)
         if not whole and self.drop:
             for name, tag, _ in items:  # A88: a NACKed update drops the value, even A46-off
                 if tag is None and name in cache and model.wants(type_url, name):
@@ -408,7 +411,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                     if name in cache:
                         del cache[name]
                         deleted.add(name)
-            elif type_url == CDS and not unnamed:
+            elif type_url == CDS and not unnamed and not heartbeats_only:
                 for name in [n for n in cache if n not in names and n not in reported]:
                     del cache[name]
                     deleted.add(name)
@@ -530,7 +533,8 @@ class ProtocolMachine(RuleBasedStateMachine):
                 inputs.append((name, Input.SAME_BYTES if same else Input.VALID_UPDATE))
         if applied:
             gone: list[str] = list(removed)
-            if not self.delta and type_url == CDS and not unnamed:
+            heartbeats_only = bool(items) and all(tag == "hb" for _, tag, _ in items)
+            if not self.delta and type_url == CDS and not unnamed and not heartbeats_only:
                 listed = {n for n, _, _ in items}
                 gone = [n for n in cache if n not in listed and n not in reported]
             for name in gone:

@@ -15,6 +15,15 @@ client meets them, including their rough edges:
   a continue token of the list's version and an offset;
 - ``require_token`` answers every call without an ``authorization`` header
   with 401 Unauthorized;
+- ``access_secret`` checks Grafana's ``X-Access-Token`` on every call: an HS256
+  JWT signed with the secret, not expired, for the ``resourceStore`` audience
+  (else gRPC UNAUTHENTICATED, as authlib's interceptor), whose ``namespace`` claim
+  is ``*`` or the request's (else a 403 ``ErrorResult``, as the access checker);
+  ``id_tokens`` records the ``X-Id-Token`` of each call ('' without one);
+- ``quotas`` (namespace -> limit) makes ``Create`` check the collection's count
+  first, as ``server.go`` does: at the limit it is 403 with a message about the
+  quota and no reason; ``Quotas/GetQuotaUsage`` answers usage and limit (501
+  without ``quotas``), ``ListStoredResources`` the collections that hold objects;
 - ``deleted_without_previous`` sends DELETED events with neither the object nor
   ``previous`` (seen from some backends);
 - a list whose field selector is ``metadata.name=X`` is answered from a read of
@@ -30,6 +39,8 @@ from __future__ import annotations
 
 import base64
 import collections
+import hashlib
+import hmac
 import json
 import re
 import threading
@@ -90,9 +101,14 @@ class GrafanaLikeServer:
         dialect: str = "grafana",
         require_token: bool = False,
         deleted_without_previous: bool = False,
+        access_secret: bytes | None = None,
+        quotas: dict[str, int] | None = None,
     ) -> None:
         self.dialect = dialect
         self.require_token = require_token
+        self.access_secret = access_secret
+        self.quotas = quotas
+        self.id_tokens: list[str] = []
         self.deleted_without_previous = deleted_without_previous
         # Grafana's resource versions are clock-like: even an empty store lists at one
         # of at least 1, and every write is later than anything listed before it.
@@ -116,6 +132,7 @@ class GrafanaLikeServer:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         pb_grpc.add_ResourceStoreServicer_to_server(_Store(self), server)
         pb_grpc.add_DiagnosticsServicer_to_server(_Diagnostics(), server)
+        pb_grpc.add_QuotasServicer_to_server(_Quotas(self), server)
         self._port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         self._server = server
@@ -198,6 +215,19 @@ class _Error(Exception):
         self.result = pb.ErrorResult(code=code, reason=reason, message=message)
 
 
+def _token_claims(token: str, secret: bytes) -> dict[str, Any] | None:
+    """The claims of an HS256 JWT signed with ``secret``, or None."""
+    try:
+        head, body, sig = token.split(".")
+        want = hmac.new(secret, f"{head}.{body}".encode(), hashlib.sha256).digest()
+        got = base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4))
+        claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except ValueError:
+        return None
+    ok = hmac.compare_digest(want, got) and isinstance(claims, dict)
+    return claims if ok else None
+
+
 _GRPC = {401: grpc.StatusCode.UNAUTHENTICATED, 400: grpc.StatusCode.INVALID_ARGUMENT}
 
 
@@ -205,17 +235,44 @@ class _Store(pb_grpc.ResourceStoreServicer):
     def __init__(self, s: GrafanaLikeServer) -> None:
         self.s = s
 
-    def _check(self, context: grpc.ServicerContext, key: pb.ResourceKey | None) -> None:
-        if self.s.require_token:
-            headers = dict(context.invocation_metadata())
-            if "authorization" not in headers:
-                raise _Error(401, "Unauthorized", "no identity found for request")
+    def _check(
+        self, context: grpc.ServicerContext, key: pb.ResourceKey | None, namespace: str = ""
+    ) -> None:
+        headers = dict(context.invocation_metadata())
+        if self.s.require_token and "authorization" not in headers:
+            raise _Error(401, "Unauthorized", "no identity found for request")
+        if self.s.access_secret is not None:
+            self.s.id_tokens.append(str(headers.get("x-id-token", "")))
+            claims = _token_claims(str(headers.get("x-access-token", "")), self.s.access_secret)
+            audience = claims.get("aud") if claims else None
+            if (
+                claims is None
+                or not isinstance(claims.get("exp"), int)
+                or claims["exp"] < time.time()
+                or not isinstance(audience, list)
+                or "resourceStore" not in audience
+            ):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "unauthenticated: invalid token")
+            assert claims is not None
+            wanted = key.namespace if key is not None else namespace
+            if claims.get("namespace") not in ("*", wanted):
+                raise _Error(403, "Forbidden", f"namespace mismatch: {wanted}")
         if key is not None:
             problems = _problems(key)
             if problems:
                 raise _Error(400, "BadRequest", "; ".join(problems))
 
     def Create(self, request: Any, context: Any) -> pb.CreateResponse:  # noqa: N802
+        s = self.s
+        limit = None if s.quotas is None else s.quotas.get(request.key.namespace)
+        if limit is not None:  # as server.go: the quota comes first, a plain 403 message
+            with s.cond:
+                used = _count(s, request.key.namespace, request.key.group, request.key.resource)
+            if used >= limit:
+                message = (
+                    f"Quota exceeded: {request.key.resource} has {used} of its {limit} objects"
+                )
+                return pb.CreateResponse(error=pb.ErrorResult(code=403, message=message))
         try:
             self._check(context, request.key)
             rv = self.s.write(pb.WatchEvent.ADDED, request.key, request.value, 0)
@@ -259,7 +316,7 @@ class _Store(pb_grpc.ResourceStoreServicer):
         s = self.s
         s.calls["List"] += 1
         try:
-            self._check(context, None)
+            self._check(context, None, request.options.key.namespace)
             return self._list(request)
         except _Error as e:
             if s.dialect == "seed":  # no ListResponse.error in the first proto
@@ -319,6 +376,15 @@ class _Store(pb_grpc.ResourceStoreServicer):
         s = self.s
         s.calls["Watch"] += 1
         key = request.options.key
+        try:
+            self._check(context, None, key.namespace)
+        except _Error as e:
+            status = {"kind": "Status", "code": e.result.code, "message": e.result.message}
+            yield pb.WatchEvent(
+                type=pb.WatchEvent.ERROR,
+                resource=pb.WatchEvent.Resource(value=json.dumps(status).encode()),
+            )
+            return
 
         def mine(k: tuple[str, str, str, str]) -> bool:
             return (
@@ -380,6 +446,58 @@ class _Store(pb_grpc.ResourceStoreServicer):
                     out.previous.version = event.previous_rv
                     out.previous.value = event.previous
                 yield out
+
+    def ListStoredResources(self, request: Any, context: Any) -> Any:  # noqa: N802
+        s = self.s
+        if s.dialect == "seed":
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method ListStoredResources")
+        try:
+            self._check(context, None, request.namespace)
+        except _Error as e:  # the response has no error field: a status, as Go's
+            context.abort(_GRPC.get(e.result.code, grpc.StatusCode.PERMISSION_DENIED), str(e))
+        with s.cond:
+            found = {
+                (ns, grp, res)
+                for ns, grp, res, _ in s.objects
+                if all(
+                    not want or want == got
+                    for want, got in (
+                        (request.namespace, ns),
+                        (request.group, grp),
+                        (request.resource, res),
+                    )
+                )
+            }
+        resp = pb.ListStoredResourcesResponse()
+        for ns, grp, res in sorted(found):
+            resp.items.add(namespace=ns, group=grp, resource=res)
+        return resp
+
+
+def _count(s: GrafanaLikeServer, namespace: str, group: str, resource: str) -> int:
+    return sum(1 for k in s.objects if k[:3] == (namespace, group, resource))
+
+
+class _Quotas(pb_grpc.QuotasServicer):
+    def __init__(self, s: GrafanaLikeServer) -> None:
+        self.s = s
+
+    def GetQuotaUsage(self, request: Any, context: Any) -> pb.QuotaUsageResponse:  # noqa: N802
+        s = self.s
+        if s.quotas is None:
+            return pb.QuotaUsageResponse(
+                error=pb.ErrorResult(
+                    code=501, message="overrides service not configured on resource server"
+                )
+            )
+        try:
+            _Store(s)._check(context, None, request.key.namespace)
+        except _Error as e:
+            return pb.QuotaUsageResponse(error=e.result)
+        key = request.key
+        with s.cond:
+            used = _count(s, key.namespace, key.group, key.resource)
+        return pb.QuotaUsageResponse(usage=used, limit=s.quotas.get(key.namespace, 0))
 
 
 def _name_selected(fields: Any) -> str | None:

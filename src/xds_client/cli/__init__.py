@@ -20,9 +20,10 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    # gRPC's C core logs connection chatter (GOAWAY ...) to stderr at INFO; our
-    # output already reports connectivity. Only effective before grpc is imported.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    # gRPC's C core logs to stderr (connection chatter, and at ERROR a bad PEM file or a
+    # port in use) in its own format; our one-line errors already say it in CLI words.
+    # Only effective before grpc is imported; GRPC_VERBOSITY=error (or debug) asks for them.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     return run(argv, sys.stdout, sys.stderr)
 
 
@@ -37,10 +38,20 @@ def run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO) -> int:
             args = build_parser().parse_args(argv)
     except UsageExit as exc:
         return exc.code
-    # The library logs NACKs and reconnections; the CLI prints them as events instead.
+    # The library logs NACKs and reconnections; the CLI prints them as events instead,
+    # unless --log-level asks for the library's own lines too.
     library_log = logging.getLogger("xds_client")
     level = library_log.level
-    library_log.setLevel(logging.ERROR)
+    wanted = getattr(args, "log_level", None) or "error"
+    library_log.setLevel(wanted.upper())
+    handler: logging.Handler | None = None
+    verbosity = os.environ.get("GRPC_VERBOSITY")
+    if wanted != "error":
+        handler = logging.StreamHandler(stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        library_log.addHandler(handler)
+        if wanted == "debug" and os.environ.get("GRPC_VERBOSITY") == "NONE":
+            os.environ["GRPC_VERBOSITY"] = "DEBUG"  # asked for: gRPC's own lines too
     try:
         return _dispatch(args, stdout, stderr)
     except KeyboardInterrupt:
@@ -55,15 +66,20 @@ def run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO) -> int:
         return code
     finally:
         library_log.setLevel(level)
+        if handler is not None:
+            library_log.removeHandler(handler)
+            if verbosity is not None:
+                os.environ["GRPC_VERBOSITY"] = verbosity  # for whatever runs after us
 
 
 def _describe(exc: Exception) -> tuple[int, str]:
     """Exit status and one-line message of a failure."""
     from xds_client.errors import UsageError, XdsClientError
 
+    from ._hints import cli_words
     from ._xds import CommandError
 
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = cli_words(" ".join(str(exc).split())) or type(exc).__name__
     if isinstance(exc, CommandError):
         return exc.code, text
     if isinstance(exc, UsageError):
@@ -84,7 +100,12 @@ def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
     assert isinstance(args, argparse.Namespace)
     output = getattr(args, "output", None) or ("json" if getattr(args, "json", False) else "text")
     out = Output(stdout, stderr, format=output)
+    out.headers = not getattr(args, "no_headers", False)
     command = args.command
+    if command in ("watch", "fetch", "dump", "graph") and not (args.server or args.bootstrap):
+        from ._args import SERVER_ENV
+
+        args.server = os.environ.get(SERVER_ENV) or None  # like kubectl's current context
     if command == "watch":
         from ._xds import run_watch
 
@@ -113,6 +134,10 @@ def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
         from ._store import run_store
 
         return run_store(args, out)
+    if command == "completion":
+        from ._completion import run_completion
+
+        return run_completion(args, out)
     from ._demo import run_demo
 
     return run_demo(args, out)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from xds_client import __version__
 
 __all__ = ["UsageExit", "build_parser", "check_address"]
 
 DEFAULT_NODE_ID = "xds-client-cli"
+SERVER_ENV = "XDS_CLIENT_SERVER"
+"""The environment variable naming the default ``--server`` of the xDS commands."""
 
 
 class UsageExit(Exception):  # noqa: N818 - a control-flow signal, not an error type
@@ -21,18 +24,56 @@ class UsageExit(Exception):  # noqa: N818 - a control-flow signal, not an error 
         self.code = code
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Examples kept as written (the epilog); every option's default shown once."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        shown = "default" in text or default in (None, False, "", [], argparse.SUPPRESS)
+        if shown or not action.option_strings:
+            return text
+        return f"{text} (default: {default})"
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that reports errors as one line and never calls sys.exit."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         # One line, like every other failure of the command line.
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        hint = _did_you_mean(self, message)
+        sys.stderr.write(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
         raise UsageExit(2)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
             sys.stderr.write(message)
         raise UsageExit(status)
+
+
+def _options_of(parser: argparse.ArgumentParser) -> set[str]:
+    """Every ``--option`` of ``parser`` and of its sub-commands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options_of(sub)
+    return found
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """`` (did you mean --timeout?)`` for a mistyped option, else ``""``."""
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    wrong = [w.split("=", 1)[0] for w in message.split(":", 1)[1].split() if w.startswith("--")]
+    known = sorted(_options_of(parser))
+    hints = [m[0] for w in wrong if (m := difflib.get_close_matches(w, known, n=1, cutoff=0.6))]
+    return f" (did you mean {' '.join(hints)}?)" if hints else ""
 
 
 def check_address(text: str, *, rest: bool = False) -> str:
@@ -97,6 +138,9 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", dest="output", action="store_const", const="json", help="same as -o json"
     )
+    parser.add_argument(
+        "--no-headers", action="store_true", help="tables without their header line"
+    )
 
 
 def _security_options(parser: argparse.ArgumentParser) -> None:
@@ -131,7 +175,9 @@ def _header(text: str) -> tuple[str, str]:
 
 def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> None:
     group = parser.add_argument_group("server and node")
-    group.add_argument("--server", "-s", metavar="HOST:PORT", help="the xDS server")
+    group.add_argument(
+        "--server", "-s", metavar="HOST:PORT", help=f"the xDS server (default: ${SERVER_ENV})"
+    )
     group.add_argument(
         "--bootstrap",
         metavar="FILE",
@@ -152,6 +198,21 @@ def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> N
         group.add_argument(
             "--no-ads", action="store_true", help="one stream per type instead of ADS"
         )
+    group.add_argument(
+        "--log-level",
+        choices=("error", "warning", "info", "debug"),
+        default="error",
+        help="the library's own log lines on stderr (debug: gRPC's too)",
+    )
+    if not polling:
+        group.add_argument(
+            "--verbose",
+            "-v",
+            action="count",
+            default=0,
+            help="print each xDS request and response on stderr (-vv: as proto JSON; "
+            "secrets redacted; with --server only)",
+        )
     _security_options(parser)
     _output_options(parser)
 
@@ -159,6 +220,21 @@ def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> N
 def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", "-s", metavar="HOST:PORT", required=True)
     _security_options(parser)
+    grafana = parser.add_argument_group("Grafana service authentication")
+    grafana.add_argument(
+        "--exchange-url", metavar="URL", help="token exchange URL: send its X-Access-Token"
+    )
+    grafana.add_argument(
+        "--exchange-token-file", metavar="FILE", help="the service token to exchange"
+    )
+    grafana.add_argument(
+        "--exchange-namespace",
+        metavar="NS",
+        help="namespace of the access token (default: --namespace, else '*')",
+    )
+    grafana.add_argument(
+        "--id-token-file", metavar="FILE", help="send the user's ID token as X-Id-Token"
+    )
     _output_options(parser)
 
 
@@ -168,7 +244,15 @@ def _store_kind(parser: argparse.ArgumentParser, *, name: bool) -> None:
     )
     if name:
         parser.add_argument("name", metavar="NAME")
-    parser.add_argument("--namespace", "-n", default="", help="namespace (tenant)")
+    if name:
+        # One object: kubectl's habit, the `default` namespace unless told.
+        parser.add_argument(
+            "--namespace", "-n", default="default", help="namespace (tenant; default: default)"
+        )
+    else:
+        parser.add_argument(
+            "--namespace", "-n", default="", help="namespace (tenant; default: all namespaces)"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,7 +283,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--store-db",
         metavar="FILE",
-        help="also serve a ResourceStore on this SQLite file (':memory:' too)",
+        help="also serve a ResourceStore on this SQLite file (':memory:' too; "
+        "the announcement names its full path)",
+    )
+    serve.add_argument(
+        "--store-port",
+        type=_port,
+        default=None,
+        help="also serve a ResourceStore on this port (in memory unless --store-db; "
+        "default: a free port when --store-db is given)",
+    )
+    serve.add_argument(
+        "--validate",
+        action="store_true",
+        help="refuse a file whose resources break their proto's rules "
+        "(default: serve it with a warning)",
     )
     serve.add_argument(
         "--json", action="store_true", help="announce the ports and reloads as JSON Lines"
@@ -208,7 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = sub.add_parser("watch", help="subscribe and print events as they come")
     _xds_options(watch)
-    watch.add_argument("type", metavar="TYPE", help="alias (cds), type URL or message name")
+    watch.add_argument(
+        "type",
+        metavar="TYPE",
+        help="alias (cds), type URL or message name; several joined by commas (cds,eds)",
+    )
     watch.add_argument("names", metavar="NAME", nargs="*", help="resource names (none: all)")
     watch.add_argument("--count", type=_count, help="stop after N resource events")
     watch.add_argument("--timeout", type=_positive, help="stop after S seconds")
@@ -264,6 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--resource-version", type=int, default=0)
     health = store_sub.add_parser("health", help="check the server's health")
     _store_options(health)
+    kinds = store_sub.add_parser("kinds", help="the collections (group/resource) that hold objects")
+    _store_options(kinds)
+    kinds.add_argument("--namespace", "-n", default="", help="namespace (tenant; default: all)")
+    kinds.add_argument("--group", default="", help="only this API group")
+    quota = store_sub.add_parser("quota", help="a collection's quota: objects held and allowed")
+    _store_options(quota)
+    _store_kind(quota, name=False)
 
     graph = sub.add_parser(
         "graph", help="follow a listener to its routes, clusters and endpoints; print the tree"
@@ -278,4 +387,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="a live story of the xDS protocol (about 20 s)")
     demo.add_argument("--fast", action="store_true", help="no pauses between steps (tests)")
+    completion = sub.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell")
+    _add_examples(parser)
     return parser
+
+
+def _add_examples(parser: argparse.ArgumentParser) -> None:
+    """Each sub-command's ``--help`` ends with examples (from EXAMPLES), as kubectl's do."""
+    from ._examples import EXAMPLES
+
+    parser.epilog = parser.epilog or EXAMPLES.get(parser.prog)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_examples(sub)

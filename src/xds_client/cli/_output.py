@@ -109,7 +109,7 @@ def store_record(event: Any) -> dict[str, Any]:
     )
 
 
-def _text_line(record: Mapping[str, Any]) -> str:
+def _text_line(record: Mapping[str, Any], *, wide: bool = False) -> str:
     event = record["event"]
     stamp = time.strftime("%H:%M:%S")
     if event in ("connected", "disconnected"):
@@ -124,6 +124,15 @@ def _text_line(record: Mapping[str, Any]) -> str:
         parts.append(f"version {record['version']}")
     if record.get("reason"):
         parts.append(f"reason {record['reason']}")
+    if wide:
+        # kubectl's -o wide: the same line with more columns.
+        if record.get("type_url"):
+            parts.append(f"type {record['type_url']}")
+        if record.get("namespace") is not None:
+            parts.append(f"namespace {record['namespace'] or '(all)'}")
+        if record.get("resource") is not None:
+            size = len(json.dumps(record["resource"], separators=(",", ":"), default=str))
+            parts.append(f"json-bytes {size}")
     if record.get("error"):
         parts.append(f"error: {record['error']}")
     return "  ".join(parts)
@@ -140,6 +149,8 @@ class Output:
         self.err = err
         self.format = format
         """``text``, ``json``, ``yaml``, ``wide`` or ``name``."""
+        self.headers = True
+        """False for ``--no-headers``: tables without their header line."""
 
     @property
     def json_lines(self) -> bool:
@@ -158,9 +169,10 @@ class Output:
         elif self.format == "yaml":
             self.yaml(dict(record))
         elif self.format == "name":
-            self.line(name_of(record))
+            if record.get("name") or record.get("key"):
+                self.line(name_of(record))  # a bookmark names nothing: no line
         else:
-            self.line(_text_line(record))
+            self.line(_text_line(record, wide=self.format == "wide"))
 
     def json(self, value: Any) -> None:
         """One JSON value on one line."""
@@ -198,7 +210,10 @@ class Output:
 
     def table(self, headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
         """Aligned columns (text mode only)."""
-        self.out.write(format_table(headers, rows))
+        text = format_table(headers, rows)
+        if not self.headers:
+            text = text.split("\n", 1)[1]
+        self.out.write(text)
         self.out.flush()
 
     def message(self, message: Message) -> None:

@@ -2,7 +2,10 @@
 
 ``--ca-file/--cert/--key/--server-name/--tls`` turn TLS on; ``--token`` or
 ``--token-file`` send ``authorization: Bearer ...``; ``--header NAME=VALUE`` adds
-call metadata. Tokens and keys are never printed (the client redacts them).
+call metadata. For a Grafana ResourceStore, ``--exchange-url`` with
+``--exchange-token-file`` sends an ``X-Access-Token`` from token exchange and
+``--id-token-file`` the user's ``X-Id-Token``. Tokens and keys are never printed
+(the client redacts them).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 
 from xds_client.client._bootstrap import BOOTSTRAP_CONFIG_ENV, BOOTSTRAP_ENV
 from xds_client.transport import ChannelCredentialsConfig
+
+from ._hints import check_pem
 
 __all__ = ["bootstrap_from_env", "security_options", "store_channel_options"]
 
@@ -55,11 +60,17 @@ def _tls(args: argparse.Namespace) -> ChannelCredentialsConfig | None:
     if not (args.tls or args.ca_file or args.cert or args.server_name):
         return None
     return ChannelCredentialsConfig(
-        ca_certificate=_read(args.ca_file, "--ca-file") if args.ca_file else None,
-        certificate_chain=_read(args.cert, "--cert") if args.cert else None,
-        private_key=_read(args.key, "--key") if args.key else None,
+        ca_certificate=_pem(args.ca_file, "--ca-file") if args.ca_file else None,
+        certificate_chain=_pem(args.cert, "--cert") if args.cert else None,
+        private_key=_pem(args.key, "--key", key=True) if args.key else None,
         server_name_override=args.server_name,
     )
+
+
+def _pem(path: str, flag: str, *, key: bool = False) -> bytes:
+    data = _read(path, flag)
+    check_pem(data, flag, path, key=key)  # else gRPC's C core logs about it and fails later
+    return data
 
 
 def security_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -88,4 +99,37 @@ def store_channel_options(args: argparse.Namespace) -> dict[str, Any]:
     tls = _tls(args)
     if tls is not None:
         options["credentials"] = tls
+    options.update(_grafana_auth(args))
+    return options
+
+
+def _secret_file(path: str, flag: str) -> str:
+    from ._xds import CommandError
+
+    text = _read(path, flag).decode("utf-8", "replace").strip()
+    if not text:
+        raise CommandError(f"{flag} {path} is empty", 2)
+    return text
+
+
+def _grafana_auth(args: argparse.Namespace) -> dict[str, Any]:
+    """``access_token`` (token exchange) and ``id_token`` from the Grafana flags."""
+    from ._xds import CommandError
+
+    options: dict[str, Any] = {}
+    if args.exchange_url:
+        from xds_client.store import TokenExchange  # store commands only: keep xDS startup light
+
+        if not args.exchange_token_file:
+            raise CommandError("--exchange-url needs --exchange-token-file", 2)
+        namespace = args.exchange_namespace or getattr(args, "namespace", "") or "*"
+        options["access_token"] = TokenExchange.http(
+            args.exchange_url,
+            _secret_file(args.exchange_token_file, "--exchange-token-file"),
+            namespace=namespace,
+        )
+    elif args.exchange_token_file or args.exchange_namespace:
+        raise CommandError("--exchange-token-file and --exchange-namespace need --exchange-url", 2)
+    if args.id_token_file:
+        options["id_token"] = _secret_file(args.id_token_file, "--id-token-file")
     return options

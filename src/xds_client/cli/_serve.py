@@ -13,6 +13,8 @@ from types import FrameType
 
 from google.protobuf.message import Message
 
+from xds_client.errors import RuleViolationError
+from xds_client.protocol import validate
 from xds_client.testing import (
     ControlPlane,
     ResourceFileError,
@@ -33,14 +35,59 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
-def _load(cp: ControlPlane, path: Path, previous: frozenset[str]) -> tuple[str, dict[str, int]]:
-    """Serve exactly the file: types it no longer has are emptied. Returns version, counts."""
+def _load(
+    cp: ControlPlane,
+    path: Path,
+    previous: frozenset[str],
+    *,
+    refuse_invalid: bool,
+    out: Output,
+    pinned: str | None = None,
+    reload: int = 0,
+) -> tuple[str, dict[str, int], str | None]:
+    """Serve exactly the file: types it no longer has are emptied.
+
+    Returns the version served, the count per type and the file's own ``version_info``
+    (``pinned`` is the one it had before this reload, ``reload`` counts reloads).
+
+    Resources that break their proto's rules are served with a warning (a test may want
+    a client to NACK them), or refused with ``--validate``.
+    """
     loaded = load_resources(path)  # a bad file raises ResourceFileError: one line, exit 2
+    problems = _rule_violations(loaded.resources)
+    if problems and refuse_invalid:
+        raise ResourceFileError(f"{path}: {problems[0]} (--validate refuses invalid resources)")
+    for problem in problems:
+        _warn(out, f"{path}: {problem} (served anyway; --validate refuses such a file)")
     snapshot: dict[str, Mapping[str, Message]] = dict(loaded.resources)
     for gone in previous - snapshot.keys():
         snapshot[gone] = {}
-    version = cp.set_snapshot(snapshot, version=loaded.version)
-    return version, {type_url: len(items) for type_url, items in loaded.resources.items()}
+    version = loaded.version
+    if version is not None and reload and version == pinned:
+        # The file pins a version it already had: a changed file still needs a new one,
+        # or clients (Envoy among them) cannot tell the change from a resend.
+        version = f"{version}.{reload}"
+    version = cp.set_snapshot(snapshot, version=version)
+    counts = {type_url: len(items) for type_url, items in loaded.resources.items()}
+    return version, counts, loaded.version
+
+
+def _rule_violations(resources: Mapping[str, Mapping[str, Message]]) -> list[str]:
+    problems = []
+    for items in resources.values():
+        for message in items.values():
+            try:
+                validate(message)
+            except RuleViolationError as exc:
+                problems.append(str(exc))
+    return problems
+
+
+def _warn(out: Output, text: str) -> None:
+    if out.json_lines:
+        out.json({"event": "warning", "error": text})
+    else:
+        out.note(f"warning: {text}")
 
 
 def run_serve(args: argparse.Namespace, out: Output, stop: threading.Event | None = None) -> int:
@@ -51,15 +98,24 @@ def run_serve(args: argparse.Namespace, out: Output, stop: threading.Event | Non
         cp = stack.enter_context(
             ControlPlane(host=args.host, port=args.port, rest_port=args.rest_port or 0)
         )
-        version, counts = _load(cp, path, frozenset())
+        refuse = bool(getattr(args, "validate", False))
+        version, counts, pinned = _load(cp, path, frozenset(), refuse_invalid=refuse, out=out)
+        reloads = 0
         stamp = _stamp(path)
         _announce(out, "serving", cp, version, counts)
-        if args.store_db:
-            store = stack.enter_context(ResourceStoreServer(args.store_db))
+        store_port = getattr(args, "store_port", None)
+        if args.store_db or store_port is not None:
+            database = _database(args.store_db)
+            store = stack.enter_context(ResourceStoreServer(database, port=store_port or 0))
             _emit(
                 out,
-                {"event": "serving", "service": "resource-store", "address": store.address},
-                f"ResourceStore on {store.address} (database {args.store_db})",
+                {
+                    "event": "serving",
+                    "service": "resource-store",
+                    "address": store.address,
+                    "database": database,
+                },
+                f"ResourceStore on {store.address} (database {database})",
             )
         stack.callback(_install_signal_handlers(stop))
         while not stop.wait(args.reload_interval):
@@ -68,7 +124,16 @@ def run_serve(args: argparse.Namespace, out: Output, stop: threading.Event | Non
                 continue  # unchanged, or being replaced: look again later
             stamp = current
             try:
-                version, counts = _load(cp, path, frozenset(counts))
+                reloads += 1
+                version, counts, pinned = _load(
+                    cp,
+                    path,
+                    frozenset(counts),
+                    refuse_invalid=refuse,
+                    out=out,
+                    pinned=pinned,
+                    reload=reloads,
+                )
             except ResourceFileError as exc:
                 # Keep serving the last good resources; say why the new file was refused.
                 _emit(
@@ -77,13 +142,29 @@ def run_serve(args: argparse.Namespace, out: Output, stop: threading.Event | Non
                     f"reload failed, still serving the previous resources: {exc}",
                 )
                 continue
-            _announce(out, "reloaded", cp, version, counts)
+            note = None
+            if pinned is not None and version != pinned:
+                note = f"the file still says version_info {pinned!r}; edit it to choose"
+            _announce(out, "reloaded", cp, version, counts, note=note)
     _emit(out, {"event": "stopped"}, "stopped")
     return 0
 
 
+def _database(store_db: str | None) -> str:
+    """The ResourceStore's database: in memory unless a file is named; a file by its full path."""
+    if not store_db or store_db == ":memory:":
+        return ":memory:"
+    return str(Path(store_db).resolve())  # say where the file is, wherever we were started
+
+
 def _announce(
-    out: Output, event: str, cp: ControlPlane, version: str, counts: Mapping[str, int]
+    out: Output,
+    event: str,
+    cp: ControlPlane,
+    version: str,
+    counts: Mapping[str, int],
+    *,
+    note: str | None = None,
 ) -> None:
     by_kind = {kind_of(type_url): n for type_url, n in counts.items()}
     summary = ", ".join(f"{n} {kind}" for kind, n in by_kind.items()) or "no resources"
@@ -97,8 +178,10 @@ def _announce(
             "rest_url": cp.rest_url,
             "version": version,
             "resources": by_kind,
+            "note": note,
         },
-        f"{event} xDS on {cp.address} (REST {cp.rest_url}), version {version}: {summary}",
+        f"{event} xDS on {cp.address} (REST {cp.rest_url}), version {version}: {summary}"
+        + (f" ({note})" if note else ""),
     )
 
 

@@ -1,4 +1,4 @@
-"""``store get|list|watch|create|update|delete|health``: a Grafana ResourceStore."""
+"""``store get|list|watch|create|update|delete|health|kinds|quota``: a Grafana ResourceStore."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from xds_client.store import (
     RetryPolicy,
     SelectorError,
     StoredObject,
+    StoreNotImplementedError,
+    UnavailableError,
     parse_selector,
 )
 
@@ -84,7 +86,6 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         server = check_address(args.server)
     except ValueError as exc:
         raise CommandError(str(exc), 2) from None
-    action = args.store_command
     labels = getattr(args, "selector", None)
     if labels:
         try:
@@ -92,19 +93,42 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         except SelectorError as exc:
             raise CommandError(f"bad label selector {labels!r}: {exc}", 2) from None
     channel = store_channel_options(args)
+    try:
+        return _run_action(args, server, labels, channel, out)
+    except StoreNotImplementedError as exc:
+        if "method not found" in str(exc).lower():
+            # A gRPC server, but not a ResourceStore (an xDS port, say): say that.
+            raise CommandError(f"{server} is not a ResourceStore server ({exc})") from None
+        raise
+    except UnavailableError as exc:
+        raise CommandError(f"cannot reach ResourceStore at {server}: {exc}") from None
+
+
+def _run_action(
+    args: argparse.Namespace, server: str, labels: str | None, channel: dict[str, Any], out: Output
+) -> int:
+    action = args.store_command
     with ResourceStoreClient(server, timeout=10.0, retry=_CLI_RETRY, **channel) as client:
         if action == "health":
-            healthy = client.is_healthy()
+            # Unreachable and not-a-store raise (status 1, with the cause); an answer that
+            # is not SERVING is the server's own verdict.
+            status = client.health()
+            healthy = status == "SERVING"
             if out.json_lines:
-                out.json({"event": "health", "server": server, "healthy": healthy})
+                out.json({"event": "health", "server": server, "healthy": healthy,
+                          "status": status})  # fmt: skip
             else:
-                out.line(f"{server}: {'SERVING' if healthy else 'NOT SERVING'}")
+                out.line(f"{server}: {status.replace('_', ' ')}")
             return 0 if healthy else 1
+        if action == "kinds":
+            return _kinds(client, args, out)
         prefix = _prefix(args)
+        if action == "quota":
+            return _quota(client, prefix, out)
         if action == "get":
             obj = client.read(prefix.with_name(args.name))
             if out.format == "json":
-                out.json(_object_record(obj))
+                out.json(obj.json())  # the object itself, as kubectl get -o json prints it
             elif out.format == "name":
                 out.line(str(obj.key))
             else:
@@ -131,6 +155,46 @@ def run_store(args: argparse.Namespace, out: Output) -> int:
         return 0
 
 
+def _kinds(client: ResourceStoreClient, args: argparse.Namespace, out: Output) -> int:
+    found = client.list_stored_resources(args.namespace, group=args.group)
+    if out.json_lines:
+        for key in found:
+            out.json(
+                {
+                    "event": "stored",
+                    "kind": f"{key.group}/{key.resource}",
+                    "namespace": key.namespace,
+                    "group": key.group,
+                    "resource": key.resource,
+                }
+            )
+    else:
+        rows = [(k.namespace, k.group, k.resource) for k in found]
+        out.table(("NAMESPACE", "GROUP", "RESOURCE"), rows)
+    return 0
+
+
+def _quota(client: ResourceStoreClient, prefix: ResourceKey, out: Output) -> int:
+    usage = client.quota_usage(prefix)
+    kind = f"{prefix.group}/{prefix.resource}"
+    if out.json_lines:
+        out.json(
+            {
+                "event": "quota",
+                "kind": kind,
+                "namespace": prefix.namespace,
+                "usage": usage.usage,
+                "limit": usage.limit,
+            }
+        )
+    else:
+        out.line(
+            f"{kind} in {prefix.namespace or '(cluster)'}: {usage.usage} of {usage.limit} "
+            f"used, {usage.remaining} left"
+        )
+    return 0
+
+
 def _written(out: Output, what: str, key: ResourceKey, rv: int) -> None:
     if out.json_lines:
         out.json(
@@ -150,7 +214,8 @@ def _list(
     client: ResourceStoreClient, prefix: ResourceKey, labels: str | None, limit: int, out: Output
 ) -> int:
     progress = Progress(out.err)
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[tuple[str, ...]] = []
+    wide = out.format == "wide"
     items = client.list(prefix, labels=labels, limit=limit)
     try:
         for count, obj in enumerate(items, 1):
@@ -163,13 +228,18 @@ def _list(
             else:
                 key = obj.key
                 labels_text = ",".join(f"{k}={v}" for k, v in sorted(obj.labels.items()))
-                rows.append((key.namespace, key.name, str(obj.resource_version), labels_text))
+                row: tuple[str, ...] = (key.namespace, key.name, str(obj.resource_version))
+                if wide:
+                    metadata = obj.json().get("metadata") or {}
+                    row += (str(metadata.get("uid", "")), str(len(obj.value)))
+                rows.append((*row, labels_text))
             if count % 100 == 0:
                 progress.update(f"listed {count} objects ({items.pages} pages) ...")
     finally:
         progress.done()
     if out.format in ("text", "wide"):
-        out.table(("NAMESPACE", "NAME", "VERSION", "LABELS"), rows)
+        extra = ("UID", "BYTES") if wide else ()
+        out.table(("NAMESPACE", "NAME", "VERSION", *extra, "LABELS"), rows)
     return 0
 
 

@@ -12,11 +12,13 @@ from typing import Any
 
 from xds_client.client import Backoff, ConnectivityChanged, XdsClient
 from xds_client.client import to_dict as message_to_dict
+from xds_client.errors import UnknownResourceTypeError
 from xds_client.node import Node
 from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseRejected
 from xds_client.resources import ResourceType, resource_type
 
 from ._args import DEFAULT_NODE_ID, check_address
+from ._hints import explain
 from ._output import Output, Progress, kind_of, xds_records
 from ._security import bootstrap_from_env, security_options
 
@@ -66,11 +68,15 @@ def _make_client(
         options["node"] = Node(id=args.node_id or DEFAULT_NODE_ID, cluster=args.cluster)
     options.update(security_options(args))
     if use_bootstrap:
+        if getattr(args, "verbose", 0):
+            import sys
+
+            sys.stderr.write("xds-client: note: -v shows the messages with --server only\n")
         return XdsClient.from_bootstrap(args.bootstrap or None, **options)
     if not args.server:
         raise CommandError(
             "give the xDS server with --server HOST:PORT (or --bootstrap FILE, "
-            "or set $GRPC_XDS_BOOTSTRAP)",
+            "or set $XDS_CLIENT_SERVER or $GRPC_XDS_BOOTSTRAP)",
             2,
         )
     try:
@@ -79,7 +85,28 @@ def _make_client(
         raise CommandError(str(exc), 2) from None
     if transport == "rest" and "://" not in server:
         server = "http://" + server  # `--transport rest -s HOST:PORT` means plain HTTP
+    if getattr(args, "verbose", 0):
+        options["transport"] = _verbose_transport(server, transport, options, args.verbose)
     return XdsClient(server, **options)
+
+
+def _verbose_transport(server: str, kind: str, options: dict[str, Any], level: int) -> Any:
+    """The transport ``kind`` for ``server``, printing each message on stderr (``-v``)."""
+    import sys
+
+    from xds_client.transport import ServerTarget, make_transport
+
+    from ._verbose import VerboseTransport
+
+    metadata = list(options.get("metadata", ()))
+    if options.get("bearer_token"):
+        metadata.append(("authorization", f"Bearer {options.pop('bearer_token')}"))
+    options.pop("metadata", None)
+    target = ServerTarget(
+        server, credentials=options.pop("credentials", None), call_metadata=tuple(metadata)
+    )
+    inner = make_transport(kind, target, poll_interval=1.0, asynchronous=False)
+    return VerboseTransport(inner, sys.stderr, level)
 
 
 @dataclass(frozen=True)
@@ -136,8 +163,13 @@ def _where(args: argparse.Namespace) -> str:
     return str(args.server or args.bootstrap or bootstrap_from_env())
 
 
-def _unreachable(event: ConnectivityChanged) -> CommandError:
-    return CommandError(f"cannot reach xDS server {event.server}: {event.reason or 'unavailable'}")
+def _unreachable(event: ConnectivityChanged, *, tls: bool) -> CommandError:
+    return CommandError(explain(event.server, event.reason or "unavailable", tls=tls))
+
+
+def uses_tls(args: argparse.Namespace) -> bool:
+    """Whether the command was asked to speak TLS (for the hints of a failed handshake)."""
+    return bool(args.tls or args.ca_file or args.cert or args.server_name)
 
 
 def _no_answer(server: str, what: str, timeout: float) -> CommandError:
@@ -150,8 +182,9 @@ def _no_answer(server: str, what: str, timeout: float) -> CommandError:
 class _Answers:
     """Which subscribed types have had a real xDS answer."""
 
-    def __init__(self, rtypes: list[ResourceType[Any]]) -> None:
+    def __init__(self, rtypes: list[ResourceType[Any]], *, tls: bool = False) -> None:
         self.waiting = {r.type_url for r in rtypes}
+        self.tls = tls
 
     def note(self, event: object) -> None:
         """Count ``event`` if it is an answer; raise if it says the server is not one."""
@@ -160,7 +193,7 @@ class _Answers:
             self.waiting.discard(event.type_url)
         elif isinstance(event, ConnectivityChanged) and not event.connected and self.waiting:
             # Refused, unreachable, UNIMPLEMENTED ... before any answer: say so, do not retry.
-            raise _unreachable(event)
+            raise _unreachable(event, tls=self.tls)
 
     @property
     def all_answered(self) -> bool:
@@ -172,15 +205,25 @@ def _settle(
     rtypes: list[ResourceType[Any]],
     timeout: float,
     server: str,
+    *,
+    tls: bool = False,
+    silent: set[str] | None = None,
 ) -> list[object]:
-    """Events until every type had a real answer plus a quiet spell; errors if none in time."""
+    """Events until every type had a real answer plus a quiet spell; errors if none in time.
+
+    With ``silent`` (a set to fill), types still unanswered at the deadline are added to
+    it instead, and only a server that answered none of them is an error.
+    """
     deadline = time.monotonic() + timeout
     seen: list[object] = []
-    answers = _Answers(rtypes)
+    answers = _Answers(rtypes, tls=tls)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             if answers.all_answered:
+                return seen
+            if silent is not None and len(answers.waiting) < len(rtypes):
+                silent.update(answers.waiting)
                 return seen
             what = ", ".join(kind_of(t) for t in sorted(answers.waiting))
             raise _no_answer(server, what, timeout)
@@ -196,17 +239,36 @@ def _settle(
             seen.append(event)
 
 
+def _watched_types(args: argparse.Namespace) -> list[ResourceType[Any]]:
+    """``cds`` or ``cds,eds`` (kubectl's ``get pods,svc``); a NAME that is a type is refused."""
+    rtypes = [_resolve(spec, args.api) for spec in args.type.split(",") if spec]
+    if not rtypes:
+        raise CommandError(f"no resource type in {args.type!r}", 2)
+    for name in args.names:
+        try:
+            _resolve(name, args.api)
+        except UnknownResourceTypeError:
+            continue
+        raise CommandError(
+            f"{name!r} is a resource type, not a name: to watch several types, join them "
+            f"with commas ({args.type},{name}); names then apply to each type",
+            2,
+        )
+    return rtypes
+
+
 def run_watch(args: argparse.Namespace, out: Output) -> int:
     """Subscribe and print events until --count, --timeout or Ctrl-C."""
-    rtype = _resolve(args.type, args.api)
+    rtypes = _watched_types(args)
     names = list(args.names) or None
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     count = 0
     events: queue.SimpleQueue[object] = queue.SimpleQueue()
-    answers = _Answers([rtype])
+    answers = _Answers(rtypes, tls=uses_tls(args))
+    last_connectivity: ConnectivityChanged | None = None
     with (
         _make_client(args, events) as client,
-        _subscribed(client, events, [rtype], names),
+        _subscribed(client, events, rtypes, names),
     ):
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -216,11 +278,14 @@ def run_watch(args: argparse.Namespace, out: Output) -> int:
                 event = events.get(timeout=remaining)
             except queue.Empty:
                 if not answers.all_answered:
-                    raise _no_answer(_where(args), kind_of(rtype.type_url), args.timeout) from None
+                    what = ", ".join(kind_of(t) for t in sorted(answers.waiting))
+                    raise _no_answer(_where(args), what, args.timeout) from None
                 return 0
             answers.note(event)
-            if isinstance(event, _Answered):
-                continue
+            if isinstance(event, _Answered) or event == last_connectivity:
+                continue  # one note per change, not one per watched type of an ADS stream
+            if isinstance(event, ConnectivityChanged):
+                last_connectivity = event
             for record in xds_records(event):
                 out.record(record)
             if not isinstance(event, ConnectivityChanged):
@@ -246,7 +311,7 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
             _make_client(args, events, transport=transport) as client,
             _subscribed(client, events, [rtype], names),
         ):
-            seen = _settle(events, [rtype], args.timeout, _where(args))
+            seen = _settle(events, [rtype], args.timeout, _where(args), tls=uses_tls(args))
             cached = client.resources(rtype)  # before unsubscribing drops the cache
     finally:
         progress.done()
@@ -264,7 +329,7 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
         for event in rejected:
             for record in xds_records(event):
                 out.record(record)
-        return 0
+        return 1 if missing else 0  # kubectl exits 1 on NotFound
     if out.format == "yaml":
         # The resource bodies themselves, ready for a file; the rest is a note.
         for name in sorted(cached):
@@ -290,7 +355,7 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
         for record in xds_records(event):
             text = f"NACKed {record['name']}: {record['error']}"
             out.note(text) if out.format == "yaml" else out.line(text)
-    return 0
+    return 1 if missing else 0  # kubectl exits 1 on NotFound
 
 
 def run_dump(args: argparse.Namespace, out: Output) -> int:
@@ -307,10 +372,14 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
             _make_client(args, events, metrics=metrics) as client,
             _subscribed(client, events, rtypes, None),
         ):
-            _settle(events, rtypes, args.timeout, _where(args))
+            silent: set[str] = set()
+            _settle(events, rtypes, args.timeout, _where(args), tls=uses_tls(args), silent=silent)
             dump = client.config_dump()
     finally:
         progress.done()
+    for type_url in sorted(silent):
+        # What answered is printed; a type the server never answered is REQUESTED.
+        out.note(f"{kind_of(type_url)}: no answer from {_where(args)} within {args.timeout:g}s")
     if out.format in ("json", "yaml"):
         out.message(dump)  # the client redacted secrets; message() redacts again, deeper
         return 0
@@ -339,6 +408,9 @@ def run_dump(args: argparse.Namespace, out: Output) -> int:
     planes = sorted(set(metrics.control_planes.values()))
     if planes:
         out.note("control plane " + ", ".join(planes))
+    listed = {item.type_url for item in dump.generic_xds_configs}
+    for type_url in sorted(silent - listed):
+        rows.append((kind_of(type_url), "*", "", "REQUESTED") + (("", "") if wide else ()))
     headers = ("TYPE", "NAME", "VERSION", "STATUS") + (("LAST UPDATED", "ERROR") if wide else ())
     out.table(headers, rows)
     for line in errors:

@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from ._async import AsyncWatch, AsyncXdsClient
     from ._bootstrap import Bootstrap, load_bootstrap, parse_bootstrap
     from ._csds import redact
-    from ._metrics import CountingMetrics, Metrics
+    from ._metrics import (
+        AuthorityMetrics,
+        CountingMetrics,
+        Metrics,
+        ResourceUpdateMetrics,
+        ResponseMetrics,
+        ServerSwitchMetrics,
+    )
     from ._persist import ResourceRestored
     from ._protojson import to_dict, to_json
 
@@ -32,6 +39,10 @@ __all__ = [
     "Backoff",
     "Metrics",
     "CountingMetrics",
+    "AuthorityMetrics",
+    "ResponseMetrics",
+    "ServerSwitchMetrics",
+    "ResourceUpdateMetrics",
     "Bootstrap",
     "load_bootstrap",
     "parse_bootstrap",
@@ -41,6 +52,15 @@ __all__ = [
     "to_dict",
     "to_json",
 ]
+
+_METRICS = (
+    "Metrics",
+    "CountingMetrics",
+    "AuthorityMetrics",
+    "ResponseMetrics",
+    "ServerSwitchMetrics",
+    "ResourceUpdateMetrics",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -62,7 +82,7 @@ def __getattr__(name: str) -> Any:
         from . import _persist
 
         value = _persist.ResourceRestored
-    elif name in ("Metrics", "CountingMetrics"):
+    elif name in _METRICS:
         from . import _metrics
 
         value = getattr(_metrics, name)

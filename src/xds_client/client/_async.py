@@ -51,6 +51,8 @@ from ._options import (
     ResourceSpec,
     ServerSpec,
     build_options,
+    check_callback,
+    check_option_names,
     normalize_names,
     resolve_type,
 )
@@ -63,7 +65,16 @@ from ._session import (
     SendRequest,
     Session,
 )
-from ._watchers import EventBuffer, WatchEntry, WatchEvent, describe_wait, matches
+from ._watchers import (
+    RUNNING,
+    EventBuffer,
+    WatchEntry,
+    WatchEvent,
+    check_wait_name,
+    describe_wait,
+    matches,
+    wait_stopper,
+)
 
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
@@ -216,6 +227,7 @@ class AsyncXdsClient:
     def __init__(
         self, servers: ServerSpec | Iterable[ServerSpec], **options: Unpack[ClientArgs]
     ) -> None:
+        check_option_names(options)  # before build_options names itself in a TypeError
         one = isinstance(servers, (str, ServerTarget))
         server_list: Any = servers if one else list(servers)  # type: ignore[arg-type]
         self._options = build_options(server_list, **options)
@@ -258,6 +270,7 @@ class AsyncXdsClient:
             if self._io is None:
                 self._dispatcher.start(type(self).__name__)  # asyncio: in a running loop
                 self._io = spawn(self._run, name="xds-client-io")
+                RUNNING.add(self)  # the pytest plugin reports a test that leaves it open
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running" if self._io is not None else "new"
@@ -303,9 +316,10 @@ class AsyncXdsClient:
         ``on_event`` runs on the client's dispatcher; with AsyncXdsClient it runs
         on the loop (call ``watch`` inside it) and may be a coroutine function.
         """
-        self._start()
         rtype = resolve_type(resource, self._options.api_version)
         wanted = normalize_names(names)
+        check_callback(on_event)
+        self._start()
         buffer = EventBuffer(self._options.queue_size)
         waiter = AsyncWaiter()
         if on_event is not None:
@@ -366,11 +380,17 @@ class AsyncXdsClient:
     ) -> Any:  # fmt: skip
         """Wait until ``name`` is present (at ``version``, meeting ``predicate``).
 
-        Returns the message; raises :class:`WaitTimeoutError` after ``timeout`` seconds.
+        Returns the message; raises :class:`WaitTimeoutError` after ``timeout`` seconds,
+        :class:`ResourceNotFoundError` at once when the client already holds that the name
+        does not exist, and :class:`TransportError` with the cause when the last server
+        refuses the connection (or is not an xDS server) before any response of the type.
         """
+        __tracebackhide__ = True  # pytest: a failed wait points at the caller's line
+        check_wait_name(name)
         deadline = time.monotonic() + timeout
         last: WatchEvent[Any] | None = None
         with self.watch(resource, name) as watch:
+            cached = watch.pending  # delivered at once: what the client already knew
             while True:
                 remaining = deadline - time.monotonic()
                 try:
@@ -381,6 +401,17 @@ class AsyncXdsClient:
                     ) from exc
                 if matches(event, name, version, predicate):
                     return event.resource  # type: ignore[union-attr]
+                known = cached > 0
+                cached -= 1
+                stop = wait_stopper(
+                    event,
+                    name,
+                    known=known,
+                    answered=bool(self.resources(watch.type_url)),
+                    last_server=self.servers[-1],
+                )
+                if stop is not None:
+                    raise stop
                 last = event
 
     def watch_config(
@@ -421,6 +452,7 @@ class AsyncXdsClient:
             if self._closed:
                 return
             self._closed = True
+        RUNNING.discard(self)
         io = self._io
         if io is None:
             self._session.close()

@@ -255,6 +255,16 @@ def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     return Bootstrap(servers, node, authorities, default_template)
 
 
+def _parse_from(text: str, source: str) -> Bootstrap:
+    """:func:`parse_bootstrap`, with errors that name where the JSON came from."""
+    try:
+        return parse_bootstrap(text)
+    except BootstrapError as exc:
+        named = BootstrapError(f"{source}: {exc}")
+        named.field = exc.field
+        raise named from exc
+
+
 def load_bootstrap(
     path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
 ) -> Bootstrap:
@@ -268,10 +278,10 @@ def load_bootstrap(
                 text = f.read()
         except OSError as exc:
             raise BootstrapError(f"cannot read bootstrap file {os.fspath(path)!r}: {exc}") from exc
-        return parse_bootstrap(text)
+        return _parse_from(text, f"bootstrap file {os.fspath(path)!r}")
     config = env.get(BOOTSTRAP_CONFIG_ENV)
     if config:
-        return parse_bootstrap(config)
+        return _parse_from(config, f"${BOOTSTRAP_CONFIG_ENV}")
     raise BootstrapError(
         f"no bootstrap: pass a path, or set {BOOTSTRAP_ENV} (a file) "
         f"or {BOOTSTRAP_CONFIG_ENV} (JSON)"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from xds_client._tables import html_table, text_table
 from xds_client.protocol import CachedResource
 
 __all__ = ["ResourceCache", "html_table"]
@@ -12,15 +13,7 @@ __all__ = ["ResourceCache", "html_table"]
 M = TypeVar("M")
 
 
-def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A plain HTML table, every cell escaped."""
-    import html  # only for this view
-
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+_HEADERS = ("name", "version", "type", "bytes", "ttl")
 
 
 class ResourceCache(dict[str, CachedResource[Any]]):
@@ -32,10 +25,17 @@ class ResourceCache(dict[str, CachedResource[Any]]):
         self.type_url = type_url
         """The type of every resource in it."""
 
-    def _repr_html_(self) -> str:
+    def _rows(self) -> list[tuple[object, ...]]:
         kind = self.type_url.rsplit(".", 1)[-1]
-        rows = [
+        return [
             (name, item.version, kind, len(item.raw), "" if item.ttl is None else f"{item.ttl:g}s")
             for name, item in sorted(self.items())
         ]
-        return html_table(("name", "version", "type", "bytes", "ttl"), rows)
+
+    def _repr_html_(self) -> str:
+        return html_table(_HEADERS, self._rows())
+
+    def __repr__(self) -> str:
+        # The same table as text: a dict of messages and timestamps reads badly (and
+        # changes from run to run); ``dict(cache)`` still shows everything.
+        return text_table(_HEADERS, self._rows())

@@ -1,13 +1,33 @@
-"""Metrics hooks: a small protocol to implement, with no metrics library behind it."""
+"""Metrics hooks: a small protocol to implement, with no metrics library behind it.
+
+:class:`Metrics` holds the four hooks every metrics object has. The others are optional,
+each declared as its own small protocol (:class:`AuthorityMetrics`,
+:class:`ResponseMetrics`, :class:`ServerSwitchMetrics`, :class:`ResourceUpdateMetrics`):
+an object implements the ones it wants, and :func:`metrics_hooks` finds them once, with
+``isinstance`` on these runtime-checkable protocols, instead of probing each event.
+Protocols rather than a base class with no-op methods: a user's class of four methods
+stays a valid ``Metrics`` without inheriting anything, and mypy checks each optional hook's
+signature where the object declares it.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["CountingMetrics", "Metrics"]
+__all__ = [
+    "AuthorityMetrics",
+    "CountingMetrics",
+    "Metrics",
+    "MetricsHooks",
+    "ResourceUpdateMetrics",
+    "ResponseMetrics",
+    "ServerSwitchMetrics",
+    "metrics_hooks",
+]
 
 
 @runtime_checkable
@@ -17,17 +37,11 @@ class Metrics(Protocol):
     Methods are called from the client's I/O thread (or event loop) and must
     return quickly; an exception they raise is logged and ignored.
 
-    Optional: a method ``authority_resources(type_url, authority, counts)``, when
-    present, also gets the counts per federation authority (``"#old"`` for
-    old-style names, as gRFC A78 labels them); and a method
-    ``response(type_url, server, accepted, control_plane)``, when present, is
-    called for each response counted by :meth:`ack` or :meth:`nack`, with the
-    response's ``control_plane.identifier`` (``""`` when the server sends none),
-    to tell the server instances behind one address apart; and
-    ``server_switch(previous, current, reason)``, when present, is called each time
-    a stream moves to another server of its list (gRFC A71): ``reason`` is
-    ``"fallback"``, ``"primary"`` (the primary's xDS stream serves again) or
-    ``"retry"`` (every server failed before answering; the list starts over).
+    The optional hooks are the protocols :class:`AuthorityMetrics`,
+    :class:`ResponseMetrics`, :class:`ServerSwitchMetrics` and
+    :class:`ResourceUpdateMetrics`: implement any of them too.
+    ``xds_client.otel.OpenTelemetryMetrics`` (the ``otel`` extra) implements them all
+    with gRFC A78's instruments.
     """
 
     def ack(self, type_url: str, server: str) -> None:
@@ -41,11 +55,84 @@ class Metrics(Protocol):
 
     def resources(self, type_url: str, counts: Mapping[str, int]) -> None:
         """How many resources of ``type_url`` are in each CSDS status
-        (``REQUESTED``, ``ACKED``, ``NACKED``, ``DOES_NOT_EXIST``) after a change."""
+        (``REQUESTED``, ``ACKED``, ``NACKED``, ``DOES_NOT_EXIST``, ``TIMEOUT``,
+        ``RECEIVED_ERROR``) after a change."""
+
+
+@runtime_checkable
+class AuthorityMetrics(Protocol):
+    """Optional: resource counts per federation authority (gRFC A78's label)."""
+
+    def authority_resources(self, type_url: str, authority: str, counts: Mapping[str, int]) -> None:
+        """Counts of ``type_url`` resources of one authority (``"#old"`` for old-style
+        names), by CSDS status as in :meth:`Metrics.resources`; called right after it."""
+
+
+@runtime_checkable
+class ResponseMetrics(Protocol):
+    """Optional: each response with the server instance that sent it."""
+
+    def response(self, type_url: str, server: str, accepted: bool, control_plane: str) -> None:
+        """One response of ``type_url`` counted by ``ack`` or ``nack``, with its
+        ``control_plane.identifier`` (``""`` when the server sends none), to tell the
+        server instances behind one address apart."""
+
+
+@runtime_checkable
+class ServerSwitchMetrics(Protocol):
+    """Optional: moves of a stream between the servers of its list (gRFC A71)."""
+
+    def server_switch(self, previous: str, current: str, reason: str) -> None:
+        """A stream moved from server ``previous`` to ``current``. ``reason`` is
+        ``"fallback"``, ``"primary"`` (the primary's xDS stream serves again) or
+        ``"retry"`` (every server failed before answering; the list starts over)."""
+
+
+@runtime_checkable
+class ResourceUpdateMetrics(Protocol):
+    """Optional: resources received, valid and invalid (gRFC A78 counts resources, not
+    responses). Declared for the clients to call; they do not call it yet."""
+
+    def resource_updates(self, type_url: str, server: str, valid: int, invalid: int) -> None:
+        """One response of ``type_url`` from ``server`` held ``valid`` resources that
+        passed validation (changed or not) and ``invalid`` ones that did not."""
+
+
+@dataclass(frozen=True)
+class MetricsHooks:
+    """The hooks of one metrics object, looked up once: None for an optional hook it lacks."""
+
+    ack: Callable[[str, str], None]
+    nack: Callable[[str, str], None]
+    reconnect: Callable[[str], None]
+    resources: Callable[[str, Mapping[str, int]], None]
+    authority_resources: Callable[[str, str, Mapping[str, int]], None] | None = None
+    response: Callable[[str, str, bool, str], None] | None = None
+    server_switch: Callable[[str, str, str], None] | None = None
+    resource_updates: Callable[[str, str, int, int], None] | None = None
+
+
+def metrics_hooks(metrics: Metrics) -> MetricsHooks:
+    """The bound hooks of ``metrics``; each optional one when it implements its protocol."""
+    return MetricsHooks(
+        ack=metrics.ack,
+        nack=metrics.nack,
+        reconnect=metrics.reconnect,
+        resources=metrics.resources,
+        authority_resources=(
+            metrics.authority_resources if isinstance(metrics, AuthorityMetrics) else None
+        ),
+        response=metrics.response if isinstance(metrics, ResponseMetrics) else None,
+        server_switch=metrics.server_switch if isinstance(metrics, ServerSwitchMetrics) else None,
+        resource_updates=(
+            metrics.resource_updates if isinstance(metrics, ResourceUpdateMetrics) else None
+        ),
+    )
 
 
 class CountingMetrics:
-    """A ready :class:`Metrics` that keeps counters in memory (handy in tests)."""
+    """A ready :class:`Metrics` with every optional hook, keeping counters in memory
+    (handy in tests)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -63,6 +150,10 @@ class CountingMetrics:
         """Responses (accepted or not) per (type URL, ``control_plane.identifier``)."""
         self.server_switches: list[tuple[str, str, str]] = []
         """Each move to another server: (previous URI, new URI, reason), in order."""
+        self.valid_updates: Counter[tuple[str, str]] = Counter()
+        """Valid resources received per (type URL, server URI)."""
+        self.invalid_updates: Counter[tuple[str, str]] = Counter()
+        """Invalid resources received per (type URL, server URI)."""
 
     def ack(self, type_url: str, server: str) -> None:
         with self._lock:
@@ -87,7 +178,7 @@ class CountingMetrics:
 
     def server_switch(self, previous: str, current: str, reason: str) -> None:
         """A stream moved from server ``previous`` to ``current`` (``reason``: see
-        :class:`Metrics`)."""
+        :class:`ServerSwitchMetrics`)."""
         with self._lock:
             self.server_switches.append((previous, current, reason))
 
@@ -95,3 +186,9 @@ class CountingMetrics:
         """Counts of ``type_url`` resources of one authority (``"#old"``: old-style names)."""
         with self._lock:
             self.authority_counts[(type_url, authority)] = dict(counts)
+
+    def resource_updates(self, type_url: str, server: str, valid: int, invalid: int) -> None:
+        """``valid`` and ``invalid`` resources of ``type_url`` arrived from ``server``."""
+        with self._lock:
+            self.valid_updates[(type_url, server)] += valid
+            self.invalid_updates[(type_url, server)] += invalid

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
@@ -38,6 +39,8 @@ __all__ = [
     "ServerSpec",
     "ClientArgs",
     "build_options",
+    "check_callback",
+    "check_option_names",
     "normalize_names",
     "resolve_type",
 ]
@@ -192,7 +195,7 @@ def _target(
 def build_options(
     servers: ServerSpec | Sequence[ServerSpec],
     *,
-    node: Node | NodeProto | None = None,
+    node: Node | NodeProto | str | None = None,
     protocol: str = "sotw",
     ads: bool = True,
     api_version: str = "v3",
@@ -365,7 +368,7 @@ def resolve_type(spec: ResourceSpec, api_version: ApiVersion) -> ResourceType[An
 ClientArgs = TypedDict(  # noqa: UP013
     "ClientArgs",
     {
-        "node": Node | NodeProto | None,
+        "node": Node | NodeProto | str | None,
         "protocol": Literal["sotw", "delta"],
         "ads": bool,
         "api_version": Literal["v3", "v2"],
@@ -400,13 +403,37 @@ ClientArgs = TypedDict(  # noqa: UP013
 )
 
 
+def check_option_names(options: Mapping[str, object]) -> None:
+    """Unknown keyword options of a client: a UsageError naming them (and a near miss)."""
+    known = ClientArgs.__annotations__.keys()
+    unknown = sorted(set(options) - known)
+    if unknown:
+        hints = [difflib.get_close_matches(name, known, n=1) for name in unknown]
+        near = [f"{name!r} (did you mean {hint[0]!r}?)" if hint else repr(name)
+                for name, hint in zip(unknown, hints, strict=True)]  # fmt: skip
+        raise UsageError(
+            f"unknown client option {', '.join(near)}; the options are {', '.join(sorted(known))}"
+        )
+
+
+def check_callback(on_event: object) -> None:
+    """``on_event`` is called with each event: refuse what cannot be, before any event."""
+    if on_event is not None and not callable(on_event):
+        raise UsageError(f"on_event must be a callable taking one event, not {on_event!r}")
+
+
 def normalize_names(names: str | Iterable[str] | None) -> frozenset[str] | None:
     """One name, several, or None for a wildcard watch; ``"*"`` also means wildcard."""
     if names is None:
         return None
     if isinstance(names, str):
         names = [names]
-    out = frozenset(names)
+    try:
+        out = frozenset(names)
+    except TypeError:  # 42, or a list of lists: say which argument, not frozenset's words
+        raise UsageError(
+            f"names must be a str, an iterable of str, or None for every resource; got {names!r}"
+        ) from None
     for name in out:
         if not isinstance(name, str) or not name:
             raise UsageError(f"resource names are non-empty strings, got {name!r}")

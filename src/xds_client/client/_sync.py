@@ -49,6 +49,8 @@ from ._options import (
     ResourceSpec,
     ServerSpec,
     build_options,
+    check_callback,
+    check_option_names,
     normalize_names,
     resolve_type,
 )
@@ -61,7 +63,16 @@ from ._session import (
     SendRequest,
     Session,
 )
-from ._watchers import EventBuffer, WatchEntry, WatchEvent, describe_wait, matches
+from ._watchers import (
+    RUNNING,
+    EventBuffer,
+    WatchEntry,
+    WatchEvent,
+    check_wait_name,
+    describe_wait,
+    matches,
+    wait_stopper,
+)
 
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
@@ -207,6 +218,7 @@ class XdsClient:
     def __init__(
         self, servers: ServerSpec | Iterable[ServerSpec], **options: Unpack[ClientArgs]
     ) -> None:
+        check_option_names(options)  # before build_options names itself in a TypeError
         one = isinstance(servers, (str, ServerTarget))
         server_list: Any = servers if one else list(servers)  # type: ignore[arg-type]
         self._options = build_options(server_list, **options)
@@ -249,6 +261,7 @@ class XdsClient:
             if self._io is None:
                 self._dispatcher.start(type(self).__name__)  # asyncio: in a running loop
                 self._io = spawn(self._run, name="xds-client-io")
+                RUNNING.add(self)  # the pytest plugin reports a test that leaves it open
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running" if self._io is not None else "new"
@@ -293,9 +306,10 @@ class XdsClient:
         an alias such as ``"cds"``. Cached state is delivered at once.
         ``on_event`` runs on the client's dispatcher: a thread.
         """
-        self._start()
         rtype = resolve_type(resource, self._options.api_version)
         wanted = normalize_names(names)
+        check_callback(on_event)
+        self._start()
         buffer = EventBuffer(self._options.queue_size)
         waiter = Waiter()
         if on_event is not None:
@@ -356,11 +370,17 @@ class XdsClient:
     ) -> Any:  # fmt: skip
         """Wait until ``name`` is present (at ``version``, meeting ``predicate``).
 
-        Returns the message; raises :class:`WaitTimeoutError` after ``timeout`` seconds.
+        Returns the message; raises :class:`WaitTimeoutError` after ``timeout`` seconds,
+        :class:`ResourceNotFoundError` at once when the client already holds that the name
+        does not exist, and :class:`TransportError` with the cause when the last server
+        refuses the connection (or is not an xDS server) before any response of the type.
         """
+        __tracebackhide__ = True  # pytest: a failed wait points at the caller's line
+        check_wait_name(name)
         deadline = time.monotonic() + timeout
         last: WatchEvent[Any] | None = None
         with self.watch(resource, name) as watch:
+            cached = watch.pending  # delivered at once: what the client already knew
             while True:
                 remaining = deadline - time.monotonic()
                 try:
@@ -371,6 +391,17 @@ class XdsClient:
                     ) from exc
                 if matches(event, name, version, predicate):
                     return event.resource  # type: ignore[union-attr]
+                known = cached > 0
+                cached -= 1
+                stop = wait_stopper(
+                    event,
+                    name,
+                    known=known,
+                    answered=bool(self.resources(watch.type_url)),
+                    last_server=self.servers[-1],
+                )
+                if stop is not None:
+                    raise stop
                 last = event
 
     def watch_config(
@@ -411,6 +442,7 @@ class XdsClient:
             if self._closed:
                 return
             self._closed = True
+        RUNNING.discard(self)
         io = self._io
         if io is None:
             self._session.close()

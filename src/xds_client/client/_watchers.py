@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeAlias, TypeVar, Union
@@ -15,6 +16,7 @@ from typing import Any, Generic, TypeAlias, TypeVar, Union
 from google.protobuf.message import Message
 
 from xds_client._records import record
+from xds_client.errors import ResourceNotFoundError, TransportError, UsageError, XdsClientError
 from xds_client.federation import glob_collection_of, is_glob_collection
 from xds_client.protocol._events import (
     ResourceDeletionIgnored,
@@ -460,6 +462,55 @@ def matches(
     return predicate is None or bool(predicate(event.resource))
 
 
+RUNNING: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Clients whose threads or tasks run (started, not yet closed): the pytest plugin's leak check."""
+
+
+def check_wait_name(name: object) -> None:
+    """``wait_for`` waits for one named resource: a non-empty string."""
+    if not isinstance(name, str) or not name:
+        raise UsageError(
+            f"wait_for needs one resource name (a non-empty str), got {name!r}; "
+            "use watch() for several or every resource"
+        )
+
+
+# Failures that retrying the same server will not cure within a wait: nothing listens
+# there, the name does not resolve, or the peer is not an xDS server.
+_HOPELESS = (
+    "connection refused",
+    "failed to connect to all addresses",
+    "dns resolution failed",
+    "unimplemented",
+)
+
+
+def wait_stopper(
+    event: WatchEvent[Any], name: str, *, known: bool, answered: bool, last_server: str
+) -> XdsClientError | None:
+    """The error that ends a ``wait_for`` before its timeout, or None to keep waiting.
+
+    ``known``: the event was delivered from the client's state when the wait began.
+    ``answered``: the client holds resources of the type (a server has answered).
+    ``last_server``: the last fallback; a failure of an earlier one moves to the next.
+    """
+    if isinstance(event, ResourceDoesNotExist) and event.name == name and known:
+        return ResourceNotFoundError(
+            f"{event.type_url} {name!r} does not exist: the server already said so"
+        )
+    if (
+        isinstance(event, ConnectivityChanged)
+        and not event.connected
+        and not answered
+        and event.server == last_server
+        and any(marker in (event.reason or "").lower() for marker in _HOPELESS)
+    ):
+        # A refused port or a peer that is not xDS will not turn into an answer within a
+        # wait; the reason names it, where a timeout would not.
+        return TransportError(f"cannot reach xDS server {event.server}: {event.reason}")
+    return None
+
+
 def describe_wait(
     type_url: str, name: str, version: str | None, timeout: float, last: WatchEvent[Any] | None
 ) -> str:
@@ -469,6 +520,9 @@ def describe_wait(
         seen = "nothing arrived"
     elif isinstance(last, ResourceUpdated):
         seen = f"last seen version {last.version!r}"
+    elif isinstance(last, ConnectivityChanged):
+        state = "connected to" if last.connected else "disconnected from"
+        seen = f"{state} {last.server}" + (f": {last.reason}" if last.reason else "")
     else:
         seen = f"last event {type(last).__name__}"
     return f"timed out after {timeout}s waiting for {want}: {seen}"

@@ -18,7 +18,9 @@ from ._filter_chains import (
 )
 from ._render import Node, snapshot_to_svg, snapshot_to_text, snapshot_tree
 from ._routing import (
+    GENERATED_REQUEST_ID,
     RouteChoice,
+    TlsFacts,
     WeightedTarget,
     check_routes,
     select_route,
@@ -30,6 +32,7 @@ from ._tracker import MAX_AGGREGATE_DEPTH, ConfigTracker, TrackerUpdate
 from ._watch import ConfigWatch
 
 __all__ = [
+    "GENERATED_REQUEST_ID",
     "MAX_AGGREGATE_DEPTH",
     "AsyncConfigWatch",
     "ConfigSnapshot",
@@ -42,6 +45,7 @@ __all__ = [
     "ResourceKey",
     "ResourceStatus",
     "RouteChoice",
+    "TlsFacts",
     "TrackerUpdate",
     "WeightedTarget",
     "check_filter_chains",

@@ -208,11 +208,11 @@ def snapshot_to_text(snapshot: ConfigSnapshot) -> str:
     return "\n".join(lines) + "\n"
 
 
-_MAX_BOX = 300.0
 _GAP = 28.0
 _ROW = 26
 _BOX_HEIGHT = 20
-_CHAR = 6.6  # average glyph width of 11px sans-serif, for box sizes
+_CHAR = 6.7  # glyph width of 11px monospace (0.6 em, with a margin): boxes fit their text
+_REASON_HEIGHT = 14  # a broken node's second line: why it is broken
 _FILL = {
     "listener": "#dbeafe",
     "filter_chain": "#e0e7ff",
@@ -229,6 +229,10 @@ def _box_text(node: Node) -> str:
     return node.label + (f" v{node.version}" if node.version is not None else "")
 
 
+def _reason_text(node: Node) -> str:
+    return f"!! {node.error}" if node.error is not None else ""
+
+
 def snapshot_to_svg(snapshot: ConfigSnapshot) -> str:
     """A left-to-right tree as a standalone SVG document; broken parts in red."""
     placed: list[tuple[Node, int, float]] = []  # node, depth, row
@@ -239,7 +243,7 @@ def snapshot_to_svg(snapshot: ConfigSnapshot) -> str:
         nonlocal rows
         if not node.children:
             row = float(rows)
-            rows += 1
+            rows += 2 if node.error is not None else 1  # room for the reason's line
         else:
             child_rows = [place(c, depth + 1) for c in node.children]
             row = (child_rows[0] + child_rows[-1]) / 2
@@ -249,10 +253,12 @@ def snapshot_to_svg(snapshot: ConfigSnapshot) -> str:
 
     place(snapshot_tree(snapshot), 0)
     depth = max(d for _, d, _ in placed) + 1
-    # Each column is as wide as its longest label, up to _MAX_BOX.
+    # Each column is as wide as its longest label (and reason): nothing is cut, so a
+    # version at the end of a long name stays visible.
     boxes = [0.0] * depth
     for node, d, _ in placed:
-        boxes[d] = max(boxes[d], min(_MAX_BOX, len(_box_text(node)) * _CHAR + 14))
+        longest = max(len(_box_text(node)), len(_reason_text(node)))
+        boxes[d] = max(boxes[d], longest * _CHAR + 14)
     lefts = [10.0]
     for box in boxes[:-1]:
         lefts.append(lefts[-1] + box + _GAP)
@@ -260,7 +266,7 @@ def snapshot_to_svg(snapshot: ConfigSnapshot) -> str:
     height = rows * _ROW + 20
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">',
         f"<title>config graph of listener {escape(snapshot.listener_name)}</title>",
     ]
     for d1, r1, d2, r2 in edges:
@@ -277,17 +283,22 @@ def snapshot_to_svg(snapshot: ConfigSnapshot) -> str:
         x = lefts[d]
         y = 10 + row * _ROW
         text = _box_text(node)
-        limit = int((boxes[d] - 14) / _CHAR)
-        shown = text if len(text) <= limit else text[: limit - 1] + "…"
         broken = node.error is not None
         fill = "#fee2e2" if broken else _FILL.get(node.kind, "#ffffff")
         stroke = "#dc2626" if broken else "#64748b"
         tooltip = escape(text + (f" — {node.error}" if broken else ""))
+        height = _BOX_HEIGHT + (_REASON_HEIGHT if broken else 0)
+        reason = (
+            f'<text x="{x + 7:.0f}" y="{y + 14 + _REASON_HEIGHT:.0f}" fill="#b91c1c">'
+            f"{escape(_reason_text(node))}</text>"
+            if broken
+            else ""
+        )
         out.append(
             f'<g><title>{tooltip}</title><rect x="{x:.0f}" y="{y:.0f}" width="{boxes[d]:.0f}" '
-            f'height="{_BOX_HEIGHT}" rx="4" fill="{fill}" stroke="{stroke}"/>'
+            f'height="{height}" rx="4" fill="{fill}" stroke="{stroke}"/>'
             f'<text x="{x + 7:.0f}" y="{y + 14:.0f}" fill="{"#b91c1c" if broken else "#0f172a"}">'
-            f"{escape(shown)}</text></g>"
+            f"{escape(text)}</text>{reason}</g>"
         )
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -26,13 +26,18 @@ from envoy.config.route.v3.route_components_pb2 import (
 from envoy.config.route.v3.route_pb2 import RouteConfiguration
 from envoy.type.matcher.v3.string_pb2 import StringMatcher
 from envoy.type.v3.percent_pb2 import FractionalPercent
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError, Message
 
 from xds_client.errors import ResourceValidationError
+from xds_client.resources import message_descriptor
 
 __all__ = [
+    "GENERATED_REQUEST_ID",
     "ActionKind",
     "Headers",
     "RouteChoice",
+    "TlsFacts",
     "WeightedTarget",
     "check_routes",
     "select_route",
@@ -240,26 +245,116 @@ def _string_matches(matcher: StringMatcher, value: str) -> bool:
 
 _INLINE_HEADERS = frozenset(
     {
+        "accept",
+        "accept-encoding",
+        "access-control-request-headers",
+        "access-control-request-method",
+        "access-control-request-private-network",
+        "authentication",
+        "authorization",
+        "cache-control",
+        "cdn-loop",
         "connection",
+        "content-encoding",
+        "content-length",
         "content-type",
         "expect",
+        "grpc-accept-encoding",
         "grpc-timeout",
+        "if-match",
+        "if-modified-since",
+        "if-none-match",
+        "if-range",
+        "if-unmodified-since",
         "keep-alive",
+        "origin",
+        "pragma",
         "proxy-connection",
+        "proxy-status",
+        "referer",
         "te",
         "transfer-encoding",
         "upgrade",
         "user-agent",
         "via",
         "x-client-trace-id",
+        "x-envoy-attempt-count",
+        "x-envoy-decorator-operation",
+        "x-envoy-downstream-service-cluster",
+        "x-envoy-downstream-service-node",
+        "x-envoy-expected-rq-timeout-ms",
+        "x-envoy-external-address",
+        "x-envoy-force-trace",
+        "x-envoy-hedge-on-per-try-timeout",
+        "x-envoy-internal",
+        "x-envoy-ip-tags",
+        "x-envoy-is-timeout-retry",
+        "x-envoy-max-retries",
+        "x-envoy-original-host",
+        "x-envoy-original-path",
+        "x-envoy-original-url",
+        "x-envoy-retriable-header-names",
+        "x-envoy-retriable-status-codes",
+        "x-envoy-retry-grpc-on",
+        "x-envoy-retry-on",
+        "x-envoy-upstream-alt-stat-name",
+        "x-envoy-upstream-rq-per-try-timeout-ms",
+        "x-envoy-upstream-rq-timeout-alt-response",
+        "x-envoy-upstream-rq-timeout-ms",
+        "x-envoy-upstream-stream-duration-ms",
         "x-forwarded-client-cert",
         "x-forwarded-for",
         "x-forwarded-host",
+        "x-forwarded-port",
         "x-forwarded-proto",
         "x-request-id",
     }
 )
-"""Request headers Envoy keeps "inline" (one entry): further lines are appended to it."""
+"""Request headers Envoy 1.40 keeps "inline" (one entry): further lines are appended to it.
+
+Envoy prints the list at start-up ("HTTP header map info: request header map"); these
+are its names without the pseudo-headers. Extensions register some of them (the
+cache filter ``authorization``, ``if-none-match``...), so the list is the binary's,
+not only the codec's."""
+
+_EXTERNAL_CONTROL_HEADERS = frozenset(
+    {
+        "x-envoy-expected-rq-timeout-ms",
+        "x-envoy-force-trace",
+        "x-envoy-hedge-on-per-try-timeout",
+        "x-envoy-internal",
+        "x-envoy-ip-tags",
+        "x-envoy-max-retries",
+        "x-envoy-original-url",
+        "x-envoy-retriable-header-names",
+        "x-envoy-retriable-status-codes",
+        "x-envoy-retry-grpc-on",
+        "x-envoy-retry-on",
+        "x-envoy-upstream-alt-stat-name",
+        "x-envoy-upstream-rq-per-try-timeout-ms",
+        "x-envoy-upstream-rq-timeout-alt-response",
+        "x-envoy-upstream-rq-timeout-ms",
+        "x-envoy-upstream-stream-duration-ms",
+    }
+)
+"""The ``x-envoy-*`` control headers Envoy 1.40's HttpConnectionManager removes from a
+request it does not take as internal, before routing (probed one by one; the others,
+such as ``x-envoy-attempt-count`` or ``x-envoy-decorator-operation``, stay)."""
+
+GENERATED_REQUEST_ID = "00000000-0000-4000-8000-000000000000"
+"""The ``x-request-id`` :func:`select_route` gives a request that has none (Envoy
+generates a random UUID there, so only presence and pattern matchers can tell)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFacts:
+    """What a TLS connection tells Envoy about the client's certificate
+    (``RouteMatch.tls_context`` matches on it)."""
+
+    peer_certificate_presented: bool = False
+    """The client presented a certificate."""
+    peer_certificate_validated: bool = False
+    """Envoy validated the client's certificate (against its ``validation_context``)."""
 
 
 def _envoy_append(values: Sequence[str]) -> str:
@@ -402,15 +497,32 @@ def _fraction_matches(match: RouteMatch, random_value: int | None) -> bool:
     return random_value % denominator < fraction.numerator
 
 
-def route_matches(
+def _tls_matches(match: RouteMatch, tls: TlsFacts | None) -> bool:
+    """``RouteMatch.tls_context``: each flag that is set must equal the connection's; a
+    plaintext connection (``tls`` None) has neither a presented nor a validated
+    certificate, as Envoy treats a connection without SSL."""
+    if not match.HasField("tls_context"):
+        return True
+    wanted = match.tls_context
+    presented = tls is not None and tls.peer_certificate_presented
+    validated = tls is not None and tls.peer_certificate_validated
+    if wanted.HasField("presented") and wanted.presented.value != presented:
+        return False
+    return not wanted.HasField("validated") or wanted.validated.value == validated
+
+
+def route_matches(  # noqa: PLR0917 - positional, as before tls was added
     match: RouteMatch,
     path: str,
     headers: Mapping[str, Sequence[str]],
     query: Mapping[str, str],
     random_value: int | None,
+    tls: TlsFacts | None = None,
 ) -> bool:
     """Whether one route's match conditions all hold for the request."""
     if not _path_matches(match, path):
+        return False
+    if not _tls_matches(match, tls):
         return False
     if match.HasField("grpc"):
         # Grpc::Common::hasGrpcContentType: exactly application/grpc or application/grpc+...
@@ -431,6 +543,31 @@ def _normalize_headers(headers: Headers | None) -> dict[str, list[str]]:
         values = [value] if isinstance(value, str) else list(value)
         normalized.setdefault(name.lower(), []).extend(values)
     return normalized
+
+
+def _as_routed(
+    headers: dict[str, list[str]], *, internal: bool, tls: TlsFacts | None
+) -> dict[str, list[str]]:
+    """The request headers as a default HttpConnectionManager hands them to routing
+    (``ConnectionManagerUtility::mutateRequestHeaders``, ``use_remote_address`` false).
+
+    An external request loses the ``x-envoy-*`` control headers it sent; an internal
+    one keeps them and gets ``x-envoy-internal: true``. Either way the client's
+    ``x-forwarded-client-cert`` goes (``forward_client_cert_details`` SANITIZE), and
+    a request without ``x-request-id`` or ``x-forwarded-proto`` gets one.
+    """
+    routed = {
+        name: values
+        for name, values in headers.items()
+        if name != "x-forwarded-client-cert" and (internal or name not in _EXTERNAL_CONTROL_HEADERS)
+    }
+    if internal:
+        routed["x-envoy-internal"] = ["true"]
+    if not routed.get("x-request-id"):
+        routed["x-request-id"] = [GENERATED_REQUEST_ID]
+    if not routed.get("x-forwarded-proto"):
+        routed["x-forwarded-proto"] = ["http" if tls is None else "https"]
+    return routed
 
 
 def _choice(
@@ -479,6 +616,8 @@ def select_route(
     headers: Headers | None = None,
     random_value: int | None = None,
     strip_port: bool = False,
+    internal: bool = False,
+    tls: TlsFacts | None = None,
 ) -> RouteChoice | None:
     """The route Envoy takes for a request, or None (Envoy answers 404).
 
@@ -494,8 +633,24 @@ def select_route(
     first line of that header (a request without it has no route),
     and ``ignore_path_parameters_in_path_matching`` matches paths without the ``;``
     parameters of their segments (``/a;x/b`` is ``/a/b``).
+
+    The headers are matched as Envoy's default HttpConnectionManager passes them to
+    routing. A header sent on several lines is one value joined with ``,`` when Envoy
+    keeps it inline (``accept``, ``authorization``, ``if-none-match``, ``origin``...),
+    else each line is matched on its own. Unless ``internal`` (Envoy takes the request
+    as internal, by its ``internal_address_config``; not by default), the client's
+    ``x-envoy-*`` control headers (``x-envoy-retry-on``, ``x-envoy-internal``...) are
+    dropped; the client's ``x-forwarded-client-cert`` always is; a request without
+    ``x-request-id`` or ``x-forwarded-proto`` gets one (:data:`GENERATED_REQUEST_ID`,
+    ``http`` or ``https``); one whose ``x-forwarded-proto`` is empty has no route.
+
+    ``tls`` is what the connection's TLS says about the client's certificate, for
+    ``RouteMatch.tls_context``; None is a plaintext connection (a route asking for a
+    presented or validated certificate does not match it).
     """
-    normalized = _normalize_headers(headers)
+    normalized = _as_routed(_normalize_headers(headers), internal=internal, tls=tls)
+    if _header_value(normalized, "x-forwarded-proto") == "":
+        return None  # Envoy routes no request whose x-forwarded-proto is empty (404)
     # v2 RouteConfigurations have neither field.
     vhost_header = getattr(config, "vhost_header", "")
     if vhost_header:
@@ -513,15 +668,23 @@ def select_route(
     if getattr(config, "ignore_path_parameters_in_path_matching", False) and ";" in path:
         matched = _without_path_parameters(path)
     for index, route in enumerate(vhost.routes):
-        if route_matches(route.match, matched, normalized, query, random_value):
+        if route_matches(route.match, matched, normalized, query, random_value, tls):
             return _choice(vhost, index, route, normalized)
     return None
 
 
 def _regex_fields(message: Any, where: str) -> Iterator[tuple[str, str]]:
-    """Every ``RegexMatcher`` under ``message``: (field path, pattern)."""
-    if message.DESCRIPTOR.full_name.endswith(".RegexMatcher"):
+    """Every ``RegexMatcher`` under ``message``: (field path, pattern), also inside an
+    ``Any`` of a type the installed protos know (``typed_per_filter_config``'s CORS
+    policy...)."""
+    full_name = message.DESCRIPTOR.full_name
+    if full_name.endswith(".RegexMatcher"):
         yield where, message.regex
+        return
+    if full_name == "google.protobuf.Any":
+        inner = _unpacked(message)
+        if inner is not None:
+            yield from _regex_fields(inner, where)
         return
     for field, value in message.ListFields():
         if field.message_type is None:
@@ -541,12 +704,28 @@ def _regex_fields(message: Any, where: str) -> Iterator[tuple[str, str]]:
             yield from _regex_fields(value, path)
 
 
+def _unpacked(packed: Any) -> Message | None:
+    """The message an ``Any`` holds; None when its type is unknown or it does not decode
+    (Envoy's own checks report that, not the regex walk)."""
+    descriptor = message_descriptor(packed.type_url.rsplit("/", 1)[-1])
+    if descriptor is None:
+        return None
+    message = message_factory.GetMessageClass(descriptor)()
+    try:
+        message.ParseFromString(packed.value)
+    except DecodeError:
+        return None
+    return message
+
+
 def check_routes(config: RouteConfiguration) -> list[str]:
     """Reasons Envoy 1.40 would reject the route configuration's regexes (empty when none).
 
     Every ``safe_regex`` (route paths, header, query parameter and string matchers,
     rewrites, CORS origins...) must compile under RE2, within Envoy's default program
-    size (100). Each reason names the route configuration and the field
+    size (100), including those inside ``typed_per_filter_config`` (a per-route or
+    per-virtual-host ``CorsPolicy``, or any other filter config whose type the
+    installed protos know). Each reason names the route configuration and the field
     (``virtual_hosts[0] ('vh').routes[2].match.headers[0].safe_regex_match``).
     :func:`select_route` never raises on such a pattern: it simply does not match.
     """

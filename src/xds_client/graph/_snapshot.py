@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 from xds_client.errors import UsageError
 
 from ._filter_chains import Connection, FilterChainChoice, select_filter_chain
-from ._routing import Headers, RouteChoice, _normalize_headers, select_route
+from ._routing import Headers, RouteChoice, TlsFacts, _normalize_headers, select_route
 
 __all__ = ["ConfigSnapshot", "HttpManager", "Kind", "ResourceKey", "ResourceStatus"]
 
@@ -194,13 +194,16 @@ class ConfigSnapshot:
         headers: Headers | None = None,
         connection: Connection | None = None,
         random_value: int | None = None,
+        internal: bool = False,
+        tls: TlsFacts | None = None,
     ) -> RouteChoice | None:
         """Where a request goes: the virtual host, route and cluster(s) Envoy would pick.
 
         For a listener with several HttpConnectionManagers (one per filter chain),
         pass the ``connection`` so the filter chain, and so its route configuration,
         is chosen first. None when nothing matches (Envoy answers 404) or the route
-        configuration is missing.
+        configuration is missing. ``internal`` and ``tls`` are
+        :func:`~xds_client.graph.select_route`'s.
         """
         manager = self._manager_for(connection)
         if manager is None or manager.route_config is None:
@@ -218,6 +221,8 @@ class ConfigSnapshot:
             headers=headers,
             random_value=random_value,
             strip_port=manager.strip_any_host_port,
+            internal=internal,
+            tls=tls,
         )
 
     def _manager_for(self, connection: Connection | None) -> HttpManager | None:

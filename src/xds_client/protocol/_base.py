@@ -128,15 +128,9 @@ class TypeState:
 
 
 def control_plane_id(response: Any) -> str:
-    """``control_plane.identifier`` of a response (a raw SotW one keeps it serialized)."""
-    given = response.control_plane
-    if isinstance(given, bytes):
-        if not given:
-            return ""
-        from envoy.config.core.v3.base_pb2 import ControlPlane
-
-        return ControlPlane.FromString(given).identifier
-    identifier: str = given.identifier
+    """``control_plane.identifier`` of a parsed response (the SotW core decodes a raw
+    response's own, which it keeps serialized, in ``_sotw._decoded_parts``)."""
+    identifier: str = response.control_plane.identifier
     return identifier
 
 
@@ -627,12 +621,7 @@ class ProtocolCore(Generic[S]):
     ) -> None:
         """Apply a response's ``resource_errors`` (xRFC TP3) to the names we want."""
         subs = st.subs
-        for given in errors:
-            error = given
-            if isinstance(given, bytes):  # a raw SotW response keeps them serialized
-                from envoy.service.discovery.v3.discovery_pb2 import ResourceError
-
-                error = ResourceError.FromString(given)
+        for error in errors:
             name = error.resource_name.name
             if not name or not (subs.wildcard or name in subs.names or subs.wants(name)):
                 continue

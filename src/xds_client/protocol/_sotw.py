@@ -19,7 +19,7 @@ from xds_client.resources import (
     unwrap,
 )
 
-from ._base import _TTL, ProtocolCore, TypeState, control_plane_id
+from ._base import _TTL, ProtocolCore, TypeState
 from ._cache import CachedResource, any_prefix, varint
 from ._events import Event, UpdateBatch
 from ._subscriptions import WILDCARD
@@ -90,6 +90,52 @@ def _plain_head(prefix: bytes, size: int) -> tuple[bytes, int]:
         if len(head) == len(prefix) + width:
             return head, len(head)
     return bytes(size + 1), size + 1  # (only at a width's boundary: one size per width)
+
+
+def _decoded_parts(
+    response: DiscoveryResponse | RawDiscoveryResponse,
+) -> tuple[str | None, str, Sequence[Any]]:
+    """The sub-messages a raw response keeps serialized, decoded here and nowhere else:
+    ``control_plane``'s identifier and the ``resource_errors`` (TP3). The first result
+    names the field that does not decode (the whole response is then NACKed), else None.
+
+    A parsed ``DiscoveryResponse`` has them decoded already (its parse would have
+    failed on a corrupt one).
+    """
+    given = response.control_plane
+    reported: Sequence[Any] = response.resource_errors
+    if not isinstance(given, bytes):
+        return None, given.identifier, reported
+    from envoy.config.core.v3.base_pb2 import ControlPlane
+    from envoy.service.discovery.v3.discovery_pb2 import ResourceError
+
+    plane = ""
+    if given:
+        try:
+            plane = ControlPlane.FromString(given).identifier
+        except DecodeError as exc:
+            return _corrupt("control_plane", "envoy.config.core.v3.ControlPlane", exc), "", ()
+    errors: list[Any] = []
+    for index, blob in enumerate(reported):
+        try:
+            errors.append(ResourceError.FromString(blob))
+        except DecodeError as exc:
+            where = f"resource_errors[{index}]"
+            problem = _corrupt(where, "envoy.service.discovery.v3.ResourceError", exc)
+            return problem, plane, ()
+    return None, plane, errors
+
+
+def _heartbeats_only(items: dict[str, _Item | int | None], wrappers: int) -> bool:
+    """Whether every resource of a (non-empty) response is a wrapper without a body."""
+    if not items or wrappers != len(items):
+        return False
+    return all(type(item) is _Item and item.raw is None for item in items.values())
+
+
+def _corrupt(field: str, message: str, exc: DecodeError) -> str:
+    reason = str(exc) or type(exc).__name__
+    return f"{field} is not a valid {message}: {reason}"
 
 
 class _Stream:
@@ -273,17 +319,21 @@ class SotwProtocol(ProtocolCore[_Stream]):
         events: list[Any] = []
         version = response.version_info
         errors: dict[str, str] = {}
+        corrupt, plane, reported = _decoded_parts(response)
+        if corrupt is not None:
+            self._finish(
+                st, nonce=response.nonce, version=version,
+                errors={RESPONSE_KEY: corrupt}, now=now, events=events,
+            )  # fmt: skip
+            return events
         check = resource_check(self.config, type_url, now)
         whole, items, unnamed, payload, reasons, wrappers = self._parse(st, response, errors, check)
         if whole is not None:
             self._finish(
                 st, nonce=response.nonce, version=version,
-                errors={RESPONSE_KEY: whole}, now=now, events=events,
-                control_plane=control_plane_id(response),
+                errors={RESPONSE_KEY: whole}, now=now, events=events, control_plane=plane,
             )  # fmt: skip
             return events
-        reported = response.resource_errors
-        plane = control_plane_id(response)
         self._apply(
             st, version=version, items=items, payload=payload, reasons=reasons,
             wrappers=wrappers, unnamed=unnamed, errors=errors, now=now, events=events, check=check,
@@ -622,15 +672,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
 
     @staticmethod
     def _reported_names(reported: Iterable[Any]) -> set[str]:
-        names: set[str] = set()
-        for given in reported:
-            error = given
-            if isinstance(given, bytes):
-                from envoy.service.discovery.v3.discovery_pb2 import ResourceError
-
-                error = ResourceError.FromString(given)
-            names.add(error.resource_name.name)
-        return names
+        return {error.resource_name.name for error in reported}
 
     def _apply(
         self,
@@ -706,10 +748,12 @@ class SotwProtocol(ProtocolCore[_Stream]):
             if item.raw is None:
                 if value is None:
                     continue  # heartbeat for something we do not hold: nothing to keep alive
-                # Envoy takes a bodiless wrapper as a heartbeat when its version is the
-                # type's accepted version_info; ours also when it is the resource's.
+                # Envoy (SotW) takes a bodiless wrapper as a heartbeat when the response's
+                # version_info is the type's accepted one, reading no version from the
+                # wrapper (go-control-plane sets none); ours also when the wrapper's
+                # version is the resource's or the accepted one.
                 held = value.resource_version if isinstance(value, CachedResource) else ""
-                if item.resource_version not in (held, st.version):
+                if version != st.version and item.resource_version not in (held, st.version):
                     errors[name] = (
                         f"heartbeat version {item.resource_version!r} does not match "
                         f"held version {held!r}"
@@ -766,9 +810,11 @@ class SotwProtocol(ProtocolCore[_Stream]):
             self._store_staged(
                 st, staged, staged_items, items, payload, version, control_plane, now, events
             )
-        if rtype.full_state and not unnamed:
+        if rtype.full_state and not unnamed and not _heartbeats_only(items, wrappers):
             # LDS/CDS: a resource we hold that the response leaves out was deleted.
-            # Skipped when a resource could not even be named: it may be that one.
+            # Skipped when a resource could not even be named: it may be that one; and
+            # for a response of heartbeats only, which go-control-plane sends with just
+            # the resources that have a TTL (Envoy then deletes all the others).
             held_names = cache.values.keys()
             gone = [] if held_names <= items.keys() else [n for n in held_names if n not in items]
             for name in gone:

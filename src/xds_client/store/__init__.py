@@ -24,6 +24,13 @@ from xds_client.store._async_client import (
     AsyncStoreWatch,
 )
 from xds_client.store._async_informer import AsyncInformer
+from xds_client.store._auth import (
+    ExchangeBackoff,
+    ExchangedToken,
+    HttpTokenExchanger,
+    TokenExchange,
+    TokenExchangeError,
+)
 from xds_client.store._bulk import BulkItem, BulkRejected, BulkResult, BulkSummary
 from xds_client.store._client import ListIterator, ResourceStoreClient, StoreWatch
 from xds_client.store._dialect import Dialect, ListSource
@@ -40,6 +47,7 @@ from xds_client.store._errors import (
     InvalidResponseError,
     MessageTooLargeError,
     NotFoundError,
+    QuotaExceededError,
     ResourceStoreError,
     SelectorError,
     ServerTimeoutError,
@@ -52,6 +60,7 @@ from xds_client.store._informer import Informer
 from xds_client.store._informer_cache import label_index
 from xds_client.store._keys import ResourceKey, StoredObject, Value
 from xds_client.store._list import ListPage
+from xds_client.store._quota import QuotaUsage
 from xds_client.store._reflector import ReflectorBackoff
 from xds_client.store._retry import DEFAULT_RETRY, RetryPolicy
 from xds_client.store._search import KindStats, SearchFacet, SearchHit, SearchResult
@@ -74,6 +83,11 @@ __all__ = [
     "DEFAULT_RETRY",
     "Dialect",
     "ListSource",
+    # authentication (Grafana's X-Access-Token and X-Id-Token)
+    "TokenExchange",
+    "HttpTokenExchanger",
+    "ExchangedToken",
+    "ExchangeBackoff",
     # values
     "ResourceKey",
     "StoredObject",
@@ -88,6 +102,7 @@ __all__ = [
     "SearchHit",
     "SearchFacet",
     "KindStats",
+    "QuotaUsage",
     "AsyncListIterator",
     "StoreWatchEvent",
     "EventType",
@@ -106,7 +121,9 @@ __all__ = [
     "ResourceStoreError",
     "BadRequestError",
     "UnauthorizedError",
+    "TokenExchangeError",
     "ForbiddenError",
+    "QuotaExceededError",
     "NotFoundError",
     "AlreadyExistsError",
     "ConflictError",

@@ -30,10 +30,13 @@ from xds_client._backends.asyncio import (
     unary_call,
 )
 from xds_client.errors import ClientClosedError, UsageError
+from xds_client.store import _auth as auth
 from xds_client.store import _bulk as bulk_core
 from xds_client.store import _list as core
+from xds_client.store import _quota as quota_core
 from xds_client.store import _search as search_core
 from xds_client.store._async_informer import AsyncInformer
+from xds_client.store._auth import IdToken, TokenExchange
 from xds_client.store._bulk import BulkItem, BulkResult
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import (
@@ -47,6 +50,7 @@ from xds_client.store._keys import ResourceKey, StoredObject, Value, require_nam
 from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
 from xds_client.store._proto import search_pb2_grpc as search_grpc
+from xds_client.store._quota import QuotaUsage
 from xds_client.store._reflector import ReflectorBackoff, watch_timeout
 from xds_client.store._retry import (
     CONFLICT_BACKOFF,
@@ -80,7 +84,10 @@ class AsyncResourceStoreClient:
     options), or an existing channel (not closed by :meth:`aclose`). A string or a
     target without credentials makes an insecure channel unless ``credentials`` are
     given: a :class:`~xds_client.transport.ChannelCredentialsConfig` as for the xDS
-    clients, or ready-made ``grpc.ChannelCredentials``.
+    clients, or ready-made ``grpc.ChannelCredentials``. ``access_token`` (a
+    :class:`~xds_client.store.TokenExchange`) sends Grafana's ``X-Access-Token`` on
+    every call, and ``id_token`` the user's ``X-Id-Token`` (a string, or a callable
+    asked at each call that returns the token or None when there is no user).
     Create it inside a running loop; ``list`` and ``watch`` return async iterators.
     """
 
@@ -95,6 +102,8 @@ class AsyncResourceStoreClient:
         metadata: Sequence[tuple[str, str]] = (),
         dialect: Dialect | str = Dialect.GRAFANA,
         max_message_size: int = core.DEFAULT_MAX_MESSAGE_SIZE,
+        access_token: TokenExchange | None = None,
+        id_token: IdToken = None,
     ) -> None:
         call_metadata: tuple[tuple[str, str], ...] = ()
         if isinstance(target, str | ServerTarget):
@@ -111,6 +120,7 @@ class AsyncResourceStoreClient:
         self._diag = pb_grpc.DiagnosticsStub(self._channel)
         self._bulk = pb_grpc.BulkStoreStub(self._channel)
         self._index = search_grpc.ResourceIndexStub(self._channel)
+        self._quotas = pb_grpc.QuotasStub(self._channel)
         self.timeout = timeout
         """Deadline of each unary call attempt, in seconds."""
         self.retry = retry
@@ -120,6 +130,8 @@ class AsyncResourceStoreClient:
         self.max_message_size = max_message_size
         """The largest gRPC message sent or received, in bytes (gRPC's default is 4 MiB)."""
         self._metadata = (*call_metadata, *metadata)
+        self._access_token = access_token
+        self._id_token = id_token
         self._closed = False
         self._sleep: Callable[[float], Awaitable[None]] = sleep
 
@@ -148,6 +160,24 @@ class AsyncResourceStoreClient:
 
     # ------------------------------------------------------------ plumbing
 
+    async def _call_metadata(self) -> tuple[tuple[str, str], ...]:
+        """Each call's metadata: the static pairs, the access token, the user's ID token."""
+        access, token = self._access_token, None
+        if access is not None:
+            token = access.cached()
+            if token is None:  # one exchange at a time per credential (asyncio: off the loop)
+                token = await asyncio.to_thread(access.token)  # async-only
+                # sync-only: token = access.token()
+        if token is None and self._id_token is None:
+            return self._metadata
+        return auth.call_metadata(self._metadata, token, auth.id_token_of(self._id_token))
+
+    def _refused(self, error: ResourceStoreError) -> None:
+        # The server refused the kept token (expired early, keys rotated): the next
+        # call exchanges again instead of sending it until it expires.
+        if self._access_token is not None and error.code == 401:
+            self._access_token.invalidate()
+
     async def _call(
         self,
         method: Any,
@@ -163,15 +193,17 @@ class AsyncResourceStoreClient:
         retries = RetryRun(self.retry, surely_not_sent if write else retryable_read, started)
         while True:
             timeout = attempt_timeout(self.timeout, self.retry, started, time.monotonic())
+            metadata = await self._call_metadata()  # a failed exchange is not a failed call
             try:
                 try:
                     resp, trailing = await unary_call(
-                        method, request, timeout=timeout, metadata=self._metadata
+                        method, request, timeout=timeout, metadata=metadata
                     )
                 except grpc.RpcError as exc:
                     raise from_rpc_error(exc, exc.trailing_metadata()) from exc
                 return handle(resp, trailing)
             except ResourceStoreError as exc:
+                self._refused(exc)
                 delay = retries.failed(exc, time.monotonic())
                 if delay is None:
                     raise
@@ -269,13 +301,22 @@ class AsyncResourceStoreClient:
         once the retry policy gives up or the server answers NOT_SERVING.
         """
         try:
-            return await self._call(
-                self._diag.IsHealthy,
-                core.health_request(),
-                lambda resp, _md: core.health_result(resp),
-            )
+            return await self.health() == "SERVING"
         except ResourceStoreError:
             return False
+
+    async def health(self) -> str:
+        """The status the server's Diagnostics service reports (``"SERVING"``, ``"NOT_SERVING"``).
+
+        Unlike :meth:`is_healthy`, a server that cannot be asked raises: an
+        :class:`UnavailableError` for one that cannot be reached, a
+        :class:`StoreNotImplementedError` for a peer that is not a ResourceStore.
+        """
+        return await self._call(
+            self._diag.IsHealthy,
+            core.health_request(),
+            lambda resp, _md: core.health_status(resp),
+        )
 
     async def bulk(
         self,
@@ -299,7 +340,10 @@ class AsyncResourceStoreClient:
         self._check_open()
         bulk_core.check_dialect(self.dialect)
         bulk_core.check_rebuild(collection, rebuild)
-        metadata = (*self._metadata, *bulk_core.settings_metadata(collection, rebuild=rebuild))
+        metadata = (
+            *await self._call_metadata(),
+            *bulk_core.settings_metadata(collection, rebuild=rebuild),
+        )
         feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
         try:
             resp, trailing = await unary_call(
@@ -364,6 +408,36 @@ class AsyncResourceStoreClient:
             self._index.GetStats,
             search_core.stats_request(namespace, kinds, folders),
             search_core.stats_result,
+        )
+
+    async def list_stored_resources(
+        self, namespace: str = "", *, group: str = "", resource: str = ""
+    ) -> list[ResourceKey]:
+        """The collections that hold objects, as keys without a name (sorted).
+
+        Empty arguments match every namespace, group or resource. Cheaper than
+        :meth:`stats` (nothing is counted). Needs the ``grafana`` dialect and a
+        server that has the call (newer Grafana; older ones answer 501).
+        """
+        bulk_core.check_dialect(self.dialect, "list_stored_resources")
+        return await self._call(
+            self._stub.ListStoredResources,
+            quota_core.stored_request(namespace, group, resource),
+            quota_core.stored_result,
+        )
+
+    async def quota_usage(self, collection: ResourceKey) -> QuotaUsage:
+        """How many objects a collection (namespace, group, resource) holds, and may hold.
+
+        A create beyond the limit is refused with
+        :class:`~xds_client.store.QuotaExceededError`. Needs the ``grafana``
+        dialect; a server without quotas answers 501.
+        """
+        bulk_core.check_dialect(self.dialect, "quota_usage")
+        return await self._call(
+            self._quotas.GetQuotaUsage,
+            quota_core.quota_request(collection),
+            lambda resp, md: quota_core.quota_result(collection, resp, md),
         )
 
     # ------------------------------------------------------------ list
@@ -530,6 +604,12 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rv={self.resource_version} pages={self.pages}>"
 
+    # sync-only: def _repr_html_(self) -> str:
+    # sync-only:     # A notebook shows the list as a table: that reads (uses up) the iterator.
+    # sync-only:     from xds_client._tables import objects_table  # loads with the first view
+    # sync-only:
+    # sync-only:     return objects_table(list(self))
+
     @property
     def resource_version(self) -> int:
         """The resource version the list is pinned to (0 before the first page)."""
@@ -560,7 +640,7 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
                 # request is left to the ordinary call (and its retries) below.
                 request = pager.request()
                 ahead = start_call(
-                    method, request, timeout=client.timeout, metadata=client._metadata
+                    method, request, timeout=client.timeout, metadata=await client._call_metadata()
                 )
             objects, wire = page
             try:
@@ -647,7 +727,7 @@ class AsyncStoreWatch(AsyncIterator[StoreWatchEvent]):
                 if state.step is not Step.WATCH:
                     await self._list_step()
                     continue
-                stream = self._open()
+                stream = self._open(await self._client._call_metadata())
                 if stream is None:
                     continue
             error: BaseException | None
@@ -659,6 +739,7 @@ class AsyncStoreWatch(AsyncIterator[StoreWatchEvent]):
                 if self._client._closed:
                     raise ClientClosedError("the client was closed during the watch") from exc
                 error = from_rpc_error(exc, exc.trailing_metadata())
+                self._client._refused(error)
             else:
                 if event is None:
                     error = None  # the server ended the stream: resume
@@ -674,13 +755,13 @@ class AsyncStoreWatch(AsyncIterator[StoreWatchEvent]):
             self._drop_stream()
             await self._pause(state.stream_ended(error))
 
-    def _open(self) -> Any:
+    def _open(self, metadata: tuple[tuple[str, str], ...]) -> Any:
         client = self._client
         client._check_open()
         # Every stream ends after 5 to 10 minutes and resumes (client-go's watch
         # timeout), so one that died without a word is replaced.
         self._stream = client._stub.Watch(
-            self.state.watch_request(), metadata=client._metadata, timeout=watch_timeout()
+            self.state.watch_request(), metadata=metadata, timeout=watch_timeout()
         )
         self.state.stream_opened()
         if self._closed.is_set():  # closed while opening (from another thread or a timer)

@@ -6,7 +6,9 @@
     └── ResourceStoreError              a failed ResourceStore call (code, reason, message, ...)
         ├── BadRequestError             400, gRPC INVALID_ARGUMENT
         ├── UnauthorizedError           401, gRPC UNAUTHENTICATED
+        │   └── TokenExchangeError      the access token could not be exchanged (store._auth)
         ├── ForbiddenError              403, gRPC PERMISSION_DENIED
+        │   └── QuotaExceededError      403 that says it is a quota (Grafana's Create over quota)
         ├── NotFoundError               404, gRPC NOT_FOUND
         ├── ConflictError               409, gRPC ABORTED, "optimistic locking failed"
         │   └── AlreadyExistsError      409 AlreadyExists (or "already exists"), ALREADY_EXISTS
@@ -45,6 +47,7 @@ __all__ = [
     "BadRequestError",
     "UnauthorizedError",
     "ForbiddenError",
+    "QuotaExceededError",
     "NotFoundError",
     "AlreadyExistsError",
     "ConflictError",
@@ -135,6 +138,15 @@ class ForbiddenError(ResourceStoreError):
     """403 or gRPC PERMISSION_DENIED: the identity may not do this."""
 
     default_code = 403
+
+
+class QuotaExceededError(ForbiddenError):
+    """403 that says it is a quota: the collection holds as many objects as it may.
+
+    Grafana refuses a create over quota with 403 and a message naming the quota
+    (no reason); a subclass of :class:`ForbiddenError`, so handlers of refusals
+    still catch it. ``quota_usage()`` tells the usage and the limit.
+    """
 
 
 class NotFoundError(ResourceStoreError):
@@ -277,6 +289,7 @@ _BY_REASON: dict[str, type[ResourceStoreError]] = {
     "BadRequest": BadRequestError,
     "Unauthorized": UnauthorizedError,
     "Forbidden": ForbiddenError,
+    "QuotaExceeded": QuotaExceededError,
     "RequestEntityTooLarge": MessageTooLargeError,
     "NotImplemented": StoreNotImplementedError,
     "TooManyRequests": TooManyRequestsError,
@@ -293,6 +306,8 @@ def grpc_code_to_http(code: grpc.StatusCode) -> int:
 # Older Grafana servers send these as bare messages (no reason, sometimes code 500).
 _ALREADY_EXISTS_TEXT = re.compile(r"\balready exists\b", re.IGNORECASE)
 _CONFLICT_TEXT = re.compile(r"optimistic lock(ing)? failed", re.IGNORECASE)
+# Grafana's quota refusal is a 403 whose message names the quota (it has no reason).
+_QUOTA_TEXT = re.compile(r"\bquota\b", re.IGNORECASE)
 # grpc-core's wording when a message exceeds a size limit (either direction).
 _SIZE_TEXT = re.compile(
     r"(received|sent|send|receive)[a-z ]* message larger than max \(\s*(\d+)\s*vs\.?\s*(\d+)\s*\)",
@@ -308,6 +323,8 @@ def error_class(code: int, reason: str, message: str = "") -> type[ResourceStore
         if reason == "AlreadyExists" or (not reason and _ALREADY_EXISTS_TEXT.search(message)):
             return AlreadyExistsError
         return ConflictError
+    if code == 403 and (reason == "QuotaExceeded" or _QUOTA_TEXT.search(message)):
+        return QuotaExceededError
     cls = _BY_CODE.get(code)
     if cls is not None:
         return cls

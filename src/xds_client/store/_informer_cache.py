@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar, overload
 
+from xds_client._tables import objects_table
 from xds_client.store._keys import ResourceKey, StoredObject
 from xds_client.store._watch import (
     ADDED,
@@ -212,6 +213,9 @@ class Snapshot(Mapping[ResourceKey, StoredObject]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {len(self)} objects>"
+
+    def _repr_html_(self) -> str:
+        return objects_table(self[key] for key in sorted(self, key=str))
 
 
 class InformerCache:

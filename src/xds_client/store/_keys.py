@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from xds_client._tables import object_html
 from xds_client.errors import UsageError
 from xds_client.store._proto import resource_pb2 as pb
 
@@ -180,6 +181,9 @@ class StoredObject:
 
     def __repr__(self) -> str:
         return f"StoredObject(key={self.key!s}, resource_version={self.resource_version})"
+
+    def _repr_html_(self) -> str:
+        return object_html(self)  # a notebook shows its row and its JSON
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StoredObject):

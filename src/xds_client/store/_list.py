@@ -84,8 +84,9 @@ def health_request() -> pb.HealthCheckRequest:
     return pb.HealthCheckRequest(service="resource.ResourceStore")
 
 
-def health_result(resp: pb.HealthCheckResponse) -> bool:
-    return resp.status == pb.HealthCheckResponse.SERVING
+def health_status(resp: pb.HealthCheckResponse) -> str:
+    """The reported status by name: ``SERVING``, ``NOT_SERVING``, ``UNKNOWN`` ..."""
+    return str(pb.HealthCheckResponse.ServingStatus.Name(resp.status))
 
 
 def modify(current: StoredObject, fn: Any) -> Value:

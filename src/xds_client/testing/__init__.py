@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from ._fault_proxy import FaultProxy
     from ._mock_transport import AsyncMockTransport, MockStream, MockTransport
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
+    from ._store_auth import AccessTokenCheck, mint_access_token
     from ._store_server import ResourceStoreServer
     from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo, Subscription
+    from ._xds._lrs import RecordedLoadReport
     from .pytest_plugin import AsyncXdsClientFactory, ControlPlaneFactory
 
 # public name -> module that defines it (loaded on first use)
@@ -37,10 +39,13 @@ _EXPORTS: dict[str, str] = {
     "RecordedResponse": "xds_client.testing._xds._log",
     "StreamInfo": "xds_client.testing._xds._log",
     "Subscription": "xds_client.testing._xds._log",
+    "RecordedLoadReport": "xds_client.testing._xds._lrs",
     "load_resources": "xds_client.testing._resource_file",
     "LoadedResources": "xds_client.testing._resource_file",
     "ResourceFileError": "xds_client.testing._resource_file",
     "ResourceStoreServer": "xds_client.testing._store_server",
+    "AccessTokenCheck": "xds_client.testing._store_auth",
+    "mint_access_token": "xds_client.testing._store_auth",
     "ControlPlaneFactory": "xds_client.testing.pytest_plugin",
     "AsyncXdsClientFactory": "xds_client.testing.pytest_plugin",
 }
@@ -55,9 +60,12 @@ __all__: list[str] = [
     "RecordedResponse",
     "StreamInfo",
     "Subscription",
+    "RecordedLoadReport",
     "load_resources",
     "LoadedResources",
     "ResourceFileError",
+    "AccessTokenCheck",
+    "mint_access_token",
     "ResourceStoreServer",
     "ControlPlaneFactory",
     "AsyncXdsClientFactory",

@@ -2,9 +2,9 @@
 
 ``ControlPlane`` serves ADS (SotW and delta), every per-type discovery
 service, the unary ``Fetch*`` calls and REST-JSON, for API v3 and v2, from
-snapshots you set. It records every stream and request so tests can wait for
-ACKs and NACKs, and it can misbehave on purpose (drop streams, refuse
-connections, delay, send raw responses, fail streams with a status).
+snapshots you set, and load reporting (LRS). It records every stream and request so
+tests can wait for ACKs, NACKs and load reports, and it can misbehave on purpose (drop
+streams, refuse connections, delay, send raw responses, fail streams with a status).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from xds_client.protocol import validate
 from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
 
 from ._xds._log import RecordedRequest, RecordedResponse, RequestLog, StreamInfo, Subscription
+from ._xds._lrs import LoadReportService, RecordedLoadReport
 from ._xds._rest import RestServer
 from ._xds._store import Entry, ResourcesInput, SnapshotInput, Store, TypeSpec, entries_from
 from ._xds._streams import Engine, _Heartbeat
@@ -82,6 +83,12 @@ def _off_loop(wait: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P
     twin.__name__ = twin.__qualname__ = f"{wait.__name__}_async"
     twin.__doc__ = f":meth:`{wait.__name__}` without blocking the event loop."
     return twin
+
+
+def _awaited(kind: str, type: TypeSpec, version: str | None) -> str:
+    """``an ACK of version '42' of type.googleapis.com/...Cluster``: what a wait waited for."""
+    at = f" of version {version!r}" if version is not None else ""
+    return f"an {kind}{at} of {_type_url(type)}"
 
 
 class ControlPlane:
@@ -141,6 +148,7 @@ class ControlPlane:
         self._store = Store()
         self._log = RequestLog()
         self._engine = Engine(self._store, self._log)
+        self._lrs = LoadReportService()
         self._engine.sotw_wrap = wrap_sotw_resources
         self._lock = threading.RLock()
         self._state = "new"  # new -> running -> closed
@@ -263,8 +271,11 @@ class ControlPlane:
                         response_serializer=_serialize,
                     )
         return [
-            grpc.method_handlers_generic_handler(service, table)
-            for service, table in services.items()
+            *(
+                grpc.method_handlers_generic_handler(service, table)
+                for service, table in services.items()
+            ),
+            self._lrs.handler(),
         ]
 
     def _start_grpc(self, port: int) -> None:
@@ -305,6 +316,7 @@ class ControlPlane:
         server.stop(grace=None).wait(timeout=10.0)
         executor.shutdown(wait=True)
         self._engine.join_readers(timeout=5.0)
+        self._lrs.join_readers(timeout=5.0)
 
     # -- addresses -----------------------------------------------------------
 
@@ -565,6 +577,24 @@ class ControlPlane:
         Raises :class:`xds_client.errors.WaitTimeoutError` after ``timeout``
         seconds, naming what was seen instead.
         """
+        __tracebackhide__ = True  # pytest shows the test's line, not this wait's frames
+        return self._wait_request(
+            type, predicate, timeout=timeout, since=since, stream_id=stream_id, node_id=node_id
+        )
+
+    def _wait_request(
+        self,
+        type: TypeSpec | None,
+        predicate: Callable[[RecordedRequest], bool] | None,
+        *,
+        timeout: float,
+        since: int,
+        stream_id: int | None,
+        node_id: str | None,
+        awaited: str | None = None,
+    ) -> RecordedRequest:
+        """:meth:`wait_for_request`; ``awaited`` says what a timeout names as awaited."""
+        __tracebackhide__ = True
         type_url = _type_url(type) if type is not None else None
 
         def matches(r: RecordedRequest) -> bool:
@@ -586,7 +616,8 @@ class ControlPlane:
                 for r in requests[since:]
                 if type_url in (None, r.type_url)
             ][-5:]
-            return f"a matching request of {type_url or 'any type'}; last seen: {seen or 'none'}"
+            wanted = awaited or f"a matching request of {type_url or 'any type'}"
+            return f"{wanted}; last seen: {seen or 'none'}"
 
         return self._log.wait(probe, timeout, what)
 
@@ -601,13 +632,15 @@ class ControlPlane:
         node_id: str | None = None,
     ) -> RecordedRequest:
         """Wait for an ACK of a response of ``type`` (at ``version``, if given)."""
-        return self.wait_for_request(
+        __tracebackhide__ = True
+        return self._wait_request(
             type,
             lambda r: r.is_ack and version in (None, r.response_version),
             timeout=timeout,
             since=since,
             stream_id=stream_id,
             node_id=node_id,
+            awaited=_awaited("ACK", type, version),
         )
 
     def wait_for_nack(
@@ -624,13 +657,15 @@ class ControlPlane:
 
         ``version`` is the version of the rejected response.
         """
-        return self.wait_for_request(
+        __tracebackhide__ = True
+        return self._wait_request(
             type,
             lambda r: r.is_nack and version in (None, r.response_version),
             timeout=timeout,
             since=since,
             stream_id=stream_id,
             node_id=node_id,
+            awaited=_awaited("NACK", type, version),
         )
 
     def wait_for_streams(
@@ -710,6 +745,39 @@ class ControlPlane:
     wait_for_streams_async = _off_loop(wait_for_streams)
 
     # -- TTL heartbeats ----------------------------------------------------------
+
+    # -- load reporting (LRS) ----------------------------------------------------
+
+    def set_load_reporting(
+        self, clusters: Sequence[str] | None = None, *, interval: float = 1.0
+    ) -> None:
+        """What LRS streams are asked for: the ``clusters`` named (None:
+        ``send_all_clusters``) every ``interval`` seconds. Sent to every open LRS stream
+        now and to each new one after its first request (the default: all, 1 s)."""
+        self._lrs.set_plan(clusters, interval)
+
+    def load_reports(self, cluster: str | None = None) -> list[RecordedLoadReport]:
+        """Every ``LoadStatsRequest`` received so far, in order; with ``cluster``, only
+        those that report it."""
+        return self._lrs.reports(cluster)
+
+    def wait_for_load_report(
+        self,
+        cluster: str | None = None,
+        *,
+        predicate: Callable[[RecordedLoadReport], bool] | None = None,
+        timeout: float = 5.0,
+    ) -> RecordedLoadReport:
+        """The first load report (of ``cluster``, meeting ``predicate``) received, waiting
+        up to ``timeout`` seconds; :class:`~xds_client.errors.WaitTimeoutError` after."""
+
+        def fits(report: RecordedLoadReport) -> bool:
+            if cluster is not None and report.cluster(cluster) is None:
+                return False
+            return predicate is None or predicate(report)
+
+        what = f"of cluster {cluster!r}" if cluster is not None else "at all"
+        return self._lrs.wait_for(fits, what, timeout)
 
     def send_heartbeats(self) -> None:
         """Send one round of heartbeats now, for every resource with a TTL."""

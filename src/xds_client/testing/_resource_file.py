@@ -16,7 +16,9 @@ an ``envoy.service.discovery.v3.Resource`` wrapper holding a named resource.
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,32 @@ class LoadedResources:
     """``{type_url: {name: message}}`` in file order."""
     version: str | None = None
     """The file's ``version_info``, if it has one."""
+
+
+_NO_FIELD = re.compile(
+    r'Message type "([\w.]+)" has no field named "([^"]+)" at "([^"]*)"\.\s*'
+    r"Available Fields\(except extensions\): \"\[(.*)\]\"",
+    re.S,
+)
+
+
+def _shorter(text: str) -> str:
+    """protobuf's unknown-field error lists ~55 camelCase names: name the near miss instead."""
+    found = _NO_FIELD.search(text)
+    if found is None:
+        return text
+    message_type, wrong, where = found.group(1), found.group(2), found.group(3)
+    known = re.findall(r"'(\w+)'", found.group(4))
+    # The file spells fields as the .proto does (snake_case) or in JSON (camelCase).
+    spellings = {_snake(name): name for name in known} | {name: name for name in known}
+    near = difflib.get_close_matches(wrong, list(spellings), n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    at = f" (in {where})" if where and where != message_type.rsplit(".", 1)[-1] else ""
+    return f"{message_type} has no field {wrong!r}{at}{hint}"
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def load_resources(path: str | Path) -> LoadedResources:
@@ -114,7 +142,7 @@ def _parse_one(item: Any, where: str) -> tuple[str, str, Message]:
     try:
         message = json_format.ParseDict(body, rtype.message_class())
     except json_format.ParseError as exc:
-        raise ResourceFileError(f"{where}: {exc}") from exc
+        raise ResourceFileError(f"{where}: {_shorter(str(exc))}") from exc
     from xds_client.testing._xds._store import resource_name
 
     try:

@@ -59,6 +59,8 @@ from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
 from xds_client.store._proto import search_pb2_grpc as search_grpc
 from xds_client.store._selector import Requirement, matches
+from xds_client.testing import _store_quota
+from xds_client.testing._store_auth import AccessTokenCheck
 from xds_client.testing._store_search import (
     SEARCH_BACKFILL,
     SEARCH_SCHEMA,
@@ -237,6 +239,10 @@ class ResourceStoreServer:
     :class:`~xds_client.errors.TransportError`). ``server_credentials``
     (``grpc.ssl_server_credentials``) serve TLS instead of plaintext;
     ``interceptors`` are gRPC server interceptors, e.g. one that checks a token.
+    ``auth`` checks Grafana's ``X-Access-Token`` (and namespace) on every call
+    (:class:`~xds_client.testing.AccessTokenCheck`); ``quotas`` maps namespaces
+    (``"*"``: the others) to the most objects each of their collections may hold
+    (see :mod:`xds_client.testing._store_quota`).
     """
 
     def __init__(
@@ -253,7 +259,15 @@ class ResourceStoreServer:
         port: int = 0,
         server_credentials: grpc.ServerCredentials | None = None,
         interceptors: Sequence[grpc.ServerInterceptor] = (),
+        auth: AccessTokenCheck | None = None,
+        quotas: Mapping[str, int] | None = None,
     ) -> None:
+        self.auth = auth
+        """The access-token check of every call, or None (see ``auth``)."""
+        self.quotas = None if quotas is None else dict(quotas)
+        """Objects each collection of a namespace may hold (``"*"``: others); None: no quotas."""
+        if auth is not None:
+            interceptors = (auth, *interceptors)
         self.server_credentials = server_credentials
         """TLS credentials, or None for plaintext (read at each ``start()``)."""
         self._requested_port = port
@@ -324,8 +338,9 @@ class ResourceStoreServer:
         )
         pb_grpc.add_ResourceStoreServicer_to_server(_StoreServicer(self), server)
         pb_grpc.add_DiagnosticsServicer_to_server(_DiagnosticsServicer(self), server)
-        if self.dialect is Dialect.GRAFANA:  # the seed proto has no BulkStore
+        if self.dialect is Dialect.GRAFANA:  # the seed proto has no BulkStore (nor Quotas)
             pb_grpc.add_BulkStoreServicer_to_server(_BulkServicer(self), server)
+            pb_grpc.add_QuotasServicer_to_server(_store_quota.QuotasServicer(self), server)
         if self.search:
             search_grpc.add_ResourceIndexServicer_to_server(ResourceIndexServicer(self), server)
         hostport = f"127.0.0.1:{self._requested_port}"
@@ -1000,11 +1015,39 @@ class _StoreServicer(pb_grpc.ResourceStoreServicer):
         self, request: pb.CreateRequest, context: grpc.ServicerContext
     ) -> pb.CreateResponse:
         def run() -> pb.CreateResponse:
+            self._check_quota(request.key)
             rv = self.s._write_create(request.key, request.value)
             return pb.CreateResponse(resource_version=rv, value=self.s._read(request.key, 0)[1])
 
         result: pb.CreateResponse = self._unary(context, "Create", run, pb.CreateResponse)
         return result
+
+    def _check_quota(self, key: pb.ResourceKey) -> None:
+        # As Grafana: only a create is checked, before anything else.
+        limit = _store_quota.quota_limit(self.s.quotas, key.namespace)
+        if limit is not None:
+            used = self.s._count(ResourceKey.from_proto(key).prefix())
+            if used >= limit:
+                message = _store_quota.quota_refusal(key.resource, key.namespace, used, limit)
+                raise _Failure(403, "", message)
+
+    def ListStoredResources(  # noqa: N802 - gRPC method name
+        self, request: pb.ListStoredResourcesRequest, context: grpc.ServicerContext
+    ) -> pb.ListStoredResourcesResponse:
+        s = self.s
+        if s.dialect is Dialect.SEED:
+            context.abort(
+                grpc.StatusCode.UNIMPLEMENTED, "method ListStoredResources not implemented"
+            )
+        try:
+            failure = s._fault_failure(context, "ListStoredResources")
+            if failure is not None:
+                raise failure
+            with s._cond:
+                return _store_quota.stored_resources(s, request)
+        except _Failure as failure:
+            s._deliver(context, failure)  # the response has no error field
+            raise
 
     def Update(  # noqa: N802 - gRPC method name
         self, request: pb.UpdateRequest, context: grpc.ServicerContext

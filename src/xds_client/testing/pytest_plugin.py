@@ -3,7 +3,8 @@
 - ``xds_control_plane``: a running :class:`~xds_client.testing.ControlPlane`.
 - ``xds_control_plane_factory``: more of them (a :data:`ControlPlaneFactory`).
 - ``xds_client_connected``: an :class:`~xds_client.XdsClient` pointed at
-  ``xds_control_plane``.
+  ``xds_control_plane``; each test that uses it runs twice, over SotW and delta
+  (``[sotw]`` and ``[delta]`` in its id).
 - ``xds_async_client``: makes :class:`~xds_client.AsyncXdsClient` instances for it, to
   use as ``async with xds_async_client() as client:`` inside your coroutine (an
   :data:`AsyncXdsClientFactory`; no asyncio pytest plugin needed).
@@ -12,10 +13,14 @@
 The type aliases annotate fixture parameters::
 
     from xds_client.testing import AsyncXdsClientFactory, ControlPlane
+
+A test that leaves an XdsClient or AsyncXdsClient running (started, never closed)
+gets an :class:`XdsClientLeakWarning` naming it: its threads would outlive the test.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
     from xds_client.store import ResourceStoreClient
     from xds_client.testing import ControlPlane, ResourceStoreServer
 
-__all__ = ["AsyncXdsClientFactory", "ControlPlaneFactory"]
+__all__ = ["AsyncXdsClientFactory", "ControlPlaneFactory", "XdsClientLeakWarning"]
 
 ControlPlaneFactory: TypeAlias = "Callable[..., ControlPlane]"
 """``xds_control_plane_factory(**ControlPlane options)`` returns a started ControlPlane."""
@@ -34,6 +39,27 @@ AsyncXdsClientFactory: TypeAlias = "Callable[..., AsyncXdsClient]"
 """``xds_async_client(**options)``: an AsyncXdsClient for the test's control plane."""
 
 TEST_NODE_ID = "pytest"
+
+
+class XdsClientLeakWarning(ResourceWarning):
+    """A test left an xDS client running: close it (``with`` / ``async with``)."""
+
+
+@pytest.fixture(autouse=True)
+def _xds_client_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Warn about clients a test started and did not close (checked after its fixtures)."""
+    from xds_client.client._watchers import RUNNING
+
+    before = set(RUNNING)
+    yield
+    leaked = [client for client in list(RUNNING) if client not in before]
+    for client in leaked:
+        warnings.warn(
+            f"{request.node.nodeid} left {client!r} running; close it "
+            "(with XdsClient(...) as client, or client.close())",
+            XdsClientLeakWarning,
+            stacklevel=1,
+        )
 
 
 @pytest.fixture
@@ -70,15 +96,21 @@ def xds_control_plane_factory() -> Iterator[ControlPlaneFactory]:
             control_plane.close()
 
 
-@pytest.fixture
-def xds_client_connected(xds_control_plane: ControlPlane) -> Iterator[XdsClient]:
+@pytest.fixture(params=["sotw", "delta"])
+def xds_client_connected(
+    xds_control_plane: ControlPlane, request: pytest.FixtureRequest
+) -> Iterator[XdsClient]:
     """An :class:`~xds_client.XdsClient` for ``xds_control_plane`` (node id ``pytest``).
 
-    Its stream opens with the first watch; closed after the test.
+    Parametrized over the protocol: the test runs once over SotW and once over delta
+    (``request.param`` / the test id says which). Its stream opens with the first watch;
+    closed after the test.
     """
     from xds_client import Node, XdsClient
 
-    with XdsClient(xds_control_plane.address, node=Node(id=TEST_NODE_ID)) as client:
+    with XdsClient(
+        xds_control_plane.address, node=Node(id=TEST_NODE_ID), protocol=request.param
+    ) as client:
         yield client
 
 

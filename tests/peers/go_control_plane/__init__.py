@@ -119,6 +119,7 @@ class PeerRequest:
     type_url: str
     response_nonce: str
     node_id: str
+    """The node of the request's stream (the wrapper fills it in when the request had none)."""
     has_node: bool
     """Delta: whether the request carried a node. SotW: always true once the stream had one
     (the server copies the first node into later requests before its callback runs)."""
@@ -132,6 +133,8 @@ class PeerRequest:
     error_code: int | None = None
     """``error_detail.code`` of a NACK; None for an ACK or a subscription change."""
     error_message: str = ""
+    at: float = 0.0
+    """``time.monotonic()`` when the wrapper read it from the peer's log."""
 
     @property
     def is_nack(self) -> bool:
@@ -147,6 +150,8 @@ class PeerResponse:
     delta: bool
     type_url: str
     nonce: str
+    node_id: str
+    """The node of the response's stream."""
     resources: tuple[str, ...]
     """Names of the resources with a body, sorted."""
     version_info: str = ""
@@ -157,6 +162,8 @@ class PeerResponse:
     """Delta ``removed_resources``."""
     versions: Mapping[str, str] = field(default_factory=dict)
     """Delta: per-resource versions."""
+    at: float = 0.0
+    """``time.monotonic()`` when the wrapper read it from the peer's log."""
 
 
 def _request(index: int, event: dict[str, Any]) -> PeerRequest:
@@ -176,6 +183,7 @@ def _request(index: int, event: dict[str, Any]) -> PeerRequest:
         initial_resource_versions=dict(event.get("initial_resource_versions", {})),
         error_code=None if error is None else int(error.get("code", 0)),
         error_message="" if error is None else str(error.get("message", "")),
+        at=event.get("at", 0.0),
     )
 
 
@@ -186,11 +194,13 @@ def _response(index: int, event: dict[str, Any]) -> PeerResponse:
         delta=event["delta"],
         type_url=event["type_url"],
         nonce=event["nonce"],
+        node_id=event.get("node_id", ""),
         resources=tuple(event["resources"]),
         version_info=event.get("version_info", event.get("system_version_info", "")),
         heartbeats=tuple(event.get("heartbeats", ())),
         removed=tuple(event.get("removed", ())),
         versions=dict(event.get("versions", {})),
+        at=event.get("at", 0.0),
     )
 
 
@@ -225,6 +235,7 @@ class GoControlPlane:
             argv.append(f"-heartbeat={int(heartbeat * 1000)}ms")
         self.linear_type = linear_type
         self._events: list[dict[str, Any]] = []
+        self._stream_nodes: dict[tuple[bool, int], str] = {}
         self._replies: dict[int, dict[str, Any]] = {}
         self._changed = threading.Condition()
         self._next_id = 0
@@ -293,8 +304,15 @@ class GoControlPlane:
                 event = json.loads(line)
             except ValueError:
                 event = {"event": "garbage", "line": line}
+            event["at"] = time.monotonic()
+            kind = event.get("event")
+            if kind in ("request", "response"):
+                stream = (event["delta"], event["stream"])
+                if kind == "request" and event["has_node"]:
+                    self._stream_nodes[stream] = event["node_id"]
+                event["node_id"] = self._stream_nodes.get(stream, "")
             with self._changed:
-                if event.get("event") == "reply" and isinstance(event.get("id"), int):
+                if kind == "reply" and isinstance(event.get("id"), int):
                     self._replies[event["id"]] = event
                 else:
                     self._events.append(event)
@@ -394,9 +412,15 @@ class GoControlPlane:
             return len(self._events)
 
     def requests(
-        self, type_url: str | None = None, *, since: int = 0, delta: bool | None = None
+        self,
+        type_url: str | None = None,
+        *,
+        since: int = 0,
+        delta: bool | None = None,
+        node_id: str | None = None,
     ) -> list[PeerRequest]:
-        """Requests received (of ``type_url``; SotW or delta only), oldest first."""
+        """Requests received (of ``type_url``; SotW or delta only; from ``node_id``'s
+        streams), oldest first."""
         with self._changed:
             events = list(enumerate(self._events))[since:]
         return [
@@ -405,12 +429,18 @@ class GoControlPlane:
             if e.get("event") == "request"
             and (type_url is None or e["type_url"] == type_url)
             and (delta is None or e["delta"] == delta)
+            and (node_id is None or e["node_id"] == node_id)
         ]
 
     def responses(
-        self, type_url: str | None = None, *, since: int = 0, delta: bool | None = None
+        self,
+        type_url: str | None = None,
+        *,
+        since: int = 0,
+        delta: bool | None = None,
+        node_id: str | None = None,
     ) -> list[PeerResponse]:
-        """Responses sent (of ``type_url``), oldest first."""
+        """Responses sent (of ``type_url``, on ``node_id``'s streams), oldest first."""
         with self._changed:
             events = list(enumerate(self._events))[since:]
         return [
@@ -419,6 +449,7 @@ class GoControlPlane:
             if e.get("event") == "response"
             and (type_url is None or e["type_url"] == type_url)
             and (delta is None or e["delta"] == delta)
+            and (node_id is None or e["node_id"] == node_id)
         ]
 
     def streams_opened(self, *, since: int = 0) -> list[tuple[int, bool, str]]:
@@ -436,12 +467,16 @@ class GoControlPlane:
         predicate: Callable[[PeerRequest], bool] = lambda r: True,
         *,
         type_url: str | None = None,
+        node_id: str | None = None,
         since: int = 0,
         timeout: float = 10.0,
     ) -> PeerRequest:
         """The first request (after ``since``) that meets ``predicate``."""
         return self._wait(
-            lambda: next((r for r in self.requests(type_url, since=since) if predicate(r)), None),
+            lambda: next(
+                (r for r in self.requests(type_url, since=since, node_id=node_id) if predicate(r)),
+                None,
+            ),
             timeout,
             f"a request{' of ' + type_url if type_url else ''} meeting {predicate}",
         )
@@ -451,12 +486,16 @@ class GoControlPlane:
         predicate: Callable[[PeerResponse], bool] = lambda r: True,
         *,
         type_url: str | None = None,
+        node_id: str | None = None,
         since: int = 0,
         timeout: float = 10.0,
     ) -> PeerResponse:
         """The first response (after ``since``) that meets ``predicate``."""
         return self._wait(
-            lambda: next((r for r in self.responses(type_url, since=since) if predicate(r)), None),
+            lambda: next(
+                (r for r in self.responses(type_url, since=since, node_id=node_id) if predicate(r)),
+                None,
+            ),
             timeout,
             f"a response{' of ' + type_url if type_url else ''} meeting {predicate}",
         )
@@ -466,12 +505,18 @@ class GoControlPlane:
         predicate: Callable[[PeerRequest], bool] = lambda r: True,
         *,
         type_url: str | None = None,
+        node_id: str | None = None,
         since: int = 0,
         timeout: float = 10.0,
     ) -> PeerRequest:
         """:meth:`wait_for_request` without blocking the event loop."""
         return await asyncio.to_thread(
-            self.wait_for_request, predicate, type_url=type_url, since=since, timeout=timeout
+            self.wait_for_request,
+            predicate,
+            type_url=type_url,
+            node_id=node_id,
+            since=since,
+            timeout=timeout,
         )
 
     async def wait_for_response_async(
@@ -479,12 +524,18 @@ class GoControlPlane:
         predicate: Callable[[PeerResponse], bool] = lambda r: True,
         *,
         type_url: str | None = None,
+        node_id: str | None = None,
         since: int = 0,
         timeout: float = 10.0,
     ) -> PeerResponse:
         """:meth:`wait_for_response` without blocking the event loop."""
         return await asyncio.to_thread(
-            self.wait_for_response, predicate, type_url=type_url, since=since, timeout=timeout
+            self.wait_for_response,
+            predicate,
+            type_url=type_url,
+            node_id=node_id,
+            since=since,
+            timeout=timeout,
         )
 
 

@@ -1136,3 +1136,128 @@ class HealthCheckResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___HealthCheckResponse: _TypeAlias = HealthCheckResponse  # noqa: Y015
+
+@_typing.final
+class ListStoredResourcesRequest(_message.Message):
+    """---- What a namespace holds, and its quota (newer Grafana) ----
+
+    Which namespace/group/resource collections hold objects; empty fields match all.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    group: _builtins.str
+    resource: _builtins.str
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        group: _builtins.str = ...,
+        resource: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "namespace", b"namespace", "resource", b"resource"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListStoredResourcesRequest: _TypeAlias = ListStoredResourcesRequest  # noqa: Y015
+
+@_typing.final
+class ListStoredResourcesResponse(_message.Message):
+    """No error field: Grafana answers a failure with a gRPC status."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class StoredResource(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NAMESPACE_FIELD_NUMBER: _builtins.int
+        GROUP_FIELD_NUMBER: _builtins.int
+        RESOURCE_FIELD_NUMBER: _builtins.int
+        namespace: _builtins.str
+        group: _builtins.str
+        resource: _builtins.str
+        def __init__(
+            self,
+            *,
+            namespace: _builtins.str = ...,
+            group: _builtins.str = ...,
+            resource: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "namespace", b"namespace", "resource", b"resource"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListStoredResourcesResponse.StoredResource]: ...
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___ListStoredResourcesResponse.StoredResource] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListStoredResourcesResponse: _TypeAlias = ListStoredResourcesResponse  # noqa: Y015
+
+@_typing.final
+class QuotaUsageRequest(_message.Message):
+    """The quota of one collection (namespace, group and resource of the key)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def key(self) -> Global___ResourceKey: ...
+    def __init__(
+        self,
+        *,
+        key: Global___ResourceKey | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuotaUsageRequest: _TypeAlias = QuotaUsageRequest  # noqa: Y015
+
+@_typing.final
+class QuotaUsageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    usage: _builtins.int
+    """objects the collection holds"""
+    limit: _builtins.int
+    """the most it may hold"""
+    @_builtins.property
+    def error(self) -> Global___ErrorResult: ...
+    def __init__(
+        self,
+        *,
+        error: Global___ErrorResult | None = ...,
+        usage: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "limit", b"limit", "usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuotaUsageResponse: _TypeAlias = QuotaUsageResponse  # noqa: Y015

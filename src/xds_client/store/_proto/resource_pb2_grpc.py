@@ -66,6 +66,11 @@ class ResourceStoreStub:
                 request_serializer=xds__client_dot_store_dot___proto_dot_resource__pb2.WatchRequest.SerializeToString,
                 response_deserializer=xds__client_dot_store_dot___proto_dot_resource__pb2.WatchEvent.FromString,
                 _registered_method=True)
+        self.ListStoredResources = channel.unary_unary(
+                '/resource.ResourceStore/ListStoredResources',
+                request_serializer=xds__client_dot_store_dot___proto_dot_resource__pb2.ListStoredResourcesRequest.SerializeToString,
+                response_deserializer=xds__client_dot_store_dot___proto_dot_resource__pb2.ListStoredResourcesResponse.FromString,
+                _registered_method=True)
 
 
 class ResourceStoreServicer:
@@ -111,6 +116,13 @@ class ResourceStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListStoredResources(self, request, context):
+        """The collections that hold objects, without counting them (newer Grafana).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResourceStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +155,11 @@ def add_ResourceStoreServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=xds__client_dot_store_dot___proto_dot_resource__pb2.WatchRequest.FromString,
                     response_serializer=xds__client_dot_store_dot___proto_dot_resource__pb2.WatchEvent.SerializeToString,
+            ),
+            'ListStoredResources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListStoredResources,
+                    request_deserializer=xds__client_dot_store_dot___proto_dot_resource__pb2.ListStoredResourcesRequest.FromString,
+                    response_serializer=xds__client_dot_store_dot___proto_dot_resource__pb2.ListStoredResourcesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -319,6 +336,33 @@ class ResourceStore:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ListStoredResources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/resource.ResourceStore/ListStoredResources',
+            xds__client_dot_store_dot___proto_dot_resource__pb2.ListStoredResourcesRequest.SerializeToString,
+            xds__client_dot_store_dot___proto_dot_resource__pb2.ListStoredResourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class BulkStoreStub:
     """Write many objects of one namespace/group/resource in one client stream
@@ -462,6 +506,81 @@ class Diagnostics:
             '/resource.Diagnostics/IsHealthy',
             xds__client_dot_store_dot___proto_dot_resource__pb2.HealthCheckRequest.SerializeToString,
             xds__client_dot_store_dot___proto_dot_resource__pb2.HealthCheckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class QuotasStub:
+    """Quota usage and limits (newer Grafana); over quota, Create answers 403.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.GetQuotaUsage = channel.unary_unary(
+                '/resource.Quotas/GetQuotaUsage',
+                request_serializer=xds__client_dot_store_dot___proto_dot_resource__pb2.QuotaUsageRequest.SerializeToString,
+                response_deserializer=xds__client_dot_store_dot___proto_dot_resource__pb2.QuotaUsageResponse.FromString,
+                _registered_method=True)
+
+
+class QuotasServicer:
+    """Quota usage and limits (newer Grafana); over quota, Create answers 403.
+    """
+
+    def GetQuotaUsage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_QuotasServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'GetQuotaUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQuotaUsage,
+                    request_deserializer=xds__client_dot_store_dot___proto_dot_resource__pb2.QuotaUsageRequest.FromString,
+                    response_serializer=xds__client_dot_store_dot___proto_dot_resource__pb2.QuotaUsageResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'resource.Quotas', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('resource.Quotas', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Quotas:
+    """Quota usage and limits (newer Grafana); over quota, Create answers 403.
+    """
+
+    @staticmethod
+    def GetQuotaUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/resource.Quotas/GetQuotaUsage',
+            xds__client_dot_store_dot___proto_dot_resource__pb2.QuotaUsageRequest.SerializeToString,
+            xds__client_dot_store_dot___proto_dot_resource__pb2.QuotaUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -53,6 +53,8 @@ class ResourceStoreStub:
     """Filtering by labels and fields is best effort; clients apply it again."""
     Watch: _grpc.UnaryStreamMultiCallable[_resource_pb2.WatchRequest, _resource_pb2.WatchEvent]
     """Filtering by labels and fields is best effort; clients apply it again."""
+    ListStoredResources: _grpc.UnaryUnaryMultiCallable[_resource_pb2.ListStoredResourcesRequest, _resource_pb2.ListStoredResourcesResponse]
+    """The collections that hold objects, without counting them (newer Grafana)."""
 
 @_typing.type_check_only
 class ResourceStoreAsyncStub(ResourceStoreStub):
@@ -69,6 +71,8 @@ class ResourceStoreAsyncStub(ResourceStoreStub):
     """Filtering by labels and fields is best effort; clients apply it again."""
     Watch: _aio.UnaryStreamMultiCallable[_resource_pb2.WatchRequest, _resource_pb2.WatchEvent]  # type: ignore[assignment]
     """Filtering by labels and fields is best effort; clients apply it again."""
+    ListStoredResources: _aio.UnaryUnaryMultiCallable[_resource_pb2.ListStoredResourcesRequest, _resource_pb2.ListStoredResourcesResponse]  # type: ignore[assignment]
+    """The collections that hold objects, without counting them (newer Grafana)."""
 
 class ResourceStoreServicer(metaclass=_abc_1.ABCMeta):
     """Create, read, update, delete, list and watch over JSON documents with
@@ -118,6 +122,14 @@ class ResourceStoreServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_resource_pb2.WatchEvent], _abc.AsyncIterator[_resource_pb2.WatchEvent]]:
         """Filtering by labels and fields is best effort; clients apply it again."""
+
+    @_abc_1.abstractmethod
+    def ListStoredResources(
+        self,
+        request: _resource_pb2.ListStoredResourcesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resource_pb2.ListStoredResourcesResponse, _abc.Awaitable[_resource_pb2.ListStoredResourcesResponse]]:
+        """The collections that hold objects, without counting them (newer Grafana)."""
 
 def add_ResourceStoreServicer_to_server(servicer: ResourceStoreServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
@@ -182,3 +194,31 @@ class DiagnosticsServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_resource_pb2.HealthCheckResponse, _abc.Awaitable[_resource_pb2.HealthCheckResponse]]: ...
 
 def add_DiagnosticsServicer_to_server(servicer: DiagnosticsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class QuotasStub:
+    """Quota usage and limits (newer Grafana); over quota, Create answers 403."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> QuotasAsyncStub: ...
+    GetQuotaUsage: _grpc.UnaryUnaryMultiCallable[_resource_pb2.QuotaUsageRequest, _resource_pb2.QuotaUsageResponse]
+
+@_typing.type_check_only
+class QuotasAsyncStub(QuotasStub):
+    """Quota usage and limits (newer Grafana); over quota, Create answers 403."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    GetQuotaUsage: _aio.UnaryUnaryMultiCallable[_resource_pb2.QuotaUsageRequest, _resource_pb2.QuotaUsageResponse]  # type: ignore[assignment]
+
+class QuotasServicer(metaclass=_abc_1.ABCMeta):
+    """Quota usage and limits (newer Grafana); over quota, Create answers 403."""
+
+    @_abc_1.abstractmethod
+    def GetQuotaUsage(
+        self,
+        request: _resource_pb2.QuotaUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resource_pb2.QuotaUsageResponse, _abc.Awaitable[_resource_pb2.QuotaUsageResponse]]: ...
+
+def add_QuotasServicer_to_server(servicer: QuotasServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

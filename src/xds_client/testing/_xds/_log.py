@@ -273,6 +273,7 @@ class RequestLog:
         ``probe`` and ``what`` run under the log's lock and get the live request
         list (read it, do not keep it); they may call the log's other readers.
         """
+        __tracebackhide__ = True  # a failed wait points at the test, not here
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:

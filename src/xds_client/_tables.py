@@ -1,0 +1,48 @@
+"""HTML tables for notebooks (``_repr_html_``), shared by the xDS and store clients."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["html_table", "object_html", "objects_table", "text_table"]
+
+
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A plain HTML table, every cell escaped."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """The same table as aligned text (what a terminal shows)."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    )
+
+
+def objects_table(objects: Iterable[Any]) -> str:
+    """Store objects (``StoredObject``) as a table: namespace, name, version, labels."""
+    rows = [
+        (
+            o.key.namespace,
+            o.key.name,
+            o.resource_version,
+            ",".join(f"{k}={v}" for k, v in sorted(o.labels.items())),
+        )
+        for o in objects
+    ]
+    return html_table(("namespace", "name", "resource version", "labels"), rows)
+
+
+def object_html(obj: Any) -> str:
+    """One store object: its row, then its JSON document."""
+    document = html.escape(json.dumps(obj.json(), indent=2, default=str))
+    return f"{objects_table([obj])}<pre>{document}</pre>"
