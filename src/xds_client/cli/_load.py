@@ -117,8 +117,13 @@ def add_load_parser(sub: Any) -> None:
         help="shell command that changes the server's config ($XDS_LOAD_STEP: 1, 2, ...)",
     )
     report = load.add_argument_group("report")
-    report.add_argument("--output", "-o", choices=("text", "json"), default="text")
-    report.add_argument("--json", dest="output", action="store_const", const="json")
+    report.add_argument(
+        "--output", "-o", choices=("text", "json"), default="text",
+        help="text: a table; json: the whole report as one JSON document",
+    )  # fmt: skip
+    report.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="same as -o json"
+    )
     report.add_argument("--plot", metavar="FILE.svg", help="write an SVG of the run")
 
 
