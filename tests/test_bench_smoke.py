@@ -28,6 +28,8 @@ SCENARIO_LINES = (
     "AsyncInformer: peak RSS",
     'python -c "from xds_client import XdsClient, AsyncXdsClient, Node"',
     'python -c "import xds_client"',
+    # issue #34: simulated clients
+    "ControlPlane: 10 Envoy-like clients",
 )
 
 

@@ -39,6 +39,7 @@ MODULES = [
         "Check an xDS server against the protocol (see [conformance.md](conformance.md)).",
     ),
     ("xds_client.cli", "xds_client.cli", "The `xds-client` command line (see [cli.md](cli.md))."),
+    ("xds_client.load", "xds_client.load", "Simulated xDS clients (see [load.md](load.md))."),
 ]
 # The pytest plugin's fixtures: requested by name, so they are listed by name.
 PLUGIN = "xds_client.testing.pytest_plugin"

@@ -283,6 +283,7 @@ def test_the_server_may_come_from_the_environment(
 
 
 COMMANDS = [["serve"], ["watch"], ["fetch"], ["dump"], ["graph"], ["demo"], ["completion"],
+            ["load"],
             ["store", "get"], ["store", "list"], ["store", "watch"], ["store", "create"],
             ["store", "update"], ["store", "delete"], ["store", "health"]]  # fmt: skip
 

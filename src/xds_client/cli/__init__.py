@@ -1,7 +1,8 @@
 """The ``xds-client`` command line (also ``python -m xds_client``).
 
 Commands: ``serve``, ``watch``, ``fetch``, ``dump``, ``graph``, ``store
-get|list|watch|create|update|delete|health``, ``conform`` and ``demo``; see ``docs/cli.md``.
+get|list|watch|create|update|delete|health|kinds|quota``, ``conform``, ``load``,
+``completion`` and ``demo``; see ``docs/cli.md``.
 Every failure is one line on stderr and a non-zero exit status (2 for bad
 usage: unknown type, bad address, selector or file), never a traceback.
 """
@@ -130,6 +131,10 @@ def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
         from ._conform import run_conform
 
         return run_conform(args, stdout)
+    if command == "load":
+        from ._load import run_load
+
+        return run_load(args, out)
     if command == "store":
         from ._store import run_store
 

@@ -385,6 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_conform(sub, _security_options)
 
+    from ._load import add_load_parser
+
+    add_load_parser(sub)
+
     demo = sub.add_parser("demo", help="a live story of the xDS protocol (about 20 s)")
     demo.add_argument("--fast", action="store_true", help="no pauses between steps (tests)")
     completion = sub.add_parser("completion", help="print a shell completion script")

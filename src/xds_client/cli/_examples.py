@@ -34,6 +34,11 @@ EXAMPLES: dict[str, str] = {
         "xds-client dump -s 127.0.0.1:18000",
         "xds-client dump -s 127.0.0.1:18000 --json cds eds > dump.json",
     ),
+    "xds-client load": _examples(
+        "xds-client load -s 127.0.0.1:18000 -n 1000 -r 100 -d 60",
+        "xds-client load --sample 50 -n 200 --push-interval 5 --storm-at 30 --plot run.svg",
+        "xds-client load -s 127.0.0.1:18000 --profile grpc --listener ingress --delta -o json",
+    ),
     "xds-client graph": _examples(
         "xds-client graph -s 127.0.0.1:18000 ingress",
         "xds-client graph -s 127.0.0.1:18000 ingress -o name",
