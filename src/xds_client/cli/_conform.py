@@ -128,7 +128,7 @@ def run_conform(args: argparse.Namespace, stdout: Any) -> int:
     )
     from xds_client.transport import ServerTarget
 
-    from ._security import store_channel_options
+    from ._security import channel_options
     from ._xds import CommandError
 
     protocols: tuple[Protocol, ...] = (
@@ -144,7 +144,7 @@ def run_conform(args: argparse.Namespace, stdout: Any) -> int:
     transports: tuple[TransportKind, ...] = (
         ("ads", "per-type") if args.transport == "both" else (args.transport,)
     )
-    security = store_channel_options(args)
+    security = channel_options(args)
     target = ServerTarget(
         uri=args.server,
         credentials=security.get("credentials"),

@@ -20,7 +20,7 @@ from xds_client.transport import ChannelCredentialsConfig
 
 from ._hints import check_pem
 
-__all__ = ["bootstrap_from_env", "security_options", "store_channel_options"]
+__all__ = ["bootstrap_from_env", "channel_options", "security_options", "store_channel_options"]
 
 
 def bootstrap_from_env() -> str | None:
@@ -88,7 +88,12 @@ def security_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def store_channel_options(args: argparse.Namespace) -> dict[str, Any]:
-    """ResourceStoreClient keyword arguments for the same flags (the xDS clients' TLS type)."""
+    """ResourceStoreClient keyword arguments: the channel's, plus Grafana's service auth."""
+    return {**channel_options(args), **_grafana_auth(args)}
+
+
+def channel_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``credentials`` and ``metadata`` (the bearer token and headers) for one raw channel."""
     options: dict[str, Any] = {}
     metadata = list(args.header)
     token = _token(args)
@@ -99,7 +104,6 @@ def store_channel_options(args: argparse.Namespace) -> dict[str, Any]:
     tls = _tls(args)
     if tls is not None:
         options["credentials"] = tls
-    options.update(_grafana_auth(args))
     return options
 
 
