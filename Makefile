@@ -19,6 +19,12 @@ PEERS := .peers
 ENVOY_STAMP := $(PEERS)/envoy/.installed-stamp
 SOVEREIGN_STAMP := $(PEERS)/sovereign/.installed-stamp
 GRPC_JS_STAMP := $(PEERS)/grpc-js-xds/.installed-stamp
+GO_PEER_SRC := tests/peers/go_control_plane
+GO_PEER := $(PEERS)/go-control-plane/xds-peer
+# go build uses only the committed go.mod/go.sum (-mod=readonly), the local toolchain, and
+# the module proxy without its `direct` fallback, so nothing but the proxy is fetched.
+GO_ENV = GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 \
+	GOPROXY="$$(go env GOPROXY | tr '|' ',' | tr ',' '\n' | grep -vx direct | paste -sd, - | sed 's/^$$/off/')"
 
 .PHONY: venv test test-unlocked lock lint typecheck pytest protos stubs docs sync check-generated dist demo bench bench-smoke soak peers clean
 
@@ -47,6 +53,11 @@ $(GRPC_JS_STAMP): locks/grpc-js-xds/package-lock.json
 	cd $(PEERS)/grpc-js-xds && npm ci --silent --no-audit --no-fund >/dev/null
 	touch $@
 
+# tests/peers/go_control_plane pins go-control-plane in its go.mod/go.sum (`make lock`).
+$(GO_PEER): $(GO_PEER_SRC)/main.go $(GO_PEER_SRC)/go.mod $(GO_PEER_SRC)/go.sum
+	mkdir -p $(@D)
+	cd $(GO_PEER_SRC) && $(GO_ENV) go build -o $(abspath $@) .
+
 # Rewrites locks/ from fresh, unpinned environments; review the diff, run `make test`.
 lock:
 	$(PYTHON) tools/lock.py
@@ -54,11 +65,13 @@ lock:
 test-unlocked:
 	$(MAKE) --no-print-directory test VENV=.venv-unlocked LOCK=
 
-# Node.js is not part of the Python-only contract: without npm the grpc-js-xds
-# interop test skips and says why, instead of failing the whole run.
+# Node.js and Go are not part of the Python-only contract: without npm (go) the
+# grpc-js-xds (go-control-plane) interop tests skip and say why, instead of failing.
 peers: $(ENVOY_STAMP) $(SOVEREIGN_STAMP)
 	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(GRPC_JS_STAMP); \
 	else echo "npm not found: the grpc-js-xds interop test will be skipped"; fi
+	@if command -v go >/dev/null 2>&1; then $(MAKE) --no-print-directory $(GO_PEER); \
+	else echo "go not found: the go-control-plane interop tests will be skipped"; fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench tools

@@ -75,6 +75,17 @@ def test_the_npm_lock_holds_the_grpc_js_versions_asked_for() -> None:
         assert locked.startswith(f"{wanted}."), f"{package} {locked} is not {wanted}.x"
 
 
+def test_the_go_peer_requires_exactly_the_go_control_plane_versions_asked_for() -> None:
+    go_mod = (lock.GO_PEER / "go.mod").read_text()
+    go_sum = (lock.GO_PEER / "go.sum").read_text()
+    for spec in lock.GO_MODULES:
+        module, _, version = spec.partition("@")
+        assert re.search(rf"^\s+{re.escape(module)} {re.escape(version)}$", go_mod, re.MULTILINE), (
+            f"go.mod does not require {module} {version}: run `make lock`"
+        )
+        assert f"{module} {version} h1:" in go_sum, f"go.sum lacks {module} {version}"
+
+
 def test_the_makefile_installs_from_the_locks() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^LOCK \?= locks/dev\.txt$", makefile, re.MULTILINE)
@@ -82,3 +93,4 @@ def test_the_makefile_installs_from_the_locks() -> None:
     for name in ("envoy", "sovereign"):
         assert f"-r locks/{name}.txt" in makefile
     assert "npm ci" in makefile
+    assert "-mod=readonly" in makefile

@@ -263,6 +263,13 @@ TESTS: tuple[Twin, ...] = (
         "ConfigWatch on XdsClient (generated from test_async_config_watch.py).",
         rules=((r"\b(wait_for_\w+)_async\b", r"\1"),),
     ),
+    Twin(
+        "tests/interop/test_async_go_control_plane.py",
+        "tests/interop/test_go_control_plane.py",
+        "XdsClient against go-control-plane v0.14.0 (generated from\n"
+        "test_async_go_control_plane.py; the peer is tests/peers/go_control_plane).",
+        rules=((r"\b(wait_for_\w+)_async\b", r"\1"),),
+    ),
 )
 
 HEADER = "# Generated from {source} by tools/gen_sync.py: do not edit.\n"

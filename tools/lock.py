@@ -10,6 +10,7 @@ purpose, run ``make test``, and commit the lock with what the refresh needed.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,12 @@ PYTHON_ENVIRONMENTS: dict[str, list[str]] = {
     "sovereign": ["sovereign==0.32.*"],
 }
 NPM_PACKAGES = ["@grpc/grpc-js-xds@1.14", "@grpc/grpc-js@1.14"]
+# The go-control-plane peer's modules; its go.mod/go.sum live beside its main.go.
+GO_MODULES = [
+    "github.com/envoyproxy/go-control-plane@v0.14.0",
+    "github.com/envoyproxy/go-control-plane/envoy@v1.40.0",
+]
+GO_PEER = ROOT / "tests" / "peers" / "go_control_plane"
 
 HEADER = (
     "# Pinned by `make lock` (tools/lock.py) from {what}; the Makefile installs\n"
@@ -34,9 +41,9 @@ HEADER = (
 )
 
 
-def _run(*args: str | Path, cwd: Path | None = None) -> str:
+def _run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
     done = subprocess.run(
-        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, check=False
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, check=False, env=env
     )
     if done.returncode != 0:
         sys.exit(f"{' '.join(map(str, args))} failed:\n{done.stdout}{done.stderr}")
@@ -71,9 +78,22 @@ def lock_npm(scratch: Path) -> None:
     print("locks/grpc-js-xds/package-lock.json refreshed")
 
 
+def lock_go(scratch: Path) -> None:
+    folder = scratch / "go-control-plane"
+    folder.mkdir()
+    shutil.copyfile(GO_PEER / "main.go", folder / "main.go")
+    (folder / "go.mod").write_text("module xds-peer\n\ngo 1.26\n")
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOWORK": "off"}
+    _run("go", "get", *GO_MODULES, cwd=folder, env=env)
+    _run("go", "mod", "tidy", cwd=folder, env=env)
+    for file in ("go.mod", "go.sum"):
+        shutil.copyfile(folder / file, GO_PEER / file)
+    print("tests/peers/go_control_plane/go.mod and go.sum refreshed")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    known = [*PYTHON_ENVIRONMENTS, "grpc-js-xds"]
+    known = [*PYTHON_ENVIRONMENTS, "grpc-js-xds", "go-control-plane"]
     parser.add_argument("only", nargs="*", help=f"environments to refresh: {known} (all)")
     chosen = parser.parse_args().only or known
     if unknown := set(chosen) - set(known):
@@ -83,6 +103,8 @@ def main() -> None:
         for name in chosen:
             if name == "grpc-js-xds":
                 lock_npm(Path(scratch))
+            elif name == "go-control-plane":
+                lock_go(Path(scratch))
             else:
                 lock_python(name, PYTHON_ENVIRONMENTS[name], Path(scratch))
 

@@ -1,0 +1,1 @@
+"""Real xDS peers driven by the interop tests."""
