@@ -28,6 +28,7 @@ class Config:
     store_page: int = 500
     store_events: int = 10_000
     informer_items: int = 100_000
+    graph_clusters: int = 1_000
     import_reps: int = 9
     smoke: bool = False
 
@@ -45,6 +46,7 @@ class Config:
             store_page=100,
             store_events=300,
             informer_items=1_000,
+            graph_clusters=50,
             import_reps=1,
             smoke=True,
         )

@@ -22,6 +22,7 @@ SCENARIO_LINES = (
     "ResourceStore list of",
     "ResourceStore watch of",
     "informer sync of",
+    "watch_config, ",  # issue #31: first full config and convergence, graph vs raw watches
     # issue #18: each target with both clients where both exist
     "AsyncXdsClient (decoded)",
     "AsyncXdsClient(lazy_decode=True)",

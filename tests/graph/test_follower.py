@@ -81,3 +81,34 @@ def test_a_burst_of_clusters_opens_one_endpoint_watch() -> None:
     assert len(snapshots) == 2
     follower.close()
     assert all(w.closed for w in client.watches)
+
+
+def test_a_burst_of_endpoint_updates_builds_one_snapshot() -> None:
+    """A snapshot costs the whole graph: one per event made a response of N changed
+    endpoints cost N graphs (quadratic in the number of clusters, #31)."""
+    client = FakeClient()
+    snapshots: list[ConfigSnapshot] = []
+    _Follower(client, "L1", 16, snapshots.append)
+    names = [f"c{i}" for i in range(100)]
+    client.open("lds")[0].burst([updated("L1", api_listener("L1", "R1"))])
+    client.open("rds")[0].burst([updated("R1", routes("R1", *names))])
+    client.open("cds")[0].burst([updated(n, eds_cluster(n)) for n in names])
+    [eds] = client.open("eds")
+    eds.burst([updated(n, endpoints(n, 1)) for n in names])
+    [first] = snapshots
+
+    eds.burst([updated(n, endpoints(n, 2), version="2") for n in names])
+    assert len(snapshots) == 2
+    second = snapshots[1]
+    assert all(port_of(second.endpoints[n]) == 2 for n in names)
+    assert all(port_of(first.endpoints[n]) == 1 for n in names)  # snapshots stay as built
+    # One more update patches a fresh copy: the second snapshot stays as built too.
+    eds.burst([updated("c0", endpoints("c0", 3), version="3")])
+    assert (port_of(snapshots[2].endpoints["c0"]), port_of(second.endpoints["c0"])) == (3, 2)
+    assert snapshots[2].generation == 3
+
+
+def port_of(assignment: Message) -> int:
+    lb = assignment.endpoints[0].lb_endpoints[0]  # type: ignore[attr-defined]
+    port: int = lb.endpoint.address.socket_address.port_value
+    return port

@@ -430,3 +430,30 @@ def test_a_server_listener_draws_its_filter_chains() -> None:
     assert "└─ filter chain fallback" in text
     assert "endpoints ca  !! does not exist" in text
     assert snapshot.to_dict()["errors"] == {"eds:ca": "does not exist"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_deferred_bursts_agree_with_a_full_walk_at_their_end(data: st.DataObject) -> None:
+    """Events fed in bursts with ``defer=True`` and a ``flush()`` at each burst's end
+    (what the driver does for one response): the snapshot a flush builds is the one a
+    tracker walking the whole graph on every event shows last, and none is built
+    before the burst ends."""
+    fast = ConfigTracker("L1", max_aggregate_depth=3)
+    slow = WalkEveryTime("L1", max_aggregate_depth=3)
+    fast.start()
+    slow.start()
+    last = None
+    for _ in range(data.draw(st.integers(1, 8))):
+        for _ in range(data.draw(st.integers(1, 6))):
+            target = data.draw(st.sampled_from(sorted(fast.subscribed)))
+            event = event_for(data.draw, target)
+            got = fast.receive(target, event, defer=True)
+            want = slow.receive(target, event)
+            assert got.snapshot is None
+            assert fast.subscribed == slow.subscribed
+            last = want.snapshot or last
+        flushed = fast.flush().snapshot
+        if flushed is not None:
+            assert summary(flushed) == summary(last)
+        assert fast.flush().snapshot is None  # built once

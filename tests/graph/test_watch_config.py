@@ -10,7 +10,7 @@ from google.protobuf.message import Message
 
 from xds_client import Node, XdsClient
 from xds_client.errors import UsageError, WaitTimeoutError
-from xds_client.graph import ConfigSnapshot, Connection
+from xds_client.graph import ConfigSnapshot, Connection, ResourceKey
 from xds_client.resources import (
     CLUSTER,
     ENDPOINT,
@@ -106,6 +106,44 @@ def test_sync_watch_config_times_out_clearly_and_reports_nacks() -> None:
             cp.set_resources(CLUSTER, [static_cluster("c1")], version="3")
             cp.set_resources(ROUTE, [routes("R1", "c1")], version="3")
             assert watch.get(timeout=10).ok
+
+
+def reject_bad_clusters(cluster: Message) -> None:
+    if cluster.alt_stat_name == "bad":  # type: ignore[attr-defined]
+        raise ValueError("alt_stat_name: 'bad' is not allowed here")
+
+
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+def test_a_nack_clears_when_the_last_good_cluster_comes_back(protocol: str) -> None:
+    """A control plane rolling back sends the bytes the client kept: the graph's NACK
+    error must go (found against go-control-plane, #31)."""
+    with ControlPlane() as cp:
+        cp.set_snapshot(
+            {LISTENER: [api_listener("L1", "R1")], ROUTE: [routes("R1", "c1")],
+             CLUSTER: [static_cluster("c1")]},
+            version="1",
+        )  # fmt: skip
+        with (
+            XdsClient(
+                cp.address, node=NODE, protocol=protocol,  # type: ignore[arg-type]
+                validators={CLUSTER: reject_bad_clusters},
+            ) as client,
+            client.watch_config("L1") as watch,
+        ):  # fmt: skip
+            assert watch.get(timeout=10).ok
+            bad = static_cluster("c1")
+            bad.alt_stat_name = "bad"
+            cp.set_resources(CLUSTER, [bad], version="2")
+            nacked = watch.get(timeout=10)
+            assert nacked.errors["cds:c1"].startswith("NACKed: ")
+            assert nacked.statuses[ResourceKey("cds", "c1")].state == "nacked"
+            cp.set_resources(CLUSTER, [static_cluster("c1")], version="3")
+            healed = watch.get(timeout=10)
+            assert healed.ok, healed.errors
+            status = healed.statuses[ResourceKey("cds", "c1")]
+            assert status.state == "ok"
+            if protocol == "sotw":  # (delta: the server's own version of the resource)
+                assert status.version == "3"
 
 
 @pytest.mark.parametrize("protocol", ["sotw", "delta"])

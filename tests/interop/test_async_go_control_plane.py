@@ -179,12 +179,6 @@ async def test_first_config_update_nack_and_recovery(
             latest = await config.get(timeout=10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="watch_config keeps a cluster's NACK error after the server's next version is "
-    "ACKed when that version holds the same cluster as the last good one: no event reaches "
-    "the graph (found against go-control-plane, #31)",
-)
 @pytest.mark.parametrize(("protocol", "ads"), [pytest.param("sotw", True, id="sotw-ads")])
 @run_async  # async-only
 async def test_the_graph_clears_a_nack_when_the_last_good_cluster_comes_back(

@@ -11,7 +11,8 @@ two features. After every step the invariants of the issue are checked:
 - the first request of every stream carries ``node``;
 - delta ``initial_resource_versions`` equals the versions the model holds (none
   after a server change, until that server's first accepted response);
-- no ``ResourceUpdated`` for unchanged bytes, and removals exactly as modelled;
+- no ``ResourceUpdated`` for unchanged bytes (unless they end a NACK or a reported
+  error), and removals exactly as modelled;
 - every resource's status is what the state table predicts: the model works out
   which input each step is for each name and looks the next status up in
   ``TRANSITIONS`` (CSDS and the does-not-exist timers follow from it).
@@ -387,8 +388,10 @@ class ProtocolMachine(RuleBasedStateMachine):
                 continue
             raw = make(type_url, name, tag).SerializeToString()
             changes[name] = Held(raw, self.now + ttl if ttl else None, rversion)
-        self._statuses(type_url, items, removed, reported, whole=whole, bad=bad, unnamed=unnamed)
-        updated: set[str] = set()
+        cleared = self._statuses(
+            type_url, items, removed, reported, whole=whole, bad=bad, unnamed=unnamed
+        )
+        updated: set[str] = set(cleared)  # an unchanged resend ending a NACK is announced
         deleted: set[str] = set()
         # SotW: a response of heartbeats only deletes nothing (go-control-plane sends
         # just the resources that have a TTL).
@@ -426,7 +429,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.foreign.discard(type_url)
         got_updated = {e.name for e in events if isinstance(e, ResourceUpdated)}
         got_removed = {e.name for e in events if isinstance(e, ResourceRemoved)}
-        assert got_updated == updated, "an update event exactly when the bytes changed"
+        assert got_updated == updated, (
+            "an update event exactly when the bytes changed or a NACK ends"
+        )
         assert got_removed == deleted
         assert isinstance(events[-1], ResponseRejected if nack else ResponseAccepted)
 
@@ -503,10 +508,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         whole: bool,
         bad: bool,
         unnamed: bool,
-    ) -> None:
-        """Fire the input of each name a response is about (before the cache moves)."""
+    ) -> set[str]:
+        """Fire the input of each name a response is about (before the cache moves);
+        returns the names whose NACK or reported error an unchanged resend clears."""
         if whole:
-            return  # a problem of the whole response: no resource moves
+            return set()  # a problem of the whole response: no resource moves
         model = self.model
         cache = model.cache[type_url]
         applied = not (bad and self.reject_whole)
@@ -548,8 +554,15 @@ class ProtocolMachine(RuleBasedStateMachine):
                     inputs.append((name, Input.ERROR_REPORTED))
                 elif (given := self._removal(type_url, name)) is not None:
                     inputs.append((name, given))
+        cleared: set[str] = set()
         for name, given in inputs:
+            if given == Input.SAME_BYTES and self.status.get(type_url, name) in (
+                Status.CACHED_NACKED,
+                Status.CACHED_ERROR,
+            ):
+                cleared.add(name)
             self.status.fire(type_url, name, given, self.now)
+        return cleared
 
     def _response(
         self,

@@ -9,6 +9,7 @@ asyncio.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -83,7 +84,9 @@ class _Follower:
             if group.names:
                 self._open(group.kind, set(group.names))
             if group.watch is not None:
-                group.watch.close()
+                group.watch.close()  # its queued events will not come: no burst to wait for
+        if shrunk and update.snapshot is None:
+            update = dataclasses.replace(update, snapshot=self.tracker.flush().snapshot)
         if update.snapshot is not None:
             self._deliver(update.snapshot)
         for key in update.unsubscribe:
@@ -105,16 +108,17 @@ class _Follower:
             if self._closed:
                 return
             # While more events of this watch are queued (a burst: every cluster of a
-            # response), new subscriptions wait and go out as one watch at its end.
+            # response), new subscriptions wait and go out as one watch at its end,
+            # and the snapshot is built once, at its end too.
             self._defer = bool(getattr(group.watch, "pending", 0))
             try:
                 for key in self._keys_of(group, event):
                     if self._group_of.get(key) is group:  # not a stale group's late event
-                        self._apply(self.tracker.receive(key, event))
+                        self._apply(self.tracker.receive(key, event, defer=True))
             finally:
                 self._defer = False
-            if self._to_open and not getattr(group.watch, "pending", 0):
-                self._flush()
+            if not getattr(group.watch, "pending", 0):
+                self._apply(self.tracker.flush())
 
     @staticmethod
     def _keys_of(group: _Group, event: object) -> list[ResourceKey]:

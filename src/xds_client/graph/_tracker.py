@@ -96,6 +96,8 @@ class _Walk:
     children: dict[str, tuple[str, ...]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     pending: bool = False
+    shared: bool = False
+    """Its dicts back a delivered snapshot: a patch copies them first."""
 
     def reach(self, key: ResourceKey) -> bool:
         """Add ``key``; False when it was already reached."""
@@ -133,6 +135,7 @@ class ConfigTracker:
         self._pending: set[ResourceKey] = set()
         self._changes: dict[ResourceKey, int] = {}  # bumped on every status change
         self._last_walk: _Walk | None = None
+        self._due = False  # a deferred receive() left a snapshot for flush() to build
 
     @property
     def subscribed(self) -> frozenset[ResourceKey]:
@@ -145,8 +148,14 @@ class ConfigTracker:
         self._pending.add(self._root)
         return TrackerUpdate(subscribe=(self._root,))
 
-    def receive(self, key: ResourceKey, event: object) -> TrackerUpdate:
-        """Apply one watch event about ``key``; other event kinds change nothing."""
+    def receive(self, key: ResourceKey, event: object, *, defer: bool = False) -> TrackerUpdate:
+        """Apply one watch event about ``key``; other event kinds change nothing.
+
+        With ``defer``, a snapshot the event completes is not built yet: :meth:`flush`
+        builds it, once for a burst of events (every endpoint of a response). Building
+        one costs time in proportion to the whole graph, so one per event made a
+        response of N changed resources cost N times the graph.
+        """
         if key not in self._subscribed or not self._apply(key, event):
             return TrackerUpdate()
         self._pending.discard(key)
@@ -156,18 +165,24 @@ class ConfigTracker:
         old = self._edges.get(key, ())
         new = self._direct_edges(key)
         if new is None or not set(old) <= set(new):
-            return self._recompute()
+            return self._recompute(defer)
         self._edges[key] = new
-        if new == old and not self._pending:
-            patched = self._patched(key)
-            if patched is not None:
-                return patched
+        if new == old and not self._pending and self._patch(key):
+            return TrackerUpdate() if defer else self.flush()
         added = tuple(k for k in dict.fromkeys(new) if k not in self._subscribed)
         self._subscribed.update(added)
         self._pending.update(added)
         if self._pending:
             return TrackerUpdate(subscribe=added)
-        return self._recompute()  # complete: the full walk builds the snapshot
+        return self._recompute(defer)  # complete: the full walk builds the snapshot
+
+    def flush(self) -> TrackerUpdate:
+        """The snapshot deferred ``receive()`` calls left due, if the graph is complete."""
+        walk = self._last_walk
+        if not self._due or walk is None or walk.pending or self._pending:
+            return TrackerUpdate()
+        self._due = False
+        return TrackerUpdate(snapshot=self._snapshot(walk))
 
     # ------------------------------------------------------------------ internals
 
@@ -218,7 +233,7 @@ class ConfigTracker:
             return (ResourceKey("eds", message.eds_cluster_config.service_name or key.name),)
         return ()
 
-    def _recompute(self) -> TrackerUpdate:
+    def _recompute(self, defer: bool = False) -> TrackerUpdate:
         walk = _Walk()
         self._walk_listener(walk)
         wanted = set(walk.reachable)
@@ -237,39 +252,48 @@ class ConfigTracker:
                 self._edges[key] = edges
         snapshot = None
         self._last_walk = walk
-        if not walk.pending and not subscribe:
+        self._due = not walk.pending and not subscribe
+        if self._due and not defer:
+            self._due = False
             snapshot = self._snapshot(walk)
         return TrackerUpdate(subscribe, unsubscribe, snapshot)
 
-    def _patched(self, key: ResourceKey) -> TrackerUpdate | None:
-        """The next snapshot without a walk, when only ``key``'s content changed and
-        not what it depends on (an endpoint update in a settled graph, typically)."""
+    def _patch(self, key: ResourceKey) -> bool:
+        """Bring the last walk up to date without walking, when only ``key``'s content
+        changed and not what it depends on (an endpoint update in a settled graph,
+        typically); False when only a walk can tell. The walk's dicts are copied the
+        first time after a snapshot took them, then patched in place: a burst of
+        updates costs one copy, not one per update."""
         last = self._last_walk
         if last is None or last.pending or key not in last.reachable:
-            return None
+            return False
         status = self._status[key]
-        maps = {"rds": last.route_configs, "cds": last.clusters, "eds": last.endpoints}
-        if key.kind not in maps or (key.kind == "rds" and key.name not in last.route_configs):
-            return None  # an inline route configuration is keyed by the listener
-        walk = _Walk(
-            reachable=last.reachable,
-            managers=last.managers,
-            route_configs=dict(last.route_configs),
-            clusters=dict(last.clusters),
-            endpoints=dict(last.endpoints),
-            children=last.children,
-            errors=dict(last.errors),
-        )
-        target = {"rds": walk.route_configs, "cds": walk.clusters, "eds": walk.endpoints}[key.kind]
+        if key.kind not in ("rds", "cds", "eds") or (
+            key.kind == "rds" and key.name not in last.route_configs
+        ):
+            return False  # an inline route configuration is keyed by the listener
         if status.resource is None:
-            return None  # a removal changes what the walk reaches: walk
+            return False  # a removal changes what the walk reaches: walk
+        walk = last
+        if last.shared:
+            walk = _Walk(
+                reachable=last.reachable,
+                managers=last.managers,
+                route_configs=dict(last.route_configs),
+                clusters=dict(last.clusters),
+                endpoints=dict(last.endpoints),
+                children=last.children,
+                errors=dict(last.errors),
+            )
+            self._last_walk = walk
+        target = {"rds": walk.route_configs, "cds": walk.clusters, "eds": walk.endpoints}[key.kind]
         target[key.name] = status.resource
         if status.error is None:
             walk.errors.pop(str(key), None)
         else:
             walk.errors[str(key)] = status.error
-        self._last_walk = walk
-        return TrackerUpdate(snapshot=self._snapshot(walk))
+        self._due = True
+        return True
 
     def _known(self, walk: _Walk, key: ResourceKey) -> ResourceStatus | None:
         """The status of a reached key; marks the walk pending when it has none yet."""
@@ -422,6 +446,7 @@ class ConfigTracker:
             return None  # nothing the snapshot shows has changed
         self._last_signature = signature
         self._generation += 1
+        walk.shared = True
         root = statuses.get(self._root)
         return ConfigSnapshot(
             listener_name=self.listener_name,

@@ -58,6 +58,8 @@ _CODE_NAMES = (
 )
 """``google.rpc.Code`` names by number, for messages."""
 _TTL = "ttl"
+_CLEARED = frozenset({St.CACHED_NACKED, St.CACHED_ERROR})
+"""Statuses a valid resend of the kept bytes ends, with an event (see ``_refresh``)."""
 _EMPTY: Mapping[str, CachedResource[Any]] = MappingProxyType({})
 
 
@@ -454,10 +456,21 @@ class ProtocolCore(Generic[S]):
         version: str | None,
         resource_version: str | None,
         now: float,
+        events: list[Any],
+        announced: str,
+        control_plane: str,
     ) -> None:
-        """Same bytes again, or a heartbeat: no event, but TTL and versions move."""
+        """Same bytes again, or a heartbeat: no event, but TTL and versions move.
+
+        Except when it clears a NACK or a server-reported error: the kept value is then
+        announced again (a ``ResourceUpdated`` at version ``announced``), so a watcher
+        told of the error learns that it is over (a control plane rolling back to the
+        last good value resends exactly those bytes).
+        """
+        cleared = False
         if entry.name in st.states.status:  # sent again, valid: no longer NACKED or in error
-            st.states.fire(entry.name, I.SAME_BYTES, now)
+            old, new = st.states.fire(entry.name, I.SAME_BYTES, now)
+            cleared = old in _CLEARED and new == St.ACKED
         deadline = None if ttl is None else now + ttl
         changed = entry.ttl != ttl or entry.ttl_deadline != deadline
         new_version = entry.version if version is None else version
@@ -472,6 +485,13 @@ class ProtocolCore(Generic[S]):
             )  # fmt: skip
         if changed:
             self._arm_ttl(st, entry.name, ttl, now)
+        if cleared:
+            events.append(
+                new_resource_updated(
+                    st.type_url, entry.name, announced, entry.resource, entry.aliases, None,
+                    control_plane,
+                )
+            )  # fmt: skip
 
     def _arm_ttl(self, st: TypeState, name: str, ttl: float | None, now: float) -> None:
         key = (_TTL, st.type_url, name)

@@ -207,7 +207,8 @@ class DeltaProtocol(ProtocolCore[_Stream]):
             raw = body.value
             if entry is not None and entry.raw == raw:
                 self._refresh(st, entry, ttl=None, version=rversion, resource_version=rversion,
-                              now=now)  # fmt: skip
+                              now=now, events=events, announced=rversion,
+                              control_plane=plane)  # fmt: skip
             else:
                 reason: str | None
                 try:
@@ -375,7 +376,10 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         for name, rversion, ttl in refreshes:
             entry = cache.get(name)
             assert entry is not None
-            self._refresh(st, entry, ttl=ttl, version=rversion, resource_version=rversion, now=now)
+            self._refresh(
+                st, entry, ttl=ttl, version=rversion, resource_version=rversion, now=now,
+                events=events, announced=rversion, control_plane=control_plane,
+            )  # fmt: skip
         for name, rversion, message, raw, ttl, aliases, metadata in staged:
             self._store(
                 st, name, rversion, message, raw, ttl, aliases, rversion, metadata,

@@ -36,7 +36,12 @@ _setattr = object.__setattr__  # what a frozen dataclass's __init__ sets fields 
 
 @record(frozen=True, slots=True)
 class ResourceUpdated(Generic[M]):
-    """A resource arrived for the first time or its serialized bytes changed."""
+    """A resource arrived for the first time or its serialized bytes changed.
+
+    Also once when the kept value is sent again unchanged after a NACK or a
+    server-reported error of it: its status is clear again (``version`` is then the
+    new response's), so a watcher told of the error learns that it is over.
+    """
 
     type_url: str
     """Type URL of the resource (v3 or v2, as subscribed)."""

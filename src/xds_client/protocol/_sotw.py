@@ -802,7 +802,8 @@ class SotwProtocol(ProtocolCore[_Stream]):
             # discovery.proto, Resource.ttl).
             self._refresh(
                 st, entry, ttl=item.ttl, version=None,
-                resource_version=item.resource_version, now=now,
+                resource_version=item.resource_version, now=now, events=events,
+                announced=version, control_plane=control_plane,
             )  # fmt: skip
         if staged and not staged_items and not st.states.status and not self._timers.armed:
             self._store_bare(st, staged, items, payload, version, control_plane, now, events)
