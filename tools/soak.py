@@ -23,7 +23,8 @@ kind once first, in random order, then at random):
 
 At the end every watcher's view must equal the server's state. Nothing may be
 missing or stale ("lost"), and no update may repeat the bytes the watcher already
-has ("duplicated"). The last line says ``N faults, L lost, D duplicated``; the
+has ("duplicated"), except once after an error of it (a NACK, a server-reported
+error) to say that the error is over. The last line says ``N faults, L lost, D duplicated``; the
 exit status is 1 unless both are 0.
 """
 
@@ -63,7 +64,13 @@ from xds_client import (
     WaitTimeoutError,
     XdsClient,
 )
-from xds_client.protocol import ResourceDoesNotExist, ResourceRemoved, ResourceUpdated
+from xds_client.protocol import (
+    ResourceDoesNotExist,
+    ResourceErrorReported,
+    ResourceRemoved,
+    ResourceUpdated,
+    ResponseRejected,
+)
 from xds_client.resources import CLUSTER
 from xds_client.testing import ControlPlane, FaultProxy
 
@@ -82,6 +89,8 @@ class View:
         self.lock = threading.Lock()
         self.held: dict[str, bytes] = {}
         self.duplicated = 0
+        self.in_error: set[str] = set()
+        """Names the watcher was told are in error (a NACK, a server-reported error)."""
         self.raising = False
         self.raised = 0
 
@@ -89,11 +98,20 @@ class View:
         with self.lock:
             if isinstance(event, ResourceUpdated):
                 data = event.resource.SerializeToString()
-                if self.held.get(event.name) == data:
+                # The kept bytes come once more to say that an error of them is over.
+                if self.held.get(event.name) == data and event.name not in self.in_error:
                     self.duplicated += 1
+                self.in_error.discard(event.name)
                 self.held[event.name] = data
             elif isinstance(event, (ResourceRemoved, ResourceDoesNotExist)):
                 self.held.pop(event.name, None)
+                self.in_error.discard(event.name)
+            elif isinstance(event, ResponseRejected):
+                named = {key for key in event.errors if key in self.held}
+                whole = len(named) < len(event.errors)  # "(response)", "resources[i]"
+                self.in_error |= set(self.held) if whole else named
+            elif isinstance(event, ResourceErrorReported):
+                self.in_error.add(event.name)
 
     def on_event(self, event: Any) -> None:
         self.apply(event)
