@@ -32,11 +32,15 @@ test holds every verdict to it.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import keyword
+import linecache
 import math
 import re
 from collections.abc import Callable
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
 from typing import Any, NamedTuple, cast
 from urllib.parse import urlsplit
 
@@ -49,7 +53,12 @@ from validate import validate_pb2 as pgv
 from xds_client.errors import RuleViolationError
 from xds_client.resources import message_descriptor
 
+from ._rules_generated import FILES as GENERATED_FILES
+from ._rules_generated import TYPES as GENERATED_TYPES
 from ._shapes import UNKNOWN, ShapeBook, ShapeHooks
+
+_GENERATED_PACKAGE = "xds_client.protocol._rules_generated"
+_GENERATED_DIR = Path(__file__).parent / "_rules_generated"
 
 __all__ = ["check_rules", "missing_envoy_rules", "rule_violation", "rules_verdict", "validate"]
 
@@ -226,6 +235,12 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _HEADER_NAME = re.compile(r":?[0-9a-zA-Z!#$%&'*+,\-.^_|~`]+\Z")
 _HEADER_VALUE = re.compile(r"[^\x00-\x08\x0A-\x1F\x7F]*\Z")
 _HEADER_LOOSE = re.compile(r"[^\x00\n\r]*\Z")
+_REGEX_NAMES = {
+    _HEADER_NAME: "rules._HEADER_NAME",
+    _HEADER_VALUE: "rules._HEADER_VALUE",
+    _HEADER_LOOSE: "rules._HEADER_LOOSE",
+}
+"""How a written module names the regexes above."""
 _TOKEN = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+,-.^_|~`"
 """The characters of an HTTP token (a header name), as in ``_HEADER_NAME``."""
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
@@ -314,15 +329,17 @@ def _string_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
                 if regex is _HEADER_NAME
                 else "(v.isascii() and v.isprintable())"
             )
+            match = _put(env, regex.match, _REGEX_NAMES[regex] + ".match")
             conds.append(
                 (
-                    f"{fast} or {_put(env, regex.match)}(v) is not None",
+                    f"{fast} or {match}(v) is not None",
                     f"must be a valid HTTP {what}",
                 )
             )
     elif kind is not None and getattr(r, kind):
         test, text = _WELL_KNOWN_STRING[kind]
-        conds.append((f"{_put(env, test)}(v)", text))
+        source = f"rules._WELL_KNOWN_STRING[{kind!r}][0]"
+        conds.append((f"{_put(env, test, source)}(v)", text))
     return conds
 
 
@@ -351,7 +368,7 @@ def _affix_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
         regex = _pattern(r.pattern)
         if regex is not None:
             text = f"does not match regex pattern {r.pattern!r}"
-            search = _put(env, regex.search)
+            search = _put(env, regex.search, f"re2.compile({r.pattern!r}).search")
             if r.DESCRIPTOR.name == "BytesRules":
                 conds.append((f"{search}(v.decode('utf-8', 'replace')) is not None", text))
             else:
@@ -529,7 +546,7 @@ class _Compiler:
     verdicts are memoised by their bytes (bounded).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, use_generated: bool = True) -> None:
         self._holders: dict[str, list[Any]] = {}  # [check or None, built]
         self.by_class: dict[type[Any], Check | None] = {}
         self._reach: dict[str, bool] = {}
@@ -540,6 +557,8 @@ class _Compiler:
         self._memo_bytes = 0
         self._memo_states: list[list[int]] = []
         self.shapes: dict[type[Any], ShapeBook] = {}
+        self.use_generated = use_generated
+        self._linked: dict[tuple[str, int], dict[str, Any]] = {}
 
     # A type needs a checker when it, or a type it reaches, has a rule or an Any.
     def needs_check(self, desc: Descriptor) -> bool:
@@ -613,23 +632,55 @@ class _Compiler:
     def _compile(self, desc: Descriptor) -> Check | None:
         if _disabled(desc) or not self.needs_check(desc):
             return None
-        env: dict[str, Any] = {
-            "E": _RuleBrokenError,
-            "broken": _broken,
-            "copysign": math.copysign,
-            **_NUMBER_NAMES,
-        }
-        gen = _Gen(self, env, desc)
-        body = gen.message(desc, 0)
-        env["FIELDS"] = gen.fields
-        if not body:
-            return None
-        return _define(desc.full_name, ["def check(m0, ctx):", *_indent(body)], env)
+        check = self._generated(desc)
+        if check is not None:
+            return check
+        return self._generate_now(desc)
 
-    def any_check(self, rules: Any) -> Check:
+    def _generated(self, desc: Descriptor) -> Check | None:
+        """``desc``'s checker from the modules written at build time, when they cover it
+        and were written from the same descriptors as the ones loaded (else None: an
+        older or newer xds-protos, a type of the application's own)."""
+        if not self.use_generated:
+            return None
+        if desc.full_name not in GENERATED_TYPES or not _written_from(desc.file):
+            return None
+        module = desc.file.package.replace(".", "_")
+        pool = desc.file.pool
+        namespace = self._linked.get((module, id(pool)))
+        if namespace is None:
+            name = f"{_GENERATED_PACKAGE}.{module}"
+            path = str(_GENERATED_DIR / f"{module}.py")
+            # Run once per compiler, in a namespace of its own (its memo, its payload
+            # types); the code object, from the bytecode cache, keeps the file's name and
+            # lines, so tracebacks and coverage see the file.
+            code = SourceFileLoader(name, path).get_code(name)
+            if code is None:
+                return None
+            namespace = {"__name__": name, "__file__": path, "rt": _Linker(self, pool)}
+            exec(code, namespace)
+            self._linked[(module, id(pool))] = namespace
+        linker: _Linker = namespace["rt"]
+        if linker.pending:
+            linker.keep_pending()
+        check: Check | None = namespace["CHECKS"].get(desc.full_name)
+        return check
+
+    def _generate_now(self, desc: Descriptor) -> Check | None:
+        """``desc``'s checker written now (a type no written module covers), its source
+        kept in ``linecache`` so that a traceback shows it."""
+        text, _ = module_text(self, [desc])
+        if not text:
+            return None
+        filename = f"<rules of {desc.full_name}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        namespace: dict[str, Any] = {"__name__": filename, "rt": _Linker(self, desc.file.pool)}
+        exec(compile(text, filename, "exec"), namespace)
+        check: Check | None = namespace["CHECKS"].get(desc.full_name)
+        return check
+
+    def any_check(self, allowed: frozenset[str], banned: frozenset[str]) -> Check:
         """The check of an ``Any``: its type URL rules, then the payload's own rules."""
-        allowed = frozenset(getattr(rules, "in")) if rules is not None else frozenset()
-        banned = frozenset(rules.not_in) if rules is not None else frozenset()
         payload = self.any_payload
         if not allowed and not banned:
             return payload
@@ -713,12 +764,11 @@ class _Compiler:
             for fd in desc.fields
         )
 
-    def memo_ref(self, desc: Descriptor, env: dict[str, Any], name: str) -> tuple[Check, list[int]]:
+    def memo_ref(self, kind: str, env: dict[str, Any], name: str) -> tuple[Check, list[int]]:
         """``(memoised, state)``: ``desc``'s checker (``env[name]``) through the memo of
         verdicts by serialized bytes, and ``[lookups, hits, checks left without the
         memo]``, with which the memo turns itself off for a while where it does not pay
         (few repeats). The caller asks ``state[2]`` first (no extra call when off)."""
-        kind = desc.full_name
         memo = self._memo
         remember = self._remember
         state = [0, 0, 0]
@@ -803,9 +853,10 @@ class _Gen:
     it and its index or key, ``v`` the scalar under test; ``ctx`` is ``[now, flag]``:
     the caller's Unix time or None, and whether a rule against it was reached."""
 
-    def __init__(self, compiler: _Compiler, env: dict[str, Any], root: Descriptor) -> None:
+    def __init__(self, compiler: _Compiler, env: _Env, root: Descriptor) -> None:
         self.c = compiler
         self.env = env
+        self.called: list[Descriptor] = []  # the types whose checkers this one calls
         self.inlining = [root.full_name]
         # The descriptors of the fields read, kept alive: upb makes a container of an
         # unset repeated field with its Python FieldDescriptor, which it caches only
@@ -996,8 +1047,11 @@ class _Gen:
                 body += [f"ctx[{_NOW_SEEN}] = True", "now = ctx[0]", *against_now]
             return [f"v = {m}.seconds * 1000000000 + {m}.nanos", *body] if body else []
         if full == "google.protobuf.Any":
-            check = self.c.any_check(rules.any if kind == "any" else None)
-            return [f"{self.put(check)}({m}, ctx)"]
+            r = rules.any if kind == "any" else None
+            allowed = frozenset(getattr(r, "in")) if r is not None else frozenset()
+            banned = frozenset(r.not_in) if r is not None else frozenset()
+            check = _put(self.env, None, f"rt.any_check({_literal(allowed)}, {_literal(banned)})")
+            return [f"{check}({m}, ctx)"]
         if _disabled(desc) or not self.c.needs_check(desc):
             return []
         if (
@@ -1017,35 +1071,26 @@ class _Gen:
         call = self.call_of(desc)
         if not self.c.worth_memo(desc):
             return [f"{call}({m}, ctx)"]
-        memoised, state = self.c.memo_ref(desc, self.env, call)
-        off = self.put(state)
+        memoised, off = self.env.name(), self.env.name()
+        self.env.sources[f"{memoised}, {off}"] = (
+            f"rt.memo_ref({desc.full_name!r}, globals(), {call!r})"
+        )
         return [
             f"if {off}[2]:",
             f"    {off}[2] -= 1",
             f"    {call}({m}, ctx)",
             "else:",
-            f"    {self.put(memoised)}({m}, ctx)",
+            f"    {memoised}({m}, ctx)",
         ]
 
     def call_of(self, desc: Descriptor) -> str:
-        """The name of ``desc``'s checker in the generated code. A type not built yet is
-        built at its first call (most of the types a resource could hold never come):
-        the name first holds a stub that builds it and puts it in its place."""
-        built = self.c.checker(desc) if desc.full_name in self.c.built_names() else None
-        if built is not None:
-            return self.put(built)
-        key = self.put(None)
-        env, compiler = self.env, self.c
-
-        def first(value: Any, ctx: list[Any]) -> None:
-            check, shared = compiler.to_run(desc)
-            if check is None:
-                check = _nothing
-            if shared:
-                env[key] = check
-            check(value, ctx)
-
-        env[key] = first
+        """The name of ``desc``'s checker in the generated code (see
+        :meth:`_Linker.later`)."""
+        key = self.env.checkers.get(desc.full_name)
+        if key is None:
+            key = self.env.checkers[desc.full_name] = self.env.name()
+            self.env.sources[key] = f"rt.later({desc.full_name!r}, globals(), {key!r})"
+        self.called.append(desc)
         return key
 
     def _items(
@@ -1222,18 +1267,57 @@ def _own_rules(desc: Descriptor) -> bool:
     return False
 
 
-def _put(env: dict[str, Any], value: Any) -> str:
-    """Store ``value`` in the generated code's namespace; the name to use for it."""
-    key = f"K{len(env)}"
+class _Env(dict[str, Any]):
+    """The namespace of generated code while it is written: each value put in it, and
+    the Python expression that makes it again in the written module (``sources``)."""
+
+    def __init__(self, base: dict[str, Any]) -> None:
+        super().__init__(base)
+        self.sources: dict[str, str] = {}
+        self.count = 0
+        self.by_source: dict[str, str] = {}  # one name per expression
+        self.checkers: dict[str, str] = {}  # the name of each type's checker, by full name
+
+    def name(self) -> str:
+        key = f"K{self.count}"
+        self.count += 1
+        return key
+
+
+def _put(env: dict[str, Any], value: Any, source: str | None = None) -> str:
+    """Store ``value`` in the generated code's namespace; the name to use for it.
+    ``source`` is the expression that makes it in a written module (default: the
+    value written as a literal)."""
+    if isinstance(env, _Env):
+        text = _literal(value) if source is None else source
+        key = env.by_source.get(text, "")
+        if key:
+            return key
+        key = env.by_source[text] = env.name()
+        env.sources[key] = text
+    else:
+        key = f"K{len(env)}"
     env[key] = value
     return key
 
 
-def _define(label: str, lines: list[str], env: dict[str, Any]) -> Check:
-    """Run the generated ``lines`` in ``env``; the function named ``check`` they define."""
-    exec(compile("\n".join(lines) + "\n", f"<{label}>", "exec"), env)
-    check: Check = env.pop("check")
-    return check
+def _literal(value: Any) -> str:
+    """``value`` as Python source, the same in every process (a set's items sorted)."""
+    if value is None or isinstance(value, (bool, int, str, bytes)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value)  # inf and nan are names in a written module
+    if isinstance(value, tuple):
+        items = [_literal(item) for item in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(item) for item in value) + "]"
+    if isinstance(value, frozenset):
+        if not value:
+            return "frozenset()"
+        items = sorted(value, key=lambda item: (type(item).__name__, repr(item)))
+        return "frozenset({" + ", ".join(_literal(item) for item in items) + "})"
+    raise TypeError(f"no literal for {value!r}")
 
 
 _CODE: dict[str, Any] = {}
@@ -1254,6 +1338,186 @@ def _broken(reason: str, segments: list[str] | tuple[str, ...] = ()) -> _RuleBro
     exc = _RuleBrokenError(reason)
     exc.segments.extend(segments)
     return exc
+
+
+# ------------------------------------------------------------------ written modules
+
+_BASE_ENV: dict[str, Any] = {
+    "E": _RuleBrokenError,
+    "broken": _broken,
+    "copysign": math.copysign,
+    **_NUMBER_NAMES,
+}
+"""What the conditions may name besides the constants put beside them."""
+
+
+def _function_name(desc: Descriptor, taken: set[str]) -> str:
+    """``envoy.config.cluster.v3.Cluster.LbSubsetConfig`` -> ``check_cluster_lb_subset_config``."""
+    local = desc.full_name[len(desc.file.package) + 1 :] if desc.file.package else desc.full_name
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", local)
+    name = "check_" + words.replace(".", "_").lower()
+    unique, n = name, 1
+    while unique in taken:
+        n += 1
+        unique = f"{name}_{n}"
+    taken.add(unique)
+    return unique
+
+
+def module_text(
+    compiler: _Compiler, descs: list[Descriptor], preamble: str = ""
+) -> tuple[str, list[Descriptor]]:
+    """The Python module checking messages of ``descs`` (each that has a rule to check):
+    ``check_<name>(m0, ctx)`` per type and ``CHECKS`` by full name; and the types their
+    checks call. The same text is written to a file at build time
+    (``tools/gen_rules.py``) and run at run time for a type no file covers. Empty when
+    none of ``descs`` has a rule."""
+    env = _Env(_BASE_ENV)
+    functions: list[str] = []
+    table: list[str] = []
+    called: list[Descriptor] = []
+    taken: set[str] = set()
+    for desc in descs:
+        if _disabled(desc) or not compiler.needs_check(desc):
+            continue
+        gen = _Gen(compiler, env, desc)
+        body = gen.message(desc, 0)
+        if not body:
+            continue
+        called += gen.called
+        # The descriptors of the fields read, kept alive: upb makes a container of an
+        # unset repeated field with its Python FieldDescriptor, which it caches only
+        # while someone holds it (otherwise it makes and frees one at every read).
+        messages = tuple(sorted({str(fd.containing_type.full_name) for fd in gen.fields}))  # type: ignore[union-attr]
+        _put(env, None, f"rt.keep_fields({_literal(messages)})")
+        name = _function_name(desc, taken)
+        functions += [
+            "",
+            "",
+            f"def {name}(m0: Any, ctx: list[Any]) -> None:",
+            f'    """``{desc.full_name}``."""',
+            *_indent(body),
+        ]
+        table.append(f"    {desc.full_name!r}: {name},")
+    if not functions:
+        return "", called
+    constants = [f"{key} = {source}" for key, source in env.sources.items()]
+    code = "\n".join([*constants, *functions])
+    imports = ["from typing import Any", ""]
+    used_math = [n for n in ("copysign", "inf", "nan") if re.search(rf"\b{n}\b", code)]
+    if used_math:
+        imports[:0] = [f"from math import {', '.join(used_math)}"]
+    if "re2." in code:
+        imports += ["import re2", ""]
+    imports.append("from xds_client.protocol import _rules as rules")
+    imports.append(
+        "from xds_client.protocol._rules import _broken as broken, _RuleBrokenError as E, linking"
+    )
+    lines = [
+        *([preamble] if preamble else []),
+        *imports,
+        "",
+        "rt = linking(globals())",
+        *constants,
+        *functions,
+        "",
+        "",
+        "CHECKS = {",
+        *table,
+        "}",
+    ]
+    return "\n".join(lines) + "\n", called
+
+
+class _Linker:
+    """What a module of checkers asks of the compiler that runs it (``rt`` in it)."""
+
+    def __init__(self, compiler: _Compiler, pool: Any) -> None:
+        self.compiler = compiler
+        self.pool = pool
+        self.pending: list[tuple[str, list[FieldDescriptor]]] = []
+
+    def any_check(self, allowed: frozenset[str], banned: frozenset[str]) -> Check:
+        return self.compiler.any_check(allowed, banned)
+
+    def memo_ref(self, kind: str, namespace: dict[str, Any], name: str) -> tuple[Check, list[int]]:
+        return self.compiler.memo_ref(kind, namespace, name)
+
+    def keep_fields(self, messages: tuple[str, ...]) -> list[FieldDescriptor]:
+        """The fields of ``messages``, to be held (see :func:`module_text`); those of a
+        message whose file is not loaded yet are added by :meth:`keep_pending` later."""
+        kept: list[FieldDescriptor] = []
+        for name in messages:
+            try:
+                kept += self.pool.FindMessageTypeByName(name).fields
+            except KeyError:
+                self.pending.append((name, kept))
+        return kept
+
+    def keep_pending(self) -> None:
+        """Hold the fields of the messages whose files were loaded since."""
+        waiting, self.pending = self.pending, []
+        for name, held in waiting:
+            try:
+                held.extend(self.pool.FindMessageTypeByName(name).fields)
+            except KeyError:
+                self.pending.append((name, held))
+
+    def later(self, full_name: str, namespace: dict[str, Any], key: str) -> Check:
+        """The checker of ``full_name``, called as ``namespace[key]``: the built one, or
+        a stub that builds it at its first call and puts it in its place (most of the
+        types a resource could hold never come)."""
+        compiler = self.compiler
+        holder = compiler.built_names().get(full_name)
+        if holder is not None and holder[1] and holder[0] is not None:
+            built: Check = holder[0]
+            return built
+        pool = self.pool
+
+        def first(value: Any, ctx: list[Any]) -> None:
+            check, shared = compiler.to_run(pool.FindMessageTypeByName(full_name))
+            if check is None:
+                check = _nothing
+            if shared:
+                namespace[key] = check
+            check(value, ctx)
+
+        return first
+
+
+def linking(namespace: dict[str, Any]) -> Any:
+    """``rt`` of a module of checkers: the one its compiler put in its namespace, else
+    (a module imported by hand, to read or try) one of the process's compiler."""
+    given = namespace.get("rt")
+    return given if given is not None else _Linker(_COMPILER, descriptor_pool.Default())
+
+
+_DIGESTS: dict[tuple[int, str], bool] = {}
+_PROTOBUF_FILES = "google/protobuf/"
+"""protobuf's own files (``Any``, ``Duration``, ``descriptor.proto``) change with the
+protobuf release, not the rules: their meaning is written in this module."""
+
+
+def _written_from(file: Any) -> bool:
+    """Whether ``file`` and every file it imports are the ones the written modules were
+    made from (their serialized descriptors hash to ``GENERATED_FILES``'s digests)."""
+    if file.name.startswith(_PROTOBUF_FILES):
+        return True
+    key = (id(file.pool), file.name)
+    known = _DIGESTS.get(key)
+    if known is None:
+        want = GENERATED_FILES.get(file.name)
+        known = want is not None and file_digest(file) == want
+        _DIGESTS[key] = known  # a dependency cycle cannot recur: protoc forbids them
+        if known:
+            known = all(_written_from(dep) for dep in file.dependencies)
+            _DIGESTS[key] = known
+    return known
+
+
+def file_digest(file: Any) -> str:
+    """A short digest of a proto file's serialized descriptor."""
+    return hashlib.sha256(file.serialized_pb).hexdigest()[:16]
 
 
 _COMPILER = _Compiler()
