@@ -33,6 +33,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor
 
 from xds_client.protocol import _rules
+from xds_client.protocol._rules_writer import TypeFacts, module_text
 from xds_client.resources import message_descriptor, resource_types
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,14 +90,14 @@ def _module_name(package: str) -> str:
 
 def generate() -> dict[str, str]:
     """File name -> text of every module to write."""
-    compiler = _rules._Compiler(use_generated=False)
+    facts = TypeFacts()
     covered: dict[str, Descriptor] = {}
     todo = _roots()
     while todo:  # the roots, and every type a checker of theirs calls
         desc = todo.pop(0)
         if desc.full_name in covered:
             continue
-        text, called = _rules.module_text(compiler, [desc])
+        text, called = module_text(facts, [desc])
         if text:
             covered[desc.full_name] = desc
         todo += sorted(called, key=lambda d: d.full_name)
@@ -105,7 +106,7 @@ def generate() -> dict[str, str]:
         desc = covered[name]
         packages.setdefault(desc.file.package, []).append(desc)
     stamp = HEADER.format(version=version("xds-protos"))
-    compiler = _rules._Compiler(use_generated=False)  # a fresh one: the order is fixed
+    facts = TypeFacts()  # a fresh one: the order is fixed
     out: dict[str, str] = {}
     types: dict[str, str] = {}
     files: dict[str, str] = {}
@@ -118,7 +119,7 @@ def generate() -> dict[str, str]:
         )
         # Not linted, as protoc's output is not: written code, spelled as the run-time
         # writer spells it (``not (v in K1)``), only formatted.
-        text, _ = _rules.module_text(compiler, descs, f"{stamp}# ruff: noqa\n{doc}")
+        text, _ = module_text(facts, descs, f"{stamp}# ruff: noqa\n{doc}")
         out[f"{module}.py"] = text
         for desc in descs:
             types[desc.full_name] = module

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from validate import validate_pb2 as pgv
 
 from bench._data import make_cluster
-from xds_client.protocol import _rules, _rules_generated
+from xds_client.protocol import _rules, _rules_generated, _rules_meanings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CLUSTER_FILE = "envoy/config/cluster/v3/cluster.proto"
@@ -128,7 +128,7 @@ def test_a_traceback_shows_the_checkers_source(written: bool) -> None:
     assert check is not None
     bad = make_cluster(1)
     bad.connect_timeout.seconds = -1
-    with pytest.raises(_rules._RuleBrokenError) as caught:
+    with pytest.raises(_rules_meanings._RuleBrokenError) as caught:
         check(bad, [None, False, False])
     text = "".join(traceback.format_exception(caught.value))
     where = (

@@ -8,8 +8,9 @@ Each ``check_<name>(m0, ctx)`` raises at the first rule its message breaks; see
 
 from typing import Any
 
-from xds_client.protocol import _rules as rules
-from xds_client.protocol._rules import _broken as broken, _RuleBrokenError as E, linking
+from xds_client.protocol import _rules_meanings as rules
+from xds_client.protocol._rules import linking
+from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
 K0 = "length must be at least 1 bytes"
