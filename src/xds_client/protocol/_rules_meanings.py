@@ -318,7 +318,7 @@ def _string_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
                 if regex is _HEADER_NAME
                 else "(v.isascii() and v.isprintable())"
             )
-            match = _put(env, regex.match, _REGEX_NAMES[regex] + ".match")
+            match = _put(env, regex.match, _REGEX_NAMES[regex] + ".match", "MATCH_HEADER")
             conds.append(
                 (
                     f"{fast} or {match}(v) is not None",
@@ -328,7 +328,7 @@ def _string_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
     elif kind is not None and getattr(r, kind):
         test, text = _WELL_KNOWN_STRING[kind]
         source = f"rules._WELL_KNOWN_STRING[{kind!r}][0]"
-        conds.append((f"{_put(env, test, source)}(v)", text))
+        conds.append((f"{_put(env, test, source, f'IS_{kind.upper()}')}(v)", text))
     return conds
 
 
@@ -357,7 +357,7 @@ def _affix_conds(r: Any, env: dict[str, Any]) -> list[Cond]:
         regex = _pattern(r.pattern)
         if regex is not None:
             text = f"does not match regex pattern {r.pattern!r}"
-            search = _put(env, regex.search, f"re2.compile({r.pattern!r}).search")
+            search = _put(env, regex.search, f"re2.compile({r.pattern!r}).search", "SEARCH")
             if r.DESCRIPTOR.name == "BytesRules":
                 conds.append((f"{search}(v.decode('utf-8', 'replace')) is not None", text))
             else:
@@ -542,31 +542,72 @@ class _Env(dict[str, Any]):
     def __init__(self, base: dict[str, Any]) -> None:
         super().__init__(base)
         self.sources: dict[str, str] = {}
-        self.count = 0
+        self.uses: dict[str, int] = {}  # how many names were made from each hint
+        self.taken: set[str] = set()
         self.by_source: dict[str, str] = {}  # one name per expression
         self.checkers: dict[str, str] = {}  # the name of each type's checker, by full name
 
-    def name(self) -> str:
-        key = f"K{self.count}"
-        self.count += 1
+    def name(self, hint: str = "VALUE") -> str:
+        """A new name: ``hint``, then ``hint_2``, ``hint_3``... (never one taken)."""
+        n = self.uses.get(hint, 0)
+        while True:
+            n += 1
+            key = hint if n == 1 else f"{hint}_{n}"
+            if key not in self.taken:
+                break
+        self.uses[hint] = n
+        self.taken.add(key)
         return key
 
 
-def _put(env: dict[str, Any], value: Any, source: str | None = None) -> str:
-    """Store ``value`` in the generated code's namespace; the name to use for it.
-    ``source`` is the expression that makes it in a written module (default: the
-    value written as a literal)."""
+def _put(env: dict[str, Any], value: Any, source: str | None = None, hint: str = "VALUE") -> str:
+    """How generated code names ``value``: written in place when it is a constant (a
+    string, a number, a set of them after ``in``: Python folds it), else a name in the
+    code's namespace. ``source`` is the expression that makes such a value in a
+    written module (default: the value written as a literal)."""
+    if source is None:
+        inline = _inline(value)
+        if inline is not None:
+            return inline
     if isinstance(env, _Env):
         text = _literal(value) if source is None else source
         key = env.by_source.get(text, "")
         if key:
             return key
-        key = env.by_source[text] = env.name()
+        key = env.by_source[text] = env.name(hint)
         env.sources[key] = text
     else:
         key = f"K{len(env)}"
     env[key] = value
     return key
+
+
+def _inline(value: Any) -> str | None:
+    """``value`` as a constant of Python source, or None (a set only after ``in``)."""
+    if value is None or isinstance(value, (bool, int, str, bytes)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else None
+    if isinstance(value, tuple) and all(
+        isinstance(item, (str, int, float, bytes))
+        or (isinstance(item, list) and all(isinstance(x, str) for x in item))
+        for item in value
+    ):
+        return _literal(value)
+    constants = all(
+        isinstance(item, (str, int, bytes)) or (isinstance(item, float) and math.isfinite(item))
+        for item in value
+    )
+    if isinstance(value, frozenset) and value and constants:
+        return _literal(value)[len("frozenset(") : -1]
+    return None
+
+
+def raise_broken(failure: str) -> str:
+    """The line raising ``failure``, a ``(reason, path)`` written in place or named."""
+    if failure.startswith("("):
+        return f"raise broken{failure}"
+    return f"raise broken(*{failure})"
 
 
 def _literal(value: Any) -> str:

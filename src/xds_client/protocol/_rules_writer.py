@@ -42,6 +42,7 @@ from ._rules_meanings import (
     _rejects,
     _required_oneof,
     _scalar_conds,
+    raise_broken,
 )
 
 _ASK_EACH_UP_TO = 8
@@ -160,7 +161,7 @@ class _Gen:
                 chain = oneof
                 continue
             chain = None
-            fail = None if plan.failure is None else f"    raise broken(*{plan.failure})"
+            fail = None if plan.failure is None else f"    {raise_broken(plan.failure)}"
             if plan.has:
                 test = f"{has}({fd.name!r})"
                 if fail is not None and listed:
@@ -211,7 +212,7 @@ class _Gen:
         for group in required:
             key = self.put(("is required (set one of its fields)", [group.name]))
             member = asked.get(group.name, f"{m}.WhichOneof({group.name!r})")
-            lines += [f"if {member} is None:", f"    raise broken(*{key})"]
+            lines += [f"if {member} is None:", f"    {raise_broken(key)}"]
         return lines
 
     # ---------------------------------------------------------------- fields
@@ -302,7 +303,8 @@ class _Gen:
             r = rules.any if kind == "any" else None
             allowed = frozenset(getattr(r, "in")) if r is not None else frozenset()
             banned = frozenset(r.not_in) if r is not None else frozenset()
-            check = _put(self.env, None, f"rt.any_check({_literal(allowed)}, {_literal(banned)})")
+            source = f"rt.any_check({_literal(allowed)}, {_literal(banned)})"
+            check = _put(self.env, None, source, "CHECK_ANY")
             return [f"{check}({m}, ctx)"]
         if _disabled(desc) or not self.c.needs_check(desc):
             return []
@@ -323,7 +325,8 @@ class _Gen:
         call = self.call_of(desc)
         if not self.c.worth_memo(desc):
             return [f"{call}({m}, ctx)"]
-        memoised, off = self.env.name(), self.env.name()
+        memoised = self.env.name(f"{call}_MEMO")
+        off = self.env.name(f"{memoised}_STATE")
         self.env.sources[f"{memoised}, {off}"] = (
             f"rt.memo_ref({desc.full_name!r}, globals(), {call!r})"
         )
@@ -340,7 +343,8 @@ class _Gen:
         :meth:`_Linker.later`)."""
         key = self.env.checkers.get(desc.full_name)
         if key is None:
-            key = self.env.checkers[desc.full_name] = self.env.name()
+            hint = "CHECK_" + _local_name(desc).upper()
+            key = self.env.checkers[desc.full_name] = self.env.name(hint)
             self.env.sources[key] = f"rt.later({desc.full_name!r}, globals(), {key!r})"
         self.called.append(desc)
         return key
@@ -421,7 +425,7 @@ class _Gen:
             # Keys must not be empty (Metadata's filter_metadata): only "" can fail,
             # and asking for it costs less than going through the keys.
             empty_key = self.put((key_conds[0][1], ["['']"]))
-            lines += [f"if '' in c{depth}:", f"    raise broken(*{empty_key})"]
+            lines += [f"if '' in c{depth}:", f"    {raise_broken(empty_key)}"]
         elif key or value:
             body = ([f"v = k{depth}", *key] if key else []) + value
             if value:  # keys only otherwise: a map's items() is a Python-level view
@@ -445,11 +449,16 @@ def _getter(message: str, name: str) -> str:
     return f"getattr({message}, {name!r})" if keyword.iskeyword(name) else f"{message}.{name}"
 
 
-def _function_name(desc: Descriptor, taken: set[str]) -> str:
-    """``envoy.config.cluster.v3.Cluster.LbSubsetConfig`` -> ``check_cluster_lb_subset_config``."""
+def _local_name(desc: Descriptor) -> str:
+    """``envoy.config.cluster.v3.Cluster.LbSubsetConfig`` -> ``cluster_lb_subset_config``."""
     local = desc.full_name[len(desc.file.package) + 1 :] if desc.file.package else desc.full_name
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", local)
-    name = "check_" + words.replace(".", "_").lower()
+    return words.replace(".", "_").lower()
+
+
+def _function_name(desc: Descriptor, taken: set[str]) -> str:
+    """``envoy.config.cluster.v3.Cluster.LbSubsetConfig`` -> ``check_cluster_lb_subset_config``."""
+    name = "check_" + _local_name(desc)
     unique, n = name, 1
     while unique in taken:
         n += 1
@@ -483,7 +492,7 @@ def module_text(
         # unset repeated field with its Python FieldDescriptor, which it caches only
         # while someone holds it (otherwise it makes and frees one at every read).
         messages = tuple(sorted({str(fd.containing_type.full_name) for fd in gen.fields}))  # type: ignore[union-attr]
-        _put(env, None, f"rt.keep_fields({_literal(messages)})")
+        _put(env, None, f"rt.keep_fields({_literal(messages)})", "FIELDS")
         name = _function_name(desc, taken)
         functions += [
             "",

@@ -13,116 +13,155 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 characters"
-K1 = ("length must be at least 1 characters", ["name"])
-K2 = "length must be at least 1 bytes"
-K3 = ("length must be at least 1 bytes", ["name"])
-K4 = rt.any_check(frozenset(), frozenset())
-K5 = rt.later("envoy.api.v2.Cluster.TransportSocketMatch", globals(), "K5")
-K6 = frozenset({0, 1, 2, 3, 4})
-K7 = "must be one of the defined enum values"
-K8 = frozenset({0, 1, 2, 3})
-K9 = frozenset({0, 1, 2})
-K10 = ("length must be at least 1 bytes", ["cluster_name"])
-K11 = ("length must be at least 1 bytes", ["target_uri"])
-K12 = rt.later("envoy.api.v2.core.DataSource", globals(), "K12")
-K13 = rt.later("envoy.api.v2.core.GrpcService.GoogleGrpc.SslCredentials", globals(), "K13")
-K14 = ("is required (set one of its fields)", ["credential_specifier"])
-K15 = ("length must be at least 1 bytes", ["subject_token_path"])
-K16 = ("length must be at least 1 bytes", ["subject_token_type"])
-K17 = rt.later("envoy.api.v2.core.GrpcService.GoogleGrpc.CallCredentials", globals(), "K17")
-K18 = ("length must be at least 1 bytes", ["stat_prefix"])
-K19 = rt.later("envoy.api.v2.core.GrpcService.GoogleGrpc", globals(), "K19")
-K20, K21 = rt.memo_ref("envoy.api.v2.core.GrpcService.GoogleGrpc", globals(), "K19")
-K22 = rules._HEADER_LOOSE.match
-K23 = "length must be at most 16384 bytes"
-K24 = "must be a valid HTTP header"
-K25 = ("length must be at least 1 bytes", ["key"])
-K26 = rt.later("envoy.api.v2.core.HeaderValue", globals(), "K26")
-K27 = ("is required (set one of its fields)", ["target_specifier"])
-K28 = rt.later("envoy.api.v2.core.GrpcService", globals(), "K28")
-K29, K30 = rt.memo_ref("envoy.api.v2.core.GrpcService", globals(), "K28")
-K31 = "must be greater than 0s"
-K32 = "must be greater than 0"
-K33 = rt.later("envoy.api.v2.core.ApiConfigSource", globals(), "K33")
-K34, K35 = rt.memo_ref("envoy.api.v2.core.ApiConfigSource", globals(), "K33")
-K36 = ("is required (set one of its fields)", ["config_source_specifier"])
-K37 = rt.later("envoy.api.v2.core.ConfigSource", globals(), "K37")
-K38 = frozenset({0, 1, 2, 3, 4, 5, 6, 7})
-K39 = frozenset({0, 1})
-K40 = ("length must be at least 1 bytes", ["address"])
-K41 = "must be less than or equal to 65535"
-K42 = ("is required (set one of its fields)", ["port_specifier"])
-K43 = rt.later("envoy.api.v2.core.SocketAddress", globals(), "K43")
-K44 = ("length must be at least 1 bytes", ["path"])
-K45 = "must be less than or equal to 511"
-K46 = ("is required (set one of its fields)", ["address"])
-K47 = rt.later("envoy.api.v2.core.Address", globals(), "K47")
-K48 = rt.later("envoy.api.v2.endpoint.Endpoint", globals(), "K48")
-K49 = "must be greater than or equal to 1"
-K50 = "must be less than or equal to 128"
-K51 = rt.later("envoy.api.v2.endpoint.LocalityLbEndpoints", globals(), "K51")
-K52, K53 = rt.memo_ref("envoy.api.v2.endpoint.LocalityLbEndpoints", globals(), "K51")
-K54 = ("length must be at least 1 bytes", ["category"])
-K55 = rt.later("envoy.api.v2.ClusterLoadAssignment.Policy.DropOverload", globals(), "K55")
-K56 = rt.later("envoy.api.v2.ClusterLoadAssignment.Policy", globals(), "K56")
-K57, K58 = rt.memo_ref("envoy.api.v2.ClusterLoadAssignment.Policy", globals(), "K56")
-K59 = rt.later("envoy.api.v2.ClusterLoadAssignment", globals(), "K59")
-K60, K61 = rt.memo_ref("envoy.api.v2.ClusterLoadAssignment", globals(), "K59")
-K62 = rt.later("envoy.api.v2.core.HealthCheck", globals(), "K62")
-K63, K64 = rt.memo_ref("envoy.api.v2.core.HealthCheck", globals(), "K62")
-K65 = "must be inside range [0, 100]"
-K66 = rt.later("envoy.api.v2.cluster.CircuitBreakers.Thresholds", globals(), "K66")
-K67 = ("is required (set one of its fields)", ["specifier"])
-K68 = ("length must be at least 1 bytes", ["provider_name"])
-K69 = rt.later("envoy.api.v2.auth.TlsCertificate", globals(), "K69")
-K70, K71 = rt.memo_ref("envoy.api.v2.auth.TlsCertificate", globals(), "K69")
-K72 = "must contain at most 1 item(s)"
-K73 = "length must be at least 44 bytes"
-K74 = "length must be at most 44 bytes"
-K75 = "length must be at least 64 bytes"
-K76 = "length must be at most 95 bytes"
-K77 = "length must be at most 1024 bytes"
-K78 = ("length must be at least 1 characters", ["regex"])
-K79 = ("is required (set one of its fields)", ["engine_type"])
-K80 = ("is required (set one of its fields)", ["match_pattern"])
-K81 = rt.later("envoy.type.matcher.StringMatcher", globals(), "K81")
-K82 = rt.later("envoy.api.v2.auth.CertificateValidationContext", globals(), "K82")
-K83, K84 = rt.memo_ref("envoy.api.v2.auth.CertificateValidationContext", globals(), "K82")
-K85, K86 = rt.memo_ref("envoy.api.v2.auth.CertificateValidationContext", globals(), "K82")
-K87 = ("is required", ["default_validation_context"])
-K88 = ("is required", ["validation_context_sds_secret_config"])
-K89 = rt.later(
-    "envoy.api.v2.auth.CommonTlsContext.CombinedCertificateValidationContext", globals(), "K89"
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+CHECK_CLUSTER_TRANSPORT_SOCKET_MATCH = rt.later(
+    "envoy.api.v2.Cluster.TransportSocketMatch", globals(), "CHECK_CLUSTER_TRANSPORT_SOCKET_MATCH"
 )
-K90 = rt.later("envoy.api.v2.auth.CommonTlsContext", globals(), "K90")
-K91, K92 = rt.memo_ref("envoy.api.v2.auth.CommonTlsContext", globals(), "K90")
-K93 = "length must be at most 255 bytes"
-K94 = ("is required (set one of its fields)", ["header_format"])
-K95 = "must be inside range [1, 2147483647]"
-K96 = "must be inside range [65535, 2147483647]"
-K97 = "must be inside range [1, 65536]"
-K98 = ("is required", ["identifier"])
-K99 = ("is required", ["value"])
-K100 = rt.later("envoy.api.v2.core.Http2ProtocolOptions", globals(), "K100")
-K101, K102 = rt.memo_ref("envoy.api.v2.core.Http2ProtocolOptions", globals(), "K100")
-K103 = "must be greater than 0.001s"
-K104 = ("is required", ["base_interval"])
-K105 = rt.later("envoy.api.v2.cluster.OutlierDetection", globals(), "K105")
-K106, K107 = rt.memo_ref("envoy.api.v2.cluster.OutlierDetection", globals(), "K105")
-K108 = ("is required", ["source_address"])
-K109 = ("is required (set one of its fields)", ["value"])
-K110 = rt.later("envoy.api.v2.core.BindConfig", globals(), "K110")
-K111, K112 = rt.memo_ref("envoy.api.v2.core.BindConfig", globals(), "K110")
-K113 = rt.later("envoy.api.v2.Cluster.LbSubsetConfig", globals(), "K113")
-K114, K115 = rt.memo_ref("envoy.api.v2.Cluster.LbSubsetConfig", globals(), "K113")
-K116 = "must be less than or equal to 8388608"
-K117 = rt.later("envoy.api.v2.Cluster.RingHashLbConfig", globals(), "K117")
-K118 = "must be greater than or equal to 2"
-K119 = rt.later("envoy.api.v2.Cluster.CommonLbConfig", globals(), "K119")
-K120 = rt.later("envoy.api.v2.LoadBalancingPolicy", globals(), "K120")
-K121, K122 = rt.memo_ref("envoy.api.v2.LoadBalancingPolicy", globals(), "K120")
-K123 = rt.keep_fields(
+CHECK_DATA_SOURCE = rt.later("envoy.api.v2.core.DataSource", globals(), "CHECK_DATA_SOURCE")
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS = rt.later(
+    "envoy.api.v2.core.GrpcService.GoogleGrpc.SslCredentials",
+    globals(),
+    "CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS",
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS = rt.later(
+    "envoy.api.v2.core.GrpcService.GoogleGrpc.CallCredentials",
+    globals(),
+    "CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS",
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC = rt.later(
+    "envoy.api.v2.core.GrpcService.GoogleGrpc", globals(), "CHECK_GRPC_SERVICE_GOOGLE_GRPC"
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO, CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.GrpcService.GoogleGrpc", globals(), "CHECK_GRPC_SERVICE_GOOGLE_GRPC"
+)
+MATCH_HEADER = rules._HEADER_LOOSE.match
+CHECK_HEADER_VALUE = rt.later("envoy.api.v2.core.HeaderValue", globals(), "CHECK_HEADER_VALUE")
+CHECK_GRPC_SERVICE = rt.later("envoy.api.v2.core.GrpcService", globals(), "CHECK_GRPC_SERVICE")
+CHECK_GRPC_SERVICE_MEMO, CHECK_GRPC_SERVICE_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.GrpcService", globals(), "CHECK_GRPC_SERVICE"
+)
+CHECK_API_CONFIG_SOURCE = rt.later(
+    "envoy.api.v2.core.ApiConfigSource", globals(), "CHECK_API_CONFIG_SOURCE"
+)
+CHECK_API_CONFIG_SOURCE_MEMO, CHECK_API_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.ApiConfigSource", globals(), "CHECK_API_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE = rt.later("envoy.api.v2.core.ConfigSource", globals(), "CHECK_CONFIG_SOURCE")
+CHECK_SOCKET_ADDRESS = rt.later(
+    "envoy.api.v2.core.SocketAddress", globals(), "CHECK_SOCKET_ADDRESS"
+)
+CHECK_ADDRESS = rt.later("envoy.api.v2.core.Address", globals(), "CHECK_ADDRESS")
+CHECK_ENDPOINT = rt.later("envoy.api.v2.endpoint.Endpoint", globals(), "CHECK_ENDPOINT")
+CHECK_LOCALITY_LB_ENDPOINTS = rt.later(
+    "envoy.api.v2.endpoint.LocalityLbEndpoints", globals(), "CHECK_LOCALITY_LB_ENDPOINTS"
+)
+CHECK_LOCALITY_LB_ENDPOINTS_MEMO, CHECK_LOCALITY_LB_ENDPOINTS_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.endpoint.LocalityLbEndpoints", globals(), "CHECK_LOCALITY_LB_ENDPOINTS"
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_DROP_OVERLOAD = rt.later(
+    "envoy.api.v2.ClusterLoadAssignment.Policy.DropOverload",
+    globals(),
+    "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_DROP_OVERLOAD",
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY = rt.later(
+    "envoy.api.v2.ClusterLoadAssignment.Policy", globals(), "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY"
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO, CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.ClusterLoadAssignment.Policy",
+        globals(),
+        "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY",
+    )
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT = rt.later(
+    "envoy.api.v2.ClusterLoadAssignment", globals(), "CHECK_CLUSTER_LOAD_ASSIGNMENT"
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO, CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.ClusterLoadAssignment", globals(), "CHECK_CLUSTER_LOAD_ASSIGNMENT"
+)
+CHECK_HEALTH_CHECK = rt.later("envoy.api.v2.core.HealthCheck", globals(), "CHECK_HEALTH_CHECK")
+CHECK_HEALTH_CHECK_MEMO, CHECK_HEALTH_CHECK_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.HealthCheck", globals(), "CHECK_HEALTH_CHECK"
+)
+CHECK_CIRCUIT_BREAKERS_THRESHOLDS = rt.later(
+    "envoy.api.v2.cluster.CircuitBreakers.Thresholds",
+    globals(),
+    "CHECK_CIRCUIT_BREAKERS_THRESHOLDS",
+)
+CHECK_TLS_CERTIFICATE = rt.later(
+    "envoy.api.v2.auth.TlsCertificate", globals(), "CHECK_TLS_CERTIFICATE"
+)
+CHECK_TLS_CERTIFICATE_MEMO, CHECK_TLS_CERTIFICATE_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.auth.TlsCertificate", globals(), "CHECK_TLS_CERTIFICATE"
+)
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+CHECK_CERTIFICATE_VALIDATION_CONTEXT = rt.later(
+    "envoy.api.v2.auth.CertificateValidationContext",
+    globals(),
+    "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+)
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.auth.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
+)
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.auth.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
+)
+CHECK_COMMON_TLS_CONTEXT_COMBINED_CERTIFICATE_VALIDATION_CONTEXT = rt.later(
+    "envoy.api.v2.auth.CommonTlsContext.CombinedCertificateValidationContext",
+    globals(),
+    "CHECK_COMMON_TLS_CONTEXT_COMBINED_CERTIFICATE_VALIDATION_CONTEXT",
+)
+CHECK_COMMON_TLS_CONTEXT = rt.later(
+    "envoy.api.v2.auth.CommonTlsContext", globals(), "CHECK_COMMON_TLS_CONTEXT"
+)
+CHECK_COMMON_TLS_CONTEXT_MEMO, CHECK_COMMON_TLS_CONTEXT_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.auth.CommonTlsContext", globals(), "CHECK_COMMON_TLS_CONTEXT"
+)
+CHECK_HTTP2_PROTOCOL_OPTIONS = rt.later(
+    "envoy.api.v2.core.Http2ProtocolOptions", globals(), "CHECK_HTTP2_PROTOCOL_OPTIONS"
+)
+CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO, CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.Http2ProtocolOptions", globals(), "CHECK_HTTP2_PROTOCOL_OPTIONS"
+)
+CHECK_OUTLIER_DETECTION = rt.later(
+    "envoy.api.v2.cluster.OutlierDetection", globals(), "CHECK_OUTLIER_DETECTION"
+)
+CHECK_OUTLIER_DETECTION_MEMO, CHECK_OUTLIER_DETECTION_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.cluster.OutlierDetection", globals(), "CHECK_OUTLIER_DETECTION"
+)
+CHECK_BIND_CONFIG = rt.later("envoy.api.v2.core.BindConfig", globals(), "CHECK_BIND_CONFIG")
+CHECK_BIND_CONFIG_MEMO, CHECK_BIND_CONFIG_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.BindConfig", globals(), "CHECK_BIND_CONFIG"
+)
+CHECK_CLUSTER_LB_SUBSET_CONFIG = rt.later(
+    "envoy.api.v2.Cluster.LbSubsetConfig", globals(), "CHECK_CLUSTER_LB_SUBSET_CONFIG"
+)
+CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO, CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.Cluster.LbSubsetConfig", globals(), "CHECK_CLUSTER_LB_SUBSET_CONFIG"
+)
+CHECK_CLUSTER_RING_HASH_LB_CONFIG = rt.later(
+    "envoy.api.v2.Cluster.RingHashLbConfig", globals(), "CHECK_CLUSTER_RING_HASH_LB_CONFIG"
+)
+CHECK_CLUSTER_COMMON_LB_CONFIG = rt.later(
+    "envoy.api.v2.Cluster.CommonLbConfig", globals(), "CHECK_CLUSTER_COMMON_LB_CONFIG"
+)
+CHECK_LOAD_BALANCING_POLICY = rt.later(
+    "envoy.api.v2.LoadBalancingPolicy", globals(), "CHECK_LOAD_BALANCING_POLICY"
+)
+CHECK_LOAD_BALANCING_POLICY_MEMO, CHECK_LOAD_BALANCING_POLICY_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.LoadBalancingPolicy", globals(), "CHECK_LOAD_BALANCING_POLICY"
+)
+FIELDS = rt.keep_fields(
     (
         "envoy.api.v2.Cluster",
         "envoy.api.v2.Cluster.CommonLbConfig",
@@ -187,49 +226,66 @@ K123 = rt.keep_fields(
         "envoy.type.matcher.StringMatcher",
     )
 )
-K124 = rt.keep_fields(
+FIELDS_2 = rt.keep_fields(
     (
         "envoy.api.v2.Cluster.CommonLbConfig",
         "envoy.api.v2.Cluster.CommonLbConfig.ZoneAwareLbConfig",
         "envoy.type.Percent",
     )
 )
-K125 = rt.keep_fields(
+FIELDS_3 = rt.keep_fields(
     ("envoy.api.v2.Cluster.LbSubsetConfig", "envoy.api.v2.Cluster.LbSubsetConfig.LbSubsetSelector")
 )
-K126 = rt.keep_fields(("envoy.api.v2.Cluster.RingHashLbConfig",))
-K127 = rt.keep_fields(
+FIELDS_4 = rt.keep_fields(("envoy.api.v2.Cluster.RingHashLbConfig",))
+FIELDS_5 = rt.keep_fields(
     ("envoy.api.v2.Cluster.TransportSocketMatch", "envoy.api.v2.core.TransportSocket")
 )
-K128, K129 = rt.memo_ref("envoy.api.v2.endpoint.LocalityLbEndpoints", globals(), "K51")
-K130, K131 = rt.memo_ref("envoy.api.v2.ClusterLoadAssignment.Policy", globals(), "K56")
-K132 = rt.keep_fields(("envoy.api.v2.ClusterLoadAssignment",))
-K133 = rt.keep_fields(("envoy.api.v2.ClusterLoadAssignment.Policy",))
-K134 = rt.keep_fields(
+CHECK_LOCALITY_LB_ENDPOINTS_MEMO_2, CHECK_LOCALITY_LB_ENDPOINTS_MEMO_2_STATE = rt.memo_ref(
+    "envoy.api.v2.endpoint.LocalityLbEndpoints", globals(), "CHECK_LOCALITY_LB_ENDPOINTS"
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_2, CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.ClusterLoadAssignment.Policy",
+        globals(),
+        "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY",
+    )
+)
+FIELDS_6 = rt.keep_fields(("envoy.api.v2.ClusterLoadAssignment",))
+FIELDS_7 = rt.keep_fields(("envoy.api.v2.ClusterLoadAssignment.Policy",))
+FIELDS_8 = rt.keep_fields(
     ("envoy.api.v2.ClusterLoadAssignment.Policy.DropOverload", "envoy.type.FractionalPercent")
 )
-K135 = ("is required", ["address"])
-K136 = "must be inside range [1, 65535]"
-K137 = ("length must be at least 1 bytes", ["address_prefix"])
-K138 = rt.later("envoy.api.v2.listener.FilterChainMatch", globals(), "K138")
-K139, K140 = rt.memo_ref("envoy.api.v2.listener.FilterChainMatch", globals(), "K138")
-K141, K142 = rt.memo_ref("envoy.api.v2.auth.CommonTlsContext", globals(), "K90")
-K143 = "must contain at least 1 item(s)"
-K144 = ("must contain at least 1 item(s)", ["keys"])
-K145 = "must be inside range [0s, 4294967296s)"
-K146 = rt.later("envoy.api.v2.auth.DownstreamTlsContext", globals(), "K146")
-K147 = rt.later("envoy.api.v2.listener.FilterChain", globals(), "K147")
-K148, K149 = rt.memo_ref("envoy.api.v2.listener.FilterChain", globals(), "K147")
-K150 = rt.later("envoy.api.v2.listener.ListenerFilterChainMatchPredicate", globals(), "K150")
-K151 = "must contain at least 2 item(s)"
-K152 = ("must contain at least 2 item(s)", ["rules"])
-K153 = "must equal True"
-K154 = ("is required (set one of its fields)", ["rule"])
-K155 = rt.later("envoy.api.v2.listener.ListenerFilter", globals(), "K155")
-K156 = ("is required (set one of its fields)", ["balance_type"])
-K157 = rt.later("envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "K157")
-K158, K159 = rt.memo_ref("envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "K157")
-K160 = rt.keep_fields(
+CHECK_FILTER_CHAIN_MATCH = rt.later(
+    "envoy.api.v2.listener.FilterChainMatch", globals(), "CHECK_FILTER_CHAIN_MATCH"
+)
+CHECK_FILTER_CHAIN_MATCH_MEMO, CHECK_FILTER_CHAIN_MATCH_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.listener.FilterChainMatch", globals(), "CHECK_FILTER_CHAIN_MATCH"
+)
+CHECK_COMMON_TLS_CONTEXT_MEMO_2, CHECK_COMMON_TLS_CONTEXT_MEMO_2_STATE = rt.memo_ref(
+    "envoy.api.v2.auth.CommonTlsContext", globals(), "CHECK_COMMON_TLS_CONTEXT"
+)
+CHECK_DOWNSTREAM_TLS_CONTEXT = rt.later(
+    "envoy.api.v2.auth.DownstreamTlsContext", globals(), "CHECK_DOWNSTREAM_TLS_CONTEXT"
+)
+CHECK_FILTER_CHAIN = rt.later("envoy.api.v2.listener.FilterChain", globals(), "CHECK_FILTER_CHAIN")
+CHECK_FILTER_CHAIN_MEMO, CHECK_FILTER_CHAIN_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.listener.FilterChain", globals(), "CHECK_FILTER_CHAIN"
+)
+CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE = rt.later(
+    "envoy.api.v2.listener.ListenerFilterChainMatchPredicate",
+    globals(),
+    "CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE",
+)
+CHECK_LISTENER_FILTER = rt.later(
+    "envoy.api.v2.listener.ListenerFilter", globals(), "CHECK_LISTENER_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER = rt.later(
+    "envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER_MEMO, CHECK_ACCESS_LOG_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+FIELDS_9 = rt.keep_fields(
     (
         "envoy.api.v2.Listener",
         "envoy.api.v2.Listener.ConnectionBalanceConfig",
@@ -250,22 +306,17 @@ K160 = rt.keep_fields(
         "envoy.config.listener.v2.ApiListener",
     )
 )
-K161 = rt.keep_fields(
+FIELDS_10 = rt.keep_fields(
     ("envoy.api.v2.LoadBalancingPolicy", "envoy.api.v2.LoadBalancingPolicy.Policy")
 )
-K162 = rt.later("envoy.api.v2.route.VirtualHost", globals(), "K162")
-K163, K164 = rt.memo_ref("envoy.api.v2.route.VirtualHost", globals(), "K162")
-K165 = ("is required", ["config_source"])
-K166 = ("is required", ["header"])
-K167 = "must contain at most 1000 item(s)"
-K168 = rt.keep_fields(
+CHECK_VIRTUAL_HOST = rt.later("envoy.api.v2.route.VirtualHost", globals(), "CHECK_VIRTUAL_HOST")
+CHECK_VIRTUAL_HOST_MEMO, CHECK_VIRTUAL_HOST_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.VirtualHost", globals(), "CHECK_VIRTUAL_HOST"
+)
+FIELDS_11 = rt.keep_fields(
     ("envoy.api.v2.RouteConfiguration", "envoy.api.v2.Vhds", "envoy.api.v2.core.HeaderValueOption")
 )
-K169 = ("length must be at least 1 bytes", ["route_configuration_name"])
-K170 = ("is required (set one of its fields)", ["type"])
-K171 = ("must contain at least 1 item(s)", ["fragments"])
-K172 = ("is required", ["key"])
-K173 = rt.keep_fields(
+FIELDS_12 = rt.keep_fields(
     (
         "envoy.api.v2.ScopedRouteConfiguration",
         "envoy.api.v2.ScopedRouteConfiguration.Key",
@@ -281,7 +332,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("name")
             raise
@@ -289,8 +340,8 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "type":
         v = m0.type
         try:
-            if not (v in K6):
-                raise broken(K7)
+            if not (v in {0, 1, 2, 3, 4}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("type")
             raise
@@ -300,7 +351,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("eds_config"):
                 m2 = m1.eds_config
                 try:
-                    K37(m2, ctx)
+                    CHECK_CONFIG_SOURCE(m2, ctx)
                 except E as e:
                     e.segments.append("eds_config")
                     raise
@@ -311,15 +362,15 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.connect_timeout
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K31)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("connect_timeout")
             raise
     v = m0.lb_policy
     if v:
         try:
-            if not (v in K38):
-                raise broken(K7)
+            if not (v in {0, 1, 2, 3, 4, 5, 6, 7}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("lb_policy")
             raise
@@ -329,7 +380,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K47(m1, ctx)
+                    CHECK_ADDRESS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -344,11 +395,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K64[2]:
-                        K64[2] -= 1
-                        K62(m1, ctx)
+                    if CHECK_HEALTH_CHECK_MEMO_STATE[2]:
+                        CHECK_HEALTH_CHECK_MEMO_STATE[2] -= 1
+                        CHECK_HEALTH_CHECK(m1, ctx)
                     else:
-                        K63(m1, ctx)
+                        CHECK_HEALTH_CHECK_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -366,7 +417,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K66(m2, ctx)
+                            CHECK_CIRCUIT_BREAKERS_THRESHOLDS(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -384,11 +435,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("common_tls_context"):
                 m2 = m1.common_tls_context
                 try:
-                    if K92[2]:
-                        K92[2] -= 1
-                        K90(m2, ctx)
+                    if CHECK_COMMON_TLS_CONTEXT_MEMO_STATE[2]:
+                        CHECK_COMMON_TLS_CONTEXT_MEMO_STATE[2] -= 1
+                        CHECK_COMMON_TLS_CONTEXT(m2, ctx)
                     else:
-                        K91(m2, ctx)
+                        CHECK_COMMON_TLS_CONTEXT_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("common_tls_context")
                     raise
@@ -396,7 +447,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) <= 63 or len(v.encode()) <= 255):
-                        raise broken(K93)
+                        raise broken("length must be at most 255 bytes")
                 except E as e:
                     e.segments.append("sni")
                     raise
@@ -410,7 +461,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.header_key_format
                 try:
                     if m2.WhichOneof("header_format") is None:
-                        raise broken(*K94)
+                        raise broken("is required (set one of its fields)", ["header_format"])
                 except E as e:
                     e.segments.append("header_key_format")
                     raise
@@ -420,11 +471,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("http2_protocol_options"):
         m1 = m0.http2_protocol_options
         try:
-            if K102[2]:
-                K102[2] -= 1
-                K100(m1, ctx)
+            if CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE[2]:
+                CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE[2] -= 1
+                CHECK_HTTP2_PROTOCOL_OPTIONS(m1, ctx)
             else:
-                K101(m1, ctx)
+                CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO(m1, ctx)
         except E as e:
             e.segments.append("http2_protocol_options")
             raise
@@ -432,15 +483,15 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.dns_refresh_rate
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 1000000):
-                raise broken(K103)
+                raise broken("must be greater than 0.001s")
         except E as e:
             e.segments.append("dns_refresh_rate")
             raise
     v = m0.dns_lookup_family
     if v:
         try:
-            if not (v in K9):
-                raise broken(K7)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("dns_lookup_family")
             raise
@@ -450,7 +501,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K47(m1, ctx)
+                    CHECK_ADDRESS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -462,11 +513,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("outlier_detection"):
         m1 = m0.outlier_detection
         try:
-            if K107[2]:
-                K107[2] -= 1
-                K105(m1, ctx)
+            if CHECK_OUTLIER_DETECTION_MEMO_STATE[2]:
+                CHECK_OUTLIER_DETECTION_MEMO_STATE[2] -= 1
+                CHECK_OUTLIER_DETECTION(m1, ctx)
             else:
-                K106(m1, ctx)
+                CHECK_OUTLIER_DETECTION_MEMO(m1, ctx)
         except E as e:
             e.segments.append("outlier_detection")
             raise
@@ -474,29 +525,29 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.cleanup_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K31)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("cleanup_interval")
             raise
     if h0("upstream_bind_config"):
         m1 = m0.upstream_bind_config
         try:
-            if K112[2]:
-                K112[2] -= 1
-                K110(m1, ctx)
+            if CHECK_BIND_CONFIG_MEMO_STATE[2]:
+                CHECK_BIND_CONFIG_MEMO_STATE[2] -= 1
+                CHECK_BIND_CONFIG(m1, ctx)
             else:
-                K111(m1, ctx)
+                CHECK_BIND_CONFIG_MEMO(m1, ctx)
         except E as e:
             e.segments.append("upstream_bind_config")
             raise
     if h0("lb_subset_config"):
         m1 = m0.lb_subset_config
         try:
-            if K115[2]:
-                K115[2] -= 1
-                K113(m1, ctx)
+            if CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO_STATE[2]:
+                CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO_STATE[2] -= 1
+                CHECK_CLUSTER_LB_SUBSET_CONFIG(m1, ctx)
             else:
-                K114(m1, ctx)
+                CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO(m1, ctx)
         except E as e:
             e.segments.append("lb_subset_config")
             raise
@@ -504,7 +555,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if w0_1 == "ring_hash_lb_config":
         m1 = m0.ring_hash_lb_config
         try:
-            K117(m1, ctx)
+            CHECK_CLUSTER_RING_HASH_LB_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("ring_hash_lb_config")
             raise
@@ -515,16 +566,16 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K2)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("length must be at least 1 bytes", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K4(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -534,7 +585,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("common_lb_config"):
         m1 = m0.common_lb_config
         try:
-            K119(m1, ctx)
+            CHECK_CLUSTER_COMMON_LB_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("common_lb_config")
             raise
@@ -546,7 +597,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v >= 1):
-                        raise broken(K49)
+                        raise broken("must be greater than or equal to 1")
                 except E as e:
                     e.segments.append("max_headers_count")
                     raise
@@ -556,11 +607,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("load_assignment"):
         m1 = m0.load_assignment
         try:
-            if K61[2]:
-                K61[2] -= 1
-                K59(m1, ctx)
+            if CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO_STATE[2]:
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO_STATE[2] -= 1
+                CHECK_CLUSTER_LOAD_ASSIGNMENT(m1, ctx)
             else:
-                K60(m1, ctx)
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO(m1, ctx)
         except E as e:
             e.segments.append("load_assignment")
             raise
@@ -570,7 +621,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K4(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -587,7 +638,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v >= 2):
-                        raise broken(K118)
+                        raise broken("must be greater than or equal to 2")
                 except E as e:
                     e.segments.append("choice_count")
                     raise
@@ -601,16 +652,16 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K2)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("length must be at least 1 bytes", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K4(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -627,16 +678,16 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                                raise broken(K2)
+                                raise broken("length must be at least 1 bytes")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K3)
+                        raise broken("length must be at least 1 bytes", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K4(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -651,18 +702,18 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("load_balancing_policy"):
         m1 = m0.load_balancing_policy
         try:
-            if K122[2]:
-                K122[2] -= 1
-                K120(m1, ctx)
+            if CHECK_LOAD_BALANCING_POLICY_MEMO_STATE[2]:
+                CHECK_LOAD_BALANCING_POLICY_MEMO_STATE[2] -= 1
+                CHECK_LOAD_BALANCING_POLICY(m1, ctx)
             else:
-                K121(m1, ctx)
+                CHECK_LOAD_BALANCING_POLICY_MEMO(m1, ctx)
         except E as e:
             e.segments.append("load_balancing_policy")
             raise
     if h0("lrs_server"):
         m1 = m0.lrs_server
         try:
-            K37(m1, ctx)
+            CHECK_CONFIG_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("lrs_server")
             raise
@@ -672,7 +723,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K5(m1, ctx)
+                    CHECK_CLUSTER_TRANSPORT_SOCKET_MATCH(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -689,17 +740,17 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.base_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 1000000):
-                        raise broken(K103)
+                        raise broken("must be greater than 0.001s")
                 except E as e:
                     e.segments.append("base_interval")
                     raise
             else:
-                raise broken(*K104)
+                raise broken("is required", ["base_interval"])
             if h1("max_interval"):
                 m2 = m1.max_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 1000000):
-                        raise broken(K103)
+                        raise broken("must be greater than 0.001s")
                 except E as e:
                     e.segments.append("max_interval")
                     raise
@@ -707,7 +758,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("dns_failure_refresh_rate")
             raise
     if not p0_1:
-        raise broken(*K3)
+        raise broken("length must be at least 1 bytes", ["name"])
 
 
 def check_cluster_common_lb_config(m0: Any, ctx: list[Any]) -> None:
@@ -720,7 +771,7 @@ def check_cluster_common_lb_config(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (not (v < 0.0 or v > 100.0)):
-                        raise broken(K65)
+                        raise broken("must be inside range [0, 100]")
                 except E as e:
                     e.segments.append("value")
                     raise
@@ -737,7 +788,7 @@ def check_cluster_common_lb_config(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (not (v < 0.0 or v > 100.0)):
-                                raise broken(K65)
+                                raise broken("must be inside range [0, 100]")
                         except E as e:
                             e.segments.append("value")
                             raise
@@ -754,8 +805,8 @@ def check_cluster_lb_subset_config(m0: Any, ctx: list[Any]) -> None:
     v = m0.fallback_policy
     if v:
         try:
-            if not (v in K9):
-                raise broken(K7)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("fallback_policy")
             raise
@@ -768,8 +819,8 @@ def check_cluster_lb_subset_config(m0: Any, ctx: list[Any]) -> None:
                     v = m1.fallback_policy
                     if v:
                         try:
-                            if not (v in K6):
-                                raise broken(K7)
+                            if not (v in {0, 1, 2, 3, 4}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("fallback_policy")
                             raise
@@ -791,15 +842,15 @@ def check_cluster_ring_hash_lb_config(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 8388608):
-                raise broken(K116)
+                raise broken("must be less than or equal to 8388608")
         except E as e:
             e.segments.append("minimum_ring_size")
             raise
     v = m0.hash_function
     if v:
         try:
-            if not (v in K39):
-                raise broken(K7)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("hash_function")
             raise
@@ -808,7 +859,7 @@ def check_cluster_ring_hash_lb_config(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 8388608):
-                raise broken(K116)
+                raise broken("must be less than or equal to 8388608")
         except E as e:
             e.segments.append("maximum_ring_size")
             raise
@@ -820,12 +871,12 @@ def check_cluster_transport_socket_match(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
     if m0.HasField("transport_socket"):
         m1 = m0.transport_socket
         try:
@@ -833,16 +884,16 @@ def check_cluster_transport_socket_match(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K2)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("length must be at least 1 bytes", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K4(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -857,23 +908,23 @@ def check_cluster_load_assignment(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("cluster_name")
             raise
     else:
-        raise broken(*K10)
+        raise broken("length must be at least 1 bytes", ["cluster_name"])
     c0 = m0.endpoints
     if c0:
         try:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K129[2]:
-                        K129[2] -= 1
-                        K51(m1, ctx)
+                    if CHECK_LOCALITY_LB_ENDPOINTS_MEMO_2_STATE[2]:
+                        CHECK_LOCALITY_LB_ENDPOINTS_MEMO_2_STATE[2] -= 1
+                        CHECK_LOCALITY_LB_ENDPOINTS(m1, ctx)
                     else:
-                        K128(m1, ctx)
+                        CHECK_LOCALITY_LB_ENDPOINTS_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -888,7 +939,7 @@ def check_cluster_load_assignment(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K48(m1, ctx)
+                    CHECK_ENDPOINT(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -900,11 +951,11 @@ def check_cluster_load_assignment(m0: Any, ctx: list[Any]) -> None:
     if m0.HasField("policy"):
         m1 = m0.policy
         try:
-            if K131[2]:
-                K131[2] -= 1
-                K56(m1, ctx)
+            if CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_2_STATE[2]:
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_2_STATE[2] -= 1
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY(m1, ctx)
             else:
-                K130(m1, ctx)
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("policy")
             raise
@@ -919,7 +970,7 @@ def check_cluster_load_assignment_policy(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K55(m1, ctx)
+                    CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_DROP_OVERLOAD(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -933,7 +984,7 @@ def check_cluster_load_assignment_policy(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v > 0):
-                raise broken(K32)
+                raise broken("must be greater than 0")
         except E as e:
             e.segments.append("overprovisioning_factor")
             raise
@@ -941,7 +992,7 @@ def check_cluster_load_assignment_policy(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.endpoint_stale_after
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K31)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("endpoint_stale_after")
             raise
@@ -953,20 +1004,20 @@ def check_cluster_load_assignment_policy_drop_overload(m0: Any, ctx: list[Any]) 
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("category")
             raise
     else:
-        raise broken(*K54)
+        raise broken("length must be at least 1 bytes", ["category"])
     if m0.HasField("drop_percentage"):
         m1 = m0.drop_percentage
         try:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K9):
-                        raise broken(K7)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -981,23 +1032,23 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
     if h0("address"):
         m1 = m0.address
         try:
-            K47(m1, ctx)
+            CHECK_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("address")
             raise
     else:
-        raise broken(*K135)
+        raise broken("is required", ["address"])
     c0 = m0.filter_chains
     if c0:
         try:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K149[2]:
-                        K149[2] -= 1
-                        K147(m1, ctx)
+                    if CHECK_FILTER_CHAIN_MEMO_STATE[2]:
+                        CHECK_FILTER_CHAIN_MEMO_STATE[2] -= 1
+                        CHECK_FILTER_CHAIN(m1, ctx)
                     else:
-                        K148(m1, ctx)
+                        CHECK_FILTER_CHAIN_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1012,7 +1063,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K155(m1, ctx)
+                    CHECK_LISTENER_FILTER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1030,13 +1081,13 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
                     v = m1.state
                     if v:
                         try:
-                            if not (v in K9):
-                                raise broken(K7)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("state")
                             raise
                     if m1.WhichOneof("value") is None:
-                        raise broken(*K109)
+                        raise broken("is required (set one of its fields)", ["value"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1051,7 +1102,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K4(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -1064,7 +1115,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("api_listener"):
                 m2 = m1.api_listener
                 try:
-                    K4(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("api_listener")
                     raise
@@ -1075,7 +1126,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.connection_balance_config
         try:
             if m1.WhichOneof("balance_type") is None:
-                raise broken(*K156)
+                raise broken("is required (set one of its fields)", ["balance_type"])
         except E as e:
             e.segments.append("connection_balance_config")
             raise
@@ -1089,18 +1140,18 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
                     if h1("filter"):
                         m2 = m1.filter
                         try:
-                            if K159[2]:
-                                K159[2] -= 1
-                                K157(m2, ctx)
+                            if CHECK_ACCESS_LOG_FILTER_MEMO_STATE[2]:
+                                CHECK_ACCESS_LOG_FILTER_MEMO_STATE[2] -= 1
+                                CHECK_ACCESS_LOG_FILTER(m2, ctx)
                             else:
-                                K158(m2, ctx)
+                                CHECK_ACCESS_LOG_FILTER_MEMO(m2, ctx)
                         except E as e:
                             e.segments.append("filter")
                             raise
                     if h1("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K4(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -1125,7 +1176,7 @@ def check_load_balancing_policy(m0: Any, ctx: list[Any]) -> None:
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K4(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -1147,11 +1198,11 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K164[2]:
-                        K164[2] -= 1
-                        K162(m1, ctx)
+                    if CHECK_VIRTUAL_HOST_MEMO_STATE[2]:
+                        CHECK_VIRTUAL_HOST_MEMO_STATE[2] -= 1
+                        CHECK_VIRTUAL_HOST(m1, ctx)
                     else:
-                        K163(m1, ctx)
+                        CHECK_VIRTUAL_HOST_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1166,12 +1217,12 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("config_source"):
                 m2 = m1.config_source
                 try:
-                    K37(m2, ctx)
+                    CHECK_CONFIG_SOURCE(m2, ctx)
                 except E as e:
                     e.segments.append("config_source")
                     raise
             else:
-                raise broken(*K165)
+                raise broken("is required", ["config_source"])
         except E as e:
             e.segments.append("vhds")
             raise
@@ -1181,8 +1232,8 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K22(v) is not None):
-                        raise broken(K24)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1195,19 +1246,19 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K167)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K26(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K166)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1222,8 +1273,8 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K22(v) is not None):
-                        raise broken(K24)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1236,19 +1287,19 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K167)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K26(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K166)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1263,8 +1314,8 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K22(v) is not None):
-                        raise broken(K24)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1281,22 +1332,22 @@ def check_scoped_route_configuration(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K3)
+        raise broken("length must be at least 1 bytes", ["name"])
     v = m0.route_configuration_name
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("route_configuration_name")
             raise
     else:
-        raise broken(*K169)
+        raise broken("length must be at least 1 bytes", ["route_configuration_name"])
     if m0.HasField("key"):
         m1 = m0.key
         try:
@@ -1304,12 +1355,12 @@ def check_scoped_route_configuration(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K143)
+                        raise broken("must contain at least 1 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
                             if m2.WhichOneof("type") is None:
-                                raise broken(*K170)
+                                raise broken("is required (set one of its fields)", ["type"])
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -1317,12 +1368,12 @@ def check_scoped_route_configuration(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("fragments")
                     raise
             else:
-                raise broken(*K171)
+                raise broken("must contain at least 1 item(s)", ["fragments"])
         except E as e:
             e.segments.append("key")
             raise
     else:
-        raise broken(*K172)
+        raise broken("is required", ["key"])
 
 
 CHECKS = {

@@ -13,66 +13,89 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rt.later("envoy.api.v2.core.DataSource", globals(), "K0")
-K1 = "length must be at least 44 bytes"
-K2 = "length must be at most 44 bytes"
-K3 = "length must be at least 64 bytes"
-K4 = "length must be at most 95 bytes"
-K5 = rt.later("envoy.type.matcher.StringMatcher", globals(), "K5")
-K6 = frozenset({0, 1})
-K7 = "must be one of the defined enum values"
-K8 = rt.keep_fields(("envoy.api.v2.auth.CertificateValidationContext",))
-K9 = frozenset({0, 1, 2, 3, 4})
-K10 = rt.later("envoy.api.v2.auth.TlsCertificate", globals(), "K10")
-K11, K12 = rt.memo_ref("envoy.api.v2.auth.TlsCertificate", globals(), "K10")
-K13 = rt.later("envoy.api.v2.core.ConfigSource", globals(), "K13")
-K14 = "must contain at most 1 item(s)"
-K15 = rt.later("envoy.api.v2.auth.CertificateValidationContext", globals(), "K15")
-K16, K17 = rt.memo_ref("envoy.api.v2.auth.CertificateValidationContext", globals(), "K15")
-K18 = rt.later(
-    "envoy.api.v2.auth.CommonTlsContext.CombinedCertificateValidationContext", globals(), "K18"
+CHECK_DATA_SOURCE = rt.later("envoy.api.v2.core.DataSource", globals(), "CHECK_DATA_SOURCE")
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.StringMatcher", globals(), "CHECK_STRING_MATCHER"
 )
-K19 = rt.keep_fields(
+FIELDS = rt.keep_fields(("envoy.api.v2.auth.CertificateValidationContext",))
+CHECK_TLS_CERTIFICATE = rt.later(
+    "envoy.api.v2.auth.TlsCertificate", globals(), "CHECK_TLS_CERTIFICATE"
+)
+CHECK_TLS_CERTIFICATE_MEMO, CHECK_TLS_CERTIFICATE_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.auth.TlsCertificate", globals(), "CHECK_TLS_CERTIFICATE"
+)
+CHECK_CONFIG_SOURCE = rt.later("envoy.api.v2.core.ConfigSource", globals(), "CHECK_CONFIG_SOURCE")
+CHECK_CERTIFICATE_VALIDATION_CONTEXT = rt.later(
+    "envoy.api.v2.auth.CertificateValidationContext",
+    globals(),
+    "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+)
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.auth.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
+)
+CHECK_COMMON_TLS_CONTEXT_COMBINED_CERTIFICATE_VALIDATION_CONTEXT = rt.later(
+    "envoy.api.v2.auth.CommonTlsContext.CombinedCertificateValidationContext",
+    globals(),
+    "CHECK_COMMON_TLS_CONTEXT_COMBINED_CERTIFICATE_VALIDATION_CONTEXT",
+)
+FIELDS_2 = rt.keep_fields(
     (
         "envoy.api.v2.auth.CommonTlsContext",
         "envoy.api.v2.auth.SdsSecretConfig",
         "envoy.api.v2.auth.TlsParameters",
     )
 )
-K20, K21 = rt.memo_ref("envoy.api.v2.auth.CertificateValidationContext", globals(), "K15")
-K22 = ("is required", ["default_validation_context"])
-K23 = ("is required", ["validation_context_sds_secret_config"])
-K24 = rt.keep_fields(
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.auth.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
+)
+FIELDS_3 = rt.keep_fields(
     (
         "envoy.api.v2.auth.CommonTlsContext.CombinedCertificateValidationContext",
         "envoy.api.v2.auth.SdsSecretConfig",
     )
 )
-K25 = rt.later("envoy.api.v2.auth.CommonTlsContext", globals(), "K25")
-K26, K27 = rt.memo_ref("envoy.api.v2.auth.CommonTlsContext", globals(), "K25")
-K28 = "must contain at least 1 item(s)"
-K29 = ("must contain at least 1 item(s)", ["keys"])
-K30 = "must be inside range [0s, 4294967296s)"
-K31 = rt.keep_fields(
+CHECK_COMMON_TLS_CONTEXT = rt.later(
+    "envoy.api.v2.auth.CommonTlsContext", globals(), "CHECK_COMMON_TLS_CONTEXT"
+)
+CHECK_COMMON_TLS_CONTEXT_MEMO, CHECK_COMMON_TLS_CONTEXT_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.auth.CommonTlsContext", globals(), "CHECK_COMMON_TLS_CONTEXT"
+)
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.api.v2.auth.DownstreamTlsContext",
         "envoy.api.v2.auth.SdsSecretConfig",
         "envoy.api.v2.auth.TlsSessionTicketKeys",
     )
 )
-K32, K33 = rt.memo_ref("envoy.api.v2.auth.TlsCertificate", globals(), "K10")
-K34, K35 = rt.memo_ref("envoy.api.v2.auth.CertificateValidationContext", globals(), "K15")
-K36 = rt.keep_fields(
+CHECK_TLS_CERTIFICATE_MEMO_2, CHECK_TLS_CERTIFICATE_MEMO_2_STATE = rt.memo_ref(
+    "envoy.api.v2.auth.TlsCertificate", globals(), "CHECK_TLS_CERTIFICATE"
+)
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.auth.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
+)
+FIELDS_5 = rt.keep_fields(
     (
         "envoy.api.v2.auth.GenericSecret",
         "envoy.api.v2.auth.Secret",
         "envoy.api.v2.auth.TlsSessionTicketKeys",
     )
 )
-K37 = "length must be at least 1 bytes"
-K38 = ("length must be at least 1 bytes", ["provider_name"])
-K39 = rt.any_check(frozenset(), frozenset())
-K40 = rt.keep_fields(("envoy.api.v2.auth.PrivateKeyProvider", "envoy.api.v2.auth.TlsCertificate"))
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS_6 = rt.keep_fields(
+    ("envoy.api.v2.auth.PrivateKeyProvider", "envoy.api.v2.auth.TlsCertificate")
+)
 
 
 def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
@@ -81,7 +104,7 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
     if h0("trusted_ca"):
         m1 = m0.trusted_ca
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("trusted_ca")
             raise
@@ -92,9 +115,9 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) >= 44 or len(v.encode()) >= 44):
-                        raise broken(K1)
+                        raise broken("length must be at least 44 bytes")
                     if not (len(v) <= 11 or len(v.encode()) <= 44):
-                        raise broken(K2)
+                        raise broken("length must be at most 44 bytes")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -110,9 +133,9 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) >= 64 or len(v.encode()) >= 64):
-                        raise broken(K3)
+                        raise broken("length must be at least 64 bytes")
                     if not (len(v) <= 23 or len(v.encode()) <= 95):
-                        raise broken(K4)
+                        raise broken("length must be at most 95 bytes")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -127,7 +150,7 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K5(m1, ctx)
+                    CHECK_STRING_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -139,15 +162,15 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
     if h0("crl"):
         m1 = m0.crl
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("crl")
             raise
     v = m0.trust_chain_verification
     if v:
         try:
-            if not (v in K6):
-                raise broken(K7)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("trust_chain_verification")
             raise
@@ -161,16 +184,16 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
             v = m1.tls_minimum_protocol_version
             if v:
                 try:
-                    if not (v in K9):
-                        raise broken(K7)
+                    if not (v in {0, 1, 2, 3, 4}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("tls_minimum_protocol_version")
                     raise
             v = m1.tls_maximum_protocol_version
             if v:
                 try:
-                    if not (v in K9):
-                        raise broken(K7)
+                    if not (v in {0, 1, 2, 3, 4}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("tls_maximum_protocol_version")
                     raise
@@ -183,11 +206,11 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K12[2]:
-                        K12[2] -= 1
-                        K10(m1, ctx)
+                    if CHECK_TLS_CERTIFICATE_MEMO_STATE[2]:
+                        CHECK_TLS_CERTIFICATE_MEMO_STATE[2] -= 1
+                        CHECK_TLS_CERTIFICATE(m1, ctx)
                     else:
-                        K11(m1, ctx)
+                        CHECK_TLS_CERTIFICATE_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -200,14 +223,14 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1):
-                raise broken(K14)
+                raise broken("must contain at most 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("sds_config"):
                         m2 = m1.sds_config
                         try:
-                            K13(m2, ctx)
+                            CHECK_CONFIG_SOURCE(m2, ctx)
                         except E as e:
                             e.segments.append("sds_config")
                             raise
@@ -223,11 +246,11 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "validation_context":
         m1 = m0.validation_context
         try:
-            if K17[2]:
-                K17[2] -= 1
-                K15(m1, ctx)
+            if CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_STATE[2]:
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_STATE[2] -= 1
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT(m1, ctx)
             else:
-                K16(m1, ctx)
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO(m1, ctx)
         except E as e:
             e.segments.append("validation_context")
             raise
@@ -237,7 +260,7 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("sds_config"):
                 m2 = m1.sds_config
                 try:
-                    K13(m2, ctx)
+                    CHECK_CONFIG_SOURCE(m2, ctx)
                 except E as e:
                     e.segments.append("sds_config")
                     raise
@@ -247,7 +270,7 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
     elif w0_0 == "combined_validation_context":
         m1 = m0.combined_validation_context
         try:
-            K18(m1, ctx)
+            CHECK_COMMON_TLS_CONTEXT_COMBINED_CERTIFICATE_VALIDATION_CONTEXT(m1, ctx)
         except E as e:
             e.segments.append("combined_validation_context")
             raise
@@ -261,23 +284,23 @@ def check_common_tls_context_combined_certificate_validation_context(
     if h0("default_validation_context"):
         m1 = m0.default_validation_context
         try:
-            if K21[2]:
-                K21[2] -= 1
-                K15(m1, ctx)
+            if CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2_STATE[2]:
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2_STATE[2] -= 1
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT(m1, ctx)
             else:
-                K20(m1, ctx)
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("default_validation_context")
             raise
     else:
-        raise broken(*K22)
+        raise broken("is required", ["default_validation_context"])
     if h0("validation_context_sds_secret_config"):
         m1 = m0.validation_context_sds_secret_config
         try:
             if m1.HasField("sds_config"):
                 m2 = m1.sds_config
                 try:
-                    K13(m2, ctx)
+                    CHECK_CONFIG_SOURCE(m2, ctx)
                 except E as e:
                     e.segments.append("sds_config")
                     raise
@@ -285,7 +308,7 @@ def check_common_tls_context_combined_certificate_validation_context(
             e.segments.append("validation_context_sds_secret_config")
             raise
     else:
-        raise broken(*K23)
+        raise broken("is required", ["validation_context_sds_secret_config"])
 
 
 def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
@@ -294,11 +317,11 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
     if h0("common_tls_context"):
         m1 = m0.common_tls_context
         try:
-            if K27[2]:
-                K27[2] -= 1
-                K25(m1, ctx)
+            if CHECK_COMMON_TLS_CONTEXT_MEMO_STATE[2]:
+                CHECK_COMMON_TLS_CONTEXT_MEMO_STATE[2] -= 1
+                CHECK_COMMON_TLS_CONTEXT(m1, ctx)
             else:
-                K26(m1, ctx)
+                CHECK_COMMON_TLS_CONTEXT_MEMO(m1, ctx)
         except E as e:
             e.segments.append("common_tls_context")
             raise
@@ -310,11 +333,11 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K28)
+                        raise broken("must contain at least 1 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K0(m2, ctx)
+                            CHECK_DATA_SOURCE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -322,7 +345,7 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("keys")
                     raise
             else:
-                raise broken(*K29)
+                raise broken("must contain at least 1 item(s)", ["keys"])
         except E as e:
             e.segments.append("session_ticket_keys")
             raise
@@ -332,7 +355,7 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("sds_config"):
                 m2 = m1.sds_config
                 try:
-                    K13(m2, ctx)
+                    CHECK_CONFIG_SOURCE(m2, ctx)
                 except E as e:
                     e.segments.append("sds_config")
                     raise
@@ -344,7 +367,7 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.seconds * 1000000000 + m1.nanos
             if not (v >= 0 and v < 4294967296000000000):
-                raise broken(K30)
+                raise broken("must be inside range [0s, 4294967296s)")
         except E as e:
             e.segments.append("session_timeout")
             raise
@@ -356,11 +379,11 @@ def check_secret(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "tls_certificate":
         m1 = m0.tls_certificate
         try:
-            if K33[2]:
-                K33[2] -= 1
-                K10(m1, ctx)
+            if CHECK_TLS_CERTIFICATE_MEMO_2_STATE[2]:
+                CHECK_TLS_CERTIFICATE_MEMO_2_STATE[2] -= 1
+                CHECK_TLS_CERTIFICATE(m1, ctx)
             else:
-                K32(m1, ctx)
+                CHECK_TLS_CERTIFICATE_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("tls_certificate")
             raise
@@ -371,11 +394,11 @@ def check_secret(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K28)
+                        raise broken("must contain at least 1 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K0(m2, ctx)
+                            CHECK_DATA_SOURCE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -383,18 +406,18 @@ def check_secret(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("keys")
                     raise
             else:
-                raise broken(*K29)
+                raise broken("must contain at least 1 item(s)", ["keys"])
         except E as e:
             e.segments.append("session_ticket_keys")
             raise
     elif w0_0 == "validation_context":
         m1 = m0.validation_context
         try:
-            if K35[2]:
-                K35[2] -= 1
-                K15(m1, ctx)
+            if CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3_STATE[2]:
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3_STATE[2] -= 1
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT(m1, ctx)
             else:
-                K34(m1, ctx)
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3(m1, ctx)
         except E as e:
             e.segments.append("validation_context")
             raise
@@ -404,7 +427,7 @@ def check_secret(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("secret"):
                 m2 = m1.secret
                 try:
-                    K0(m2, ctx)
+                    CHECK_DATA_SOURCE(m2, ctx)
                 except E as e:
                     e.segments.append("secret")
                     raise
@@ -419,14 +442,14 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
     if h0("certificate_chain"):
         m1 = m0.certificate_chain
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("certificate_chain")
             raise
     if h0("private_key"):
         m1 = m0.private_key
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("private_key")
             raise
@@ -437,16 +460,16 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K37)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("provider_name")
                     raise
             else:
-                raise broken(*K38)
+                raise broken("length must be at least 1 bytes", ["provider_name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K39(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -456,14 +479,14 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
     if h0("password"):
         m1 = m0.password
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("password")
             raise
     if h0("ocsp_staple"):
         m1 = m0.ocsp_staple
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("ocsp_staple")
             raise
@@ -473,7 +496,7 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K0(m1, ctx)
+                    CHECK_DATA_SOURCE(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise

@@ -13,19 +13,14 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = frozenset({0, 1})
-K1 = "must be one of the defined enum values"
-K2 = "must be inside range [0, 100]"
-K3 = rt.keep_fields(
+FIELDS = rt.keep_fields(
     (
         "envoy.api.v2.cluster.CircuitBreakers.Thresholds",
         "envoy.api.v2.cluster.CircuitBreakers.Thresholds.RetryBudget",
         "envoy.type.Percent",
     )
 )
-K4 = "must be greater than 0s"
-K5 = "must be less than or equal to 100"
-K6 = rt.keep_fields(("envoy.api.v2.cluster.OutlierDetection",))
+FIELDS_2 = rt.keep_fields(("envoy.api.v2.cluster.OutlierDetection",))
 
 
 def check_circuit_breakers_thresholds(m0: Any, ctx: list[Any]) -> None:
@@ -33,8 +28,8 @@ def check_circuit_breakers_thresholds(m0: Any, ctx: list[Any]) -> None:
     v = m0.priority
     if v:
         try:
-            if not (v in K0):
-                raise broken(K1)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("priority")
             raise
@@ -48,7 +43,7 @@ def check_circuit_breakers_thresholds(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (not (v < 0.0 or v > 100.0)):
-                                raise broken(K2)
+                                raise broken("must be inside range [0, 100]")
                         except E as e:
                             e.segments.append("value")
                             raise
@@ -67,7 +62,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K4)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("interval")
             raise
@@ -75,7 +70,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.base_ejection_time
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K4)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("base_ejection_time")
             raise
@@ -84,7 +79,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("max_ejection_percent")
             raise
@@ -93,7 +88,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_consecutive_5xx")
             raise
@@ -102,7 +97,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_success_rate")
             raise
@@ -111,7 +106,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_consecutive_gateway_failure")
             raise
@@ -120,7 +115,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_consecutive_local_origin_failure")
             raise
@@ -129,7 +124,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_local_origin_success_rate")
             raise
@@ -138,7 +133,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("failure_percentage_threshold")
             raise
@@ -147,7 +142,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_failure_percentage")
             raise
@@ -156,7 +151,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K5)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_failure_percentage_local_origin")
             raise

@@ -13,79 +13,93 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rt.later("envoy.api.v2.core.SocketAddress", globals(), "K0")
-K1 = "length must be at least 1 bytes"
-K2 = ("length must be at least 1 bytes", ["path"])
-K3 = "must be less than or equal to 511"
-K4 = ("is required (set one of its fields)", ["address"])
-K5 = rt.keep_fields(("envoy.api.v2.core.Address", "envoy.api.v2.core.Pipe"))
-K6 = frozenset({0, 1, 2, 3})
-K7 = "must be one of the defined enum values"
-K8 = frozenset({0, 1, 2})
-K9 = rt.later("envoy.api.v2.core.GrpcService", globals(), "K9")
-K10, K11 = rt.memo_ref("envoy.api.v2.core.GrpcService", globals(), "K9")
-K12 = "must be greater than 0s"
-K13 = "must be greater than 0"
-K14 = rt.keep_fields(("envoy.api.v2.core.ApiConfigSource", "envoy.api.v2.core.RateLimitSettings"))
-K15 = ("is required", ["source_address"])
-K16 = ("is required (set one of its fields)", ["value"])
-K17 = rt.keep_fields(("envoy.api.v2.core.BindConfig", "envoy.api.v2.core.SocketOption"))
-K18 = rt.later("envoy.api.v2.core.ApiConfigSource", globals(), "K18")
-K19, K20 = rt.memo_ref("envoy.api.v2.core.ApiConfigSource", globals(), "K18")
-K21 = ("is required (set one of its fields)", ["config_source_specifier"])
-K22 = rt.keep_fields(("envoy.api.v2.core.ConfigSource", "envoy.api.v2.core.SelfConfigSource"))
-K23 = ("is required (set one of its fields)", ["specifier"])
-K24 = rt.keep_fields(("envoy.api.v2.core.DataSource",))
-K25 = ("length must be at least 1 bytes", ["cluster_name"])
-K26 = rt.later("envoy.api.v2.core.GrpcService.GoogleGrpc", globals(), "K26")
-K27, K28 = rt.memo_ref("envoy.api.v2.core.GrpcService.GoogleGrpc", globals(), "K26")
-K29 = rt.later("envoy.api.v2.core.HeaderValue", globals(), "K29")
-K30 = ("is required (set one of its fields)", ["target_specifier"])
-K31 = rt.keep_fields(("envoy.api.v2.core.GrpcService", "envoy.api.v2.core.GrpcService.EnvoyGrpc"))
-K32 = ("length must be at least 1 bytes", ["target_uri"])
-K33 = rt.later("envoy.api.v2.core.GrpcService.GoogleGrpc.SslCredentials", globals(), "K33")
-K34 = ("is required (set one of its fields)", ["credential_specifier"])
-K35 = rt.later("envoy.api.v2.core.GrpcService.GoogleGrpc.CallCredentials", globals(), "K35")
-K36 = ("length must be at least 1 bytes", ["stat_prefix"])
-K37 = rt.keep_fields(
+CHECK_SOCKET_ADDRESS = rt.later(
+    "envoy.api.v2.core.SocketAddress", globals(), "CHECK_SOCKET_ADDRESS"
+)
+FIELDS = rt.keep_fields(("envoy.api.v2.core.Address", "envoy.api.v2.core.Pipe"))
+CHECK_GRPC_SERVICE = rt.later("envoy.api.v2.core.GrpcService", globals(), "CHECK_GRPC_SERVICE")
+CHECK_GRPC_SERVICE_MEMO, CHECK_GRPC_SERVICE_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.GrpcService", globals(), "CHECK_GRPC_SERVICE"
+)
+FIELDS_2 = rt.keep_fields(
+    ("envoy.api.v2.core.ApiConfigSource", "envoy.api.v2.core.RateLimitSettings")
+)
+FIELDS_3 = rt.keep_fields(("envoy.api.v2.core.BindConfig", "envoy.api.v2.core.SocketOption"))
+CHECK_API_CONFIG_SOURCE = rt.later(
+    "envoy.api.v2.core.ApiConfigSource", globals(), "CHECK_API_CONFIG_SOURCE"
+)
+CHECK_API_CONFIG_SOURCE_MEMO, CHECK_API_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.ApiConfigSource", globals(), "CHECK_API_CONFIG_SOURCE"
+)
+FIELDS_4 = rt.keep_fields(("envoy.api.v2.core.ConfigSource", "envoy.api.v2.core.SelfConfigSource"))
+FIELDS_5 = rt.keep_fields(("envoy.api.v2.core.DataSource",))
+CHECK_GRPC_SERVICE_GOOGLE_GRPC = rt.later(
+    "envoy.api.v2.core.GrpcService.GoogleGrpc", globals(), "CHECK_GRPC_SERVICE_GOOGLE_GRPC"
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO, CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.core.GrpcService.GoogleGrpc", globals(), "CHECK_GRPC_SERVICE_GOOGLE_GRPC"
+)
+CHECK_HEADER_VALUE = rt.later("envoy.api.v2.core.HeaderValue", globals(), "CHECK_HEADER_VALUE")
+FIELDS_6 = rt.keep_fields(
+    ("envoy.api.v2.core.GrpcService", "envoy.api.v2.core.GrpcService.EnvoyGrpc")
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS = rt.later(
+    "envoy.api.v2.core.GrpcService.GoogleGrpc.SslCredentials",
+    globals(),
+    "CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS",
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS = rt.later(
+    "envoy.api.v2.core.GrpcService.GoogleGrpc.CallCredentials",
+    globals(),
+    "CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS",
+)
+FIELDS_7 = rt.keep_fields(
     (
         "envoy.api.v2.core.GrpcService.GoogleGrpc",
         "envoy.api.v2.core.GrpcService.GoogleGrpc.ChannelCredentials",
     )
 )
-K38 = rt.any_check(frozenset(), frozenset())
-K39 = ("length must be at least 1 bytes", ["subject_token_path"])
-K40 = ("length must be at least 1 bytes", ["subject_token_type"])
-K41 = rt.keep_fields(
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS_8 = rt.keep_fields(
     (
         "envoy.api.v2.core.GrpcService.GoogleGrpc.CallCredentials",
         "envoy.api.v2.core.GrpcService.GoogleGrpc.CallCredentials.MetadataCredentialsFromPlugin",
         "envoy.api.v2.core.GrpcService.GoogleGrpc.CallCredentials.StsService",
     )
 )
-K42 = rt.later("envoy.api.v2.core.DataSource", globals(), "K42")
-K43 = rt.keep_fields(("envoy.api.v2.core.GrpcService.GoogleGrpc.SslCredentials",))
-K44 = rules._HEADER_LOOSE.match
-K45 = "length must be at most 16384 bytes"
-K46 = "must be a valid HTTP header"
-K47 = ("length must be at least 1 bytes", ["key"])
-K48 = rt.keep_fields(("envoy.api.v2.core.HeaderValue",))
-K49 = ("is required", ["timeout"])
-K50 = ("is required", ["interval"])
-K51 = ("is required", ["unhealthy_threshold"])
-K52 = ("is required", ["healthy_threshold"])
-K53 = ("is required (set one of its fields)", ["payload"])
-K54 = ("is required", ["header"])
-K55 = "must contain at most 1000 item(s)"
-K56 = rt.later("envoy.type.matcher.StringMatcher", globals(), "K56")
-K57 = rt.later("envoy.api.v2.core.HealthCheck.HttpHealthCheck", globals(), "K57")
-K58, K59 = rt.memo_ref("envoy.api.v2.core.HealthCheck.HttpHealthCheck", globals(), "K57")
-K60 = rt.later("envoy.api.v2.core.HealthCheck.TcpHealthCheck", globals(), "K60")
-K61, K62 = rt.memo_ref("envoy.api.v2.core.HealthCheck.TcpHealthCheck", globals(), "K60")
-K63 = ("length must be at least 1 bytes", ["name"])
-K64, K65 = rt.memo_ref("envoy.api.v2.core.GrpcService", globals(), "K9")
-K66 = ("is required (set one of its fields)", ["health_checker"])
-K67 = rt.keep_fields(
+CHECK_DATA_SOURCE = rt.later("envoy.api.v2.core.DataSource", globals(), "CHECK_DATA_SOURCE")
+FIELDS_9 = rt.keep_fields(("envoy.api.v2.core.GrpcService.GoogleGrpc.SslCredentials",))
+MATCH_HEADER = rules._HEADER_LOOSE.match
+FIELDS_10 = rt.keep_fields(("envoy.api.v2.core.HeaderValue",))
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK = rt.later(
+    "envoy.api.v2.core.HealthCheck.HttpHealthCheck",
+    globals(),
+    "CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK",
+)
+CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO, CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.core.HealthCheck.HttpHealthCheck",
+        globals(),
+        "CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK",
+    )
+)
+CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK = rt.later(
+    "envoy.api.v2.core.HealthCheck.TcpHealthCheck", globals(), "CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK"
+)
+CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO, CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.core.HealthCheck.TcpHealthCheck",
+        globals(),
+        "CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK",
+    )
+)
+CHECK_GRPC_SERVICE_MEMO_2, CHECK_GRPC_SERVICE_MEMO_2_STATE = rt.memo_ref(
+    "envoy.api.v2.core.GrpcService", globals(), "CHECK_GRPC_SERVICE"
+)
+FIELDS_11 = rt.keep_fields(
     (
         "envoy.api.v2.core.EventServiceConfig",
         "envoy.api.v2.core.HeaderValueOption",
@@ -96,33 +110,23 @@ K67 = rt.keep_fields(
         "envoy.api.v2.core.HealthCheck.TcpHealthCheck",
     )
 )
-K68 = rt.keep_fields(
+FIELDS_12 = rt.keep_fields(
     (
         "envoy.api.v2.core.HeaderValueOption",
         "envoy.api.v2.core.HealthCheck.HttpHealthCheck",
         "envoy.api.v2.core.HealthCheck.Payload",
     )
 )
-K69 = rt.keep_fields(
+FIELDS_13 = rt.keep_fields(
     ("envoy.api.v2.core.HealthCheck.Payload", "envoy.api.v2.core.HealthCheck.TcpHealthCheck")
 )
-K70 = "must be inside range [1, 2147483647]"
-K71 = "must be inside range [65535, 2147483647]"
-K72 = "must be greater than or equal to 1"
-K73 = "must be inside range [1, 65536]"
-K74 = ("is required", ["identifier"])
-K75 = ("is required", ["value"])
-K76 = rt.keep_fields(
+FIELDS_14 = rt.keep_fields(
     (
         "envoy.api.v2.core.Http2ProtocolOptions",
         "envoy.api.v2.core.Http2ProtocolOptions.SettingsParameter",
     )
 )
-K77 = frozenset({0, 1})
-K78 = ("length must be at least 1 bytes", ["address"])
-K79 = "must be less than or equal to 65535"
-K80 = ("is required (set one of its fields)", ["port_specifier"])
-K81 = rt.keep_fields(("envoy.api.v2.core.SocketAddress",))
+FIELDS_15 = rt.keep_fields(("envoy.api.v2.core.SocketAddress",))
 
 
 def check_address(m0: Any, ctx: list[Any]) -> None:
@@ -131,7 +135,7 @@ def check_address(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "socket_address":
         m1 = m0.socket_address
         try:
-            K0(m1, ctx)
+            CHECK_SOCKET_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("socket_address")
             raise
@@ -142,17 +146,17 @@ def check_address(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("path")
                     raise
             else:
-                raise broken(*K2)
+                raise broken("length must be at least 1 bytes", ["path"])
             v = m1.mode
             if v:
                 try:
                     if not (v <= 511):
-                        raise broken(K3)
+                        raise broken("must be less than or equal to 511")
                 except E as e:
                     e.segments.append("mode")
                     raise
@@ -160,7 +164,7 @@ def check_address(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("pipe")
             raise
     if w0_0 is None:
-        raise broken(*K4)
+        raise broken("is required (set one of its fields)", ["address"])
 
 
 def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
@@ -169,16 +173,16 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
     v = m0.api_type
     if v:
         try:
-            if not (v in K6):
-                raise broken(K7)
+            if not (v in {0, 1, 2, 3}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("api_type")
             raise
     v = m0.transport_api_version
     if v:
         try:
-            if not (v in K8):
-                raise broken(K7)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("transport_api_version")
             raise
@@ -188,11 +192,11 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K11[2]:
-                        K11[2] -= 1
-                        K9(m1, ctx)
+                    if CHECK_GRPC_SERVICE_MEMO_STATE[2]:
+                        CHECK_GRPC_SERVICE_MEMO_STATE[2] -= 1
+                        CHECK_GRPC_SERVICE(m1, ctx)
                     else:
-                        K10(m1, ctx)
+                        CHECK_GRPC_SERVICE_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -205,7 +209,7 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.request_timeout
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K12)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("request_timeout")
             raise
@@ -217,7 +221,7 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (not (v <= 0.0)):
-                        raise broken(K13)
+                        raise broken("must be greater than 0")
                 except E as e:
                     e.segments.append("fill_rate")
                     raise
@@ -231,12 +235,12 @@ def check_bind_config(m0: Any, ctx: list[Any]) -> None:
     if m0.HasField("source_address"):
         m1 = m0.source_address
         try:
-            K0(m1, ctx)
+            CHECK_SOCKET_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("source_address")
             raise
     else:
-        raise broken(*K15)
+        raise broken("is required", ["source_address"])
     c0 = m0.socket_options
     if c0:
         try:
@@ -246,13 +250,13 @@ def check_bind_config(m0: Any, ctx: list[Any]) -> None:
                     v = m1.state
                     if v:
                         try:
-                            if not (v in K8):
-                                raise broken(K7)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("state")
                             raise
                     if m1.WhichOneof("value") is None:
-                        raise broken(*K16)
+                        raise broken("is required (set one of its fields)", ["value"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -269,11 +273,11 @@ def check_config_source(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "api_config_source":
         m1 = m0.api_config_source
         try:
-            if K20[2]:
-                K20[2] -= 1
-                K18(m1, ctx)
+            if CHECK_API_CONFIG_SOURCE_MEMO_STATE[2]:
+                CHECK_API_CONFIG_SOURCE_MEMO_STATE[2] -= 1
+                CHECK_API_CONFIG_SOURCE(m1, ctx)
             else:
-                K19(m1, ctx)
+                CHECK_API_CONFIG_SOURCE_MEMO(m1, ctx)
         except E as e:
             e.segments.append("api_config_source")
             raise
@@ -283,8 +287,8 @@ def check_config_source(m0: Any, ctx: list[Any]) -> None:
             v = m1.transport_api_version
             if v:
                 try:
-                    if not (v in K8):
-                        raise broken(K7)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("transport_api_version")
                     raise
@@ -294,13 +298,13 @@ def check_config_source(m0: Any, ctx: list[Any]) -> None:
     v = m0.resource_api_version
     if v:
         try:
-            if not (v in K8):
-                raise broken(K7)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("resource_api_version")
             raise
     if w0_0 is None:
-        raise broken(*K21)
+        raise broken("is required (set one of its fields)", ["config_source_specifier"])
 
 
 def check_data_source(m0: Any, ctx: list[Any]) -> None:
@@ -310,7 +314,7 @@ def check_data_source(m0: Any, ctx: list[Any]) -> None:
         v = m0.filename
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("filename")
             raise
@@ -318,7 +322,7 @@ def check_data_source(m0: Any, ctx: list[Any]) -> None:
         v = m0.inline_bytes
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("inline_bytes")
             raise
@@ -326,12 +330,12 @@ def check_data_source(m0: Any, ctx: list[Any]) -> None:
         v = m0.inline_string
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("inline_string")
             raise
     if w0_0 is None:
-        raise broken(*K23)
+        raise broken("is required (set one of its fields)", ["specifier"])
 
 
 def check_grpc_service(m0: Any, ctx: list[Any]) -> None:
@@ -344,23 +348,23 @@ def check_grpc_service(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("cluster_name")
                     raise
             else:
-                raise broken(*K25)
+                raise broken("length must be at least 1 bytes", ["cluster_name"])
         except E as e:
             e.segments.append("envoy_grpc")
             raise
     elif w0_0 == "google_grpc":
         m1 = m0.google_grpc
         try:
-            if K28[2]:
-                K28[2] -= 1
-                K26(m1, ctx)
+            if CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO_STATE[2]:
+                CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO_STATE[2] -= 1
+                CHECK_GRPC_SERVICE_GOOGLE_GRPC(m1, ctx)
             else:
-                K27(m1, ctx)
+                CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO(m1, ctx)
         except E as e:
             e.segments.append("google_grpc")
             raise
@@ -370,7 +374,7 @@ def check_grpc_service(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K29(m1, ctx)
+                    CHECK_HEADER_VALUE(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -380,7 +384,7 @@ def check_grpc_service(m0: Any, ctx: list[Any]) -> None:
     else:
         ctx[2] = True
     if w0_0 is None:
-        raise broken(*K30)
+        raise broken("is required (set one of its fields)", ["target_specifier"])
 
 
 def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
@@ -389,12 +393,12 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("target_uri")
             raise
     else:
-        raise broken(*K32)
+        raise broken("length must be at least 1 bytes", ["target_uri"])
     if m0.HasField("channel_credentials"):
         m1 = m0.channel_credentials
         try:
@@ -402,12 +406,12 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
             if w1_0 == "ssl_credentials":
                 m2 = m1.ssl_credentials
                 try:
-                    K33(m2, ctx)
+                    CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS(m2, ctx)
                 except E as e:
                     e.segments.append("ssl_credentials")
                     raise
             if w1_0 is None:
-                raise broken(*K34)
+                raise broken("is required (set one of its fields)", ["credential_specifier"])
         except E as e:
             e.segments.append("channel_credentials")
             raise
@@ -417,7 +421,7 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K35(m1, ctx)
+                    CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -430,12 +434,12 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("stat_prefix")
             raise
     else:
-        raise broken(*K36)
+        raise broken("length must be at least 1 bytes", ["stat_prefix"])
 
 
 def check_grpc_service_google_grpc_call_credentials(m0: Any, ctx: list[Any]) -> None:
@@ -447,7 +451,7 @@ def check_grpc_service_google_grpc_call_credentials(m0: Any, ctx: list[Any]) -> 
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K38(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -461,27 +465,27 @@ def check_grpc_service_google_grpc_call_credentials(m0: Any, ctx: list[Any]) -> 
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("subject_token_path")
                     raise
             else:
-                raise broken(*K39)
+                raise broken("length must be at least 1 bytes", ["subject_token_path"])
             v = m1.subject_token_type
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("subject_token_type")
                     raise
             else:
-                raise broken(*K40)
+                raise broken("length must be at least 1 bytes", ["subject_token_type"])
         except E as e:
             e.segments.append("sts_service")
             raise
     if w0_0 is None:
-        raise broken(*K34)
+        raise broken("is required (set one of its fields)", ["credential_specifier"])
 
 
 def check_grpc_service_google_grpc_ssl_credentials(m0: Any, ctx: list[Any]) -> None:
@@ -490,21 +494,21 @@ def check_grpc_service_google_grpc_ssl_credentials(m0: Any, ctx: list[Any]) -> N
     if h0("root_certs"):
         m1 = m0.root_certs
         try:
-            K42(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("root_certs")
             raise
     if h0("private_key"):
         m1 = m0.private_key
         try:
-            K42(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("private_key")
             raise
     if h0("cert_chain"):
         m1 = m0.cert_chain
         try:
-            K42(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("cert_chain")
             raise
@@ -516,23 +520,23 @@ def check_header_value(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 bytes")
             if not (len(v) <= 4096 or len(v.encode()) <= 16384):
-                raise broken(K45)
-            if not ((v.isascii() and v.isprintable()) or K44(v) is not None):
-                raise broken(K46)
+                raise broken("length must be at most 16384 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("key")
             raise
     else:
-        raise broken(*K47)
+        raise broken("length must be at least 1 bytes", ["key"])
     v = m0.value
     if v:
         try:
             if not (len(v) <= 4096 or len(v.encode()) <= 16384):
-                raise broken(K45)
-            if not ((v.isascii() and v.isprintable()) or K44(v) is not None):
-                raise broken(K46)
+                raise broken("length must be at most 16384 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("value")
             raise
@@ -546,7 +550,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.timeout
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K12)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("timeout")
             raise
@@ -555,7 +559,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K12)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("interval")
             raise
@@ -563,22 +567,22 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "http_health_check":
         m1 = m0.http_health_check
         try:
-            if K59[2]:
-                K59[2] -= 1
-                K57(m1, ctx)
+            if CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO_STATE[2]:
+                CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO_STATE[2] -= 1
+                CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK(m1, ctx)
             else:
-                K58(m1, ctx)
+                CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO(m1, ctx)
         except E as e:
             e.segments.append("http_health_check")
             raise
     elif w0_0 == "tcp_health_check":
         m1 = m0.tcp_health_check
         try:
-            if K62[2]:
-                K62[2] -= 1
-                K60(m1, ctx)
+            if CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO_STATE[2]:
+                CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO_STATE[2] -= 1
+                CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK(m1, ctx)
             else:
-                K61(m1, ctx)
+                CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO(m1, ctx)
         except E as e:
             e.segments.append("tcp_health_check")
             raise
@@ -586,7 +590,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.no_traffic_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K12)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("no_traffic_interval")
             raise
@@ -597,16 +601,16 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K63)
+                raise broken("length must be at least 1 bytes", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K38(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -617,7 +621,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.unhealthy_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K12)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("unhealthy_interval")
             raise
@@ -625,7 +629,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.unhealthy_edge_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K12)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("unhealthy_edge_interval")
             raise
@@ -633,7 +637,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.healthy_edge_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K12)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("healthy_edge_interval")
             raise
@@ -644,29 +648,29 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
             if w1_0 == "grpc_service":
                 m2 = m1.grpc_service
                 try:
-                    if K65[2]:
-                        K65[2] -= 1
-                        K9(m2, ctx)
+                    if CHECK_GRPC_SERVICE_MEMO_2_STATE[2]:
+                        CHECK_GRPC_SERVICE_MEMO_2_STATE[2] -= 1
+                        CHECK_GRPC_SERVICE(m2, ctx)
                     else:
-                        K64(m2, ctx)
+                        CHECK_GRPC_SERVICE_MEMO_2(m2, ctx)
                 except E as e:
                     e.segments.append("grpc_service")
                     raise
             if w1_0 is None:
-                raise broken(*K21)
+                raise broken("is required (set one of its fields)", ["config_source_specifier"])
         except E as e:
             e.segments.append("event_service")
             raise
     if not p0_1:
-        raise broken(*K49)
+        raise broken("is required", ["timeout"])
     if not p0_2:
-        raise broken(*K50)
+        raise broken("is required", ["interval"])
     if not h0("unhealthy_threshold"):
-        raise broken(*K51)
+        raise broken("is required", ["unhealthy_threshold"])
     if not h0("healthy_threshold"):
-        raise broken(*K52)
+        raise broken("is required", ["healthy_threshold"])
     if w0_0 is None:
-        raise broken(*K66)
+        raise broken("is required (set one of its fields)", ["health_checker"])
 
 
 def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
@@ -676,12 +680,12 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("path")
             raise
     else:
-        raise broken(*K2)
+        raise broken("length must be at least 1 bytes", ["path"])
     if h0("send"):
         m1 = m0.send
         try:
@@ -690,12 +694,12 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
                 v = m1.text
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("text")
                     raise
             if w1_0 is None:
-                raise broken(*K53)
+                raise broken("is required (set one of its fields)", ["payload"])
         except E as e:
             e.segments.append("send")
             raise
@@ -707,12 +711,12 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
                 v = m1.text
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("text")
                     raise
             if w1_0 is None:
-                raise broken(*K53)
+                raise broken("is required (set one of its fields)", ["payload"])
         except E as e:
             e.segments.append("receive")
             raise
@@ -720,19 +724,19 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K55)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K29(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K54)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -744,15 +748,15 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
     v = m0.codec_client_type
     if v:
         try:
-            if not (v in K8):
-                raise broken(K7)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("codec_client_type")
             raise
     if h0("service_name_matcher"):
         m1 = m0.service_name_matcher
         try:
-            K56(m1, ctx)
+            CHECK_STRING_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("service_name_matcher")
             raise
@@ -768,12 +772,12 @@ def check_health_check_tcp_health_check(m0: Any, ctx: list[Any]) -> None:
                 v = m1.text
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("text")
                     raise
             if w1_0 is None:
-                raise broken(*K53)
+                raise broken("is required (set one of its fields)", ["payload"])
         except E as e:
             e.segments.append("send")
             raise
@@ -788,12 +792,12 @@ def check_health_check_tcp_health_check(m0: Any, ctx: list[Any]) -> None:
                         v = m1.text
                         try:
                             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 bytes")
                         except E as e:
                             e.segments.append("text")
                             raise
                     if w1_0 is None:
-                        raise broken(*K53)
+                        raise broken("is required (set one of its fields)", ["payload"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -812,7 +816,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1 and v <= 2147483647):
-                raise broken(K70)
+                raise broken("must be inside range [1, 2147483647]")
         except E as e:
             e.segments.append("max_concurrent_streams")
             raise
@@ -821,7 +825,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 65535 and v <= 2147483647):
-                raise broken(K71)
+                raise broken("must be inside range [65535, 2147483647]")
         except E as e:
             e.segments.append("initial_stream_window_size")
             raise
@@ -830,7 +834,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 65535 and v <= 2147483647):
-                raise broken(K71)
+                raise broken("must be inside range [65535, 2147483647]")
         except E as e:
             e.segments.append("initial_connection_window_size")
             raise
@@ -839,7 +843,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K72)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("max_outbound_frames")
             raise
@@ -848,7 +852,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K72)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("max_outbound_control_frames")
             raise
@@ -857,7 +861,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K72)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("max_inbound_window_update_frames_per_data_frame_sent")
             raise
@@ -873,14 +877,14 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
                         try:
                             v = m2.value
                             if not (v >= 1 and v <= 65536):
-                                raise broken(K73)
+                                raise broken("must be inside range [1, 65536]")
                         except E as e:
                             e.segments.append("identifier")
                             raise
                     else:
-                        raise broken(*K74)
+                        raise broken("is required", ["identifier"])
                     if not h1("value"):
-                        raise broken(*K75)
+                        raise broken("is required", ["value"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -896,8 +900,8 @@ def check_socket_address(m0: Any, ctx: list[Any]) -> None:
     v = m0.protocol
     if v:
         try:
-            if not (v in K77):
-                raise broken(K7)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("protocol")
             raise
@@ -905,23 +909,23 @@ def check_socket_address(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("address")
             raise
     else:
-        raise broken(*K78)
+        raise broken("length must be at least 1 bytes", ["address"])
     w0_0 = m0.WhichOneof("port_specifier")
     if w0_0 == "port_value":
         v = m0.port_value
         try:
             if not (v <= 65535):
-                raise broken(K79)
+                raise broken("must be less than or equal to 65535")
         except E as e:
             e.segments.append("port_value")
             raise
     if w0_0 is None:
-        raise broken(*K80)
+        raise broken("is required (set one of its fields)", ["port_specifier"])
 
 
 CHECKS = {

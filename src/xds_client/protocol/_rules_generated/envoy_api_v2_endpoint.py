@@ -13,15 +13,12 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rt.later("envoy.api.v2.core.Address", globals(), "K0")
-K1 = "must be less than or equal to 65535"
-K2 = rt.keep_fields(
+CHECK_ADDRESS = rt.later("envoy.api.v2.core.Address", globals(), "CHECK_ADDRESS")
+FIELDS = rt.keep_fields(
     ("envoy.api.v2.endpoint.Endpoint", "envoy.api.v2.endpoint.Endpoint.HealthCheckConfig")
 )
-K3 = rt.later("envoy.api.v2.endpoint.Endpoint", globals(), "K3")
-K4 = "must be greater than or equal to 1"
-K5 = "must be less than or equal to 128"
-K6 = rt.keep_fields(
+CHECK_ENDPOINT = rt.later("envoy.api.v2.endpoint.Endpoint", globals(), "CHECK_ENDPOINT")
+FIELDS_2 = rt.keep_fields(
     ("envoy.api.v2.endpoint.LbEndpoint", "envoy.api.v2.endpoint.LocalityLbEndpoints")
 )
 
@@ -32,7 +29,7 @@ def check_endpoint(m0: Any, ctx: list[Any]) -> None:
     if h0("address"):
         m1 = m0.address
         try:
-            K0(m1, ctx)
+            CHECK_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("address")
             raise
@@ -43,7 +40,7 @@ def check_endpoint(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (v <= 65535):
-                        raise broken(K1)
+                        raise broken("must be less than or equal to 65535")
                 except E as e:
                     e.segments.append("port_value")
                     raise
@@ -64,7 +61,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
                     if h1("endpoint"):
                         m2 = m1.endpoint
                         try:
-                            K3(m2, ctx)
+                            CHECK_ENDPOINT(m2, ctx)
                         except E as e:
                             e.segments.append("endpoint")
                             raise
@@ -73,7 +70,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
                         try:
                             v = m2.value
                             if not (v >= 1):
-                                raise broken(K4)
+                                raise broken("must be greater than or equal to 1")
                         except E as e:
                             e.segments.append("load_balancing_weight")
                             raise
@@ -90,7 +87,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K4)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("load_balancing_weight")
             raise
@@ -98,7 +95,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (v <= 128):
-                raise broken(K5)
+                raise broken("must be less than or equal to 128")
         except E as e:
             e.segments.append("priority")
             raise

@@ -13,32 +13,31 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rt.later("envoy.api.v2.listener.FilterChainMatch", globals(), "K0")
-K1, K2 = rt.memo_ref("envoy.api.v2.listener.FilterChainMatch", globals(), "K0")
-K3 = rt.later("envoy.api.v2.auth.DownstreamTlsContext", globals(), "K3")
-K4 = "length must be at least 1 bytes"
-K5 = ("length must be at least 1 bytes", ["name"])
-K6 = rt.any_check(frozenset(), frozenset())
-K7 = rt.keep_fields(
+CHECK_FILTER_CHAIN_MATCH = rt.later(
+    "envoy.api.v2.listener.FilterChainMatch", globals(), "CHECK_FILTER_CHAIN_MATCH"
+)
+CHECK_FILTER_CHAIN_MATCH_MEMO, CHECK_FILTER_CHAIN_MATCH_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.listener.FilterChainMatch", globals(), "CHECK_FILTER_CHAIN_MATCH"
+)
+CHECK_DOWNSTREAM_TLS_CONTEXT = rt.later(
+    "envoy.api.v2.auth.DownstreamTlsContext", globals(), "CHECK_DOWNSTREAM_TLS_CONTEXT"
+)
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS = rt.keep_fields(
     (
         "envoy.api.v2.core.TransportSocket",
         "envoy.api.v2.listener.Filter",
         "envoy.api.v2.listener.FilterChain",
     )
 )
-K8 = "must be inside range [1, 65535]"
-K9 = ("length must be at least 1 bytes", ["address_prefix"])
-K10 = "must be less than or equal to 128"
-K11 = frozenset({0, 1, 2})
-K12 = "must be one of the defined enum values"
-K13 = rt.keep_fields(("envoy.api.v2.core.CidrRange", "envoy.api.v2.listener.FilterChainMatch"))
-K14 = rt.later("envoy.api.v2.listener.ListenerFilterChainMatchPredicate", globals(), "K14")
-K15 = rt.keep_fields(("envoy.api.v2.listener.ListenerFilter",))
-K16 = "must contain at least 2 item(s)"
-K17 = ("must contain at least 2 item(s)", ["rules"])
-K18 = "must equal True"
-K19 = ("is required (set one of its fields)", ["rule"])
-K20 = rt.keep_fields(
+FIELDS_2 = rt.keep_fields(("envoy.api.v2.core.CidrRange", "envoy.api.v2.listener.FilterChainMatch"))
+CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE = rt.later(
+    "envoy.api.v2.listener.ListenerFilterChainMatchPredicate",
+    globals(),
+    "CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE",
+)
+FIELDS_3 = rt.keep_fields(("envoy.api.v2.listener.ListenerFilter",))
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.api.v2.listener.ListenerFilterChainMatchPredicate",
         "envoy.api.v2.listener.ListenerFilterChainMatchPredicate.MatchSet",
@@ -52,18 +51,18 @@ def check_filter_chain(m0: Any, ctx: list[Any]) -> None:
     if h0("filter_chain_match"):
         m1 = m0.filter_chain_match
         try:
-            if K2[2]:
-                K2[2] -= 1
-                K0(m1, ctx)
+            if CHECK_FILTER_CHAIN_MATCH_MEMO_STATE[2]:
+                CHECK_FILTER_CHAIN_MATCH_MEMO_STATE[2] -= 1
+                CHECK_FILTER_CHAIN_MATCH(m1, ctx)
             else:
-                K1(m1, ctx)
+                CHECK_FILTER_CHAIN_MATCH_MEMO(m1, ctx)
         except E as e:
             e.segments.append("filter_chain_match")
             raise
     if h0("tls_context"):
         m1 = m0.tls_context
         try:
-            K3(m1, ctx)
+            CHECK_DOWNSTREAM_TLS_CONTEXT(m1, ctx)
         except E as e:
             e.segments.append("tls_context")
             raise
@@ -77,16 +76,16 @@ def check_filter_chain(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                                raise broken(K4)
+                                raise broken("length must be at least 1 bytes")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K5)
+                        raise broken("length must be at least 1 bytes", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K6(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -105,16 +104,16 @@ def check_filter_chain(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K4)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K5)
+                raise broken("length must be at least 1 bytes", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K6(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -130,7 +129,7 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1 and v <= 65535):
-                raise broken(K8)
+                raise broken("must be inside range [1, 65535]")
         except E as e:
             e.segments.append("destination_port")
             raise
@@ -144,18 +143,18 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                                raise broken(K4)
+                                raise broken("length must be at least 1 bytes")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K9)
+                        raise broken("length must be at least 1 bytes", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K10)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -170,8 +169,8 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
     v = m0.source_type
     if v:
         try:
-            if not (v in K11):
-                raise broken(K12)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("source_type")
             raise
@@ -185,18 +184,18 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                                raise broken(K4)
+                                raise broken("length must be at least 1 bytes")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K9)
+                        raise broken("length must be at least 1 bytes", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K10)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -215,7 +214,7 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (v >= 1 and v <= 65535):
-                        raise broken(K8)
+                        raise broken("must be inside range [1, 65535]")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -233,23 +232,23 @@ def check_listener_filter(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K4)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K5)
+        raise broken("length must be at least 1 bytes", ["name"])
     if h0("typed_config"):
         m1 = m0.typed_config
         try:
-            K6(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("typed_config")
             raise
     if h0("filter_disabled"):
         m1 = m0.filter_disabled
         try:
-            K14(m1, ctx)
+            CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE(m1, ctx)
         except E as e:
             e.segments.append("filter_disabled")
             raise
@@ -265,11 +264,11 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
             if c1:
                 try:
                     if not (len(c1) >= 2):
-                        raise broken(K16)
+                        raise broken("must contain at least 2 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K14(m2, ctx)
+                            CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -277,7 +276,7 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
                     e.segments.append("rules")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("must contain at least 2 item(s)", ["rules"])
         except E as e:
             e.segments.append("or_match")
             raise
@@ -288,11 +287,11 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
             if c1:
                 try:
                     if not (len(c1) >= 2):
-                        raise broken(K16)
+                        raise broken("must contain at least 2 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K14(m2, ctx)
+                            CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -300,14 +299,14 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
                     e.segments.append("rules")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("must contain at least 2 item(s)", ["rules"])
         except E as e:
             e.segments.append("and_match")
             raise
     elif w0_0 == "not_match":
         m1 = m0.not_match
         try:
-            K14(m1, ctx)
+            CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE(m1, ctx)
         except E as e:
             e.segments.append("not_match")
             raise
@@ -315,12 +314,12 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
         v = m0.any_match
         try:
             if not (v == True):
-                raise broken(K18)
+                raise broken("must equal True")
         except E as e:
             e.segments.append("any_match")
             raise
     if w0_0 is None:
-        raise broken(*K19)
+        raise broken("is required (set one of its fields)", ["rule"])
 
 
 CHECKS = {

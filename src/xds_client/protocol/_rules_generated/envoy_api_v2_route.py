@@ -13,42 +13,44 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at most 1024 bytes"
-K1 = rt.later("envoy.type.matcher.StringMatcher", globals(), "K1")
-K2 = frozenset({0, 1, 2})
-K3 = "must be one of the defined enum values"
-K4 = ("is required", ["default_value"])
-K5 = rt.keep_fields(
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+FIELDS = rt.keep_fields(
     (
         "envoy.api.v2.core.RuntimeFractionalPercent",
         "envoy.api.v2.route.CorsPolicy",
         "envoy.type.FractionalPercent",
     )
 )
-K6 = rules._HEADER_LOOSE.match
-K7 = "length must be at least 1 bytes"
-K8 = "must be a valid HTTP header"
-K9 = ("length must be at least 1 bytes", ["name"])
-K10 = "length must be at least 1 characters"
-K11 = ("length must be at least 1 characters", ["regex"])
-K12 = ("is required (set one of its fields)", ["engine_type"])
-K13 = rt.keep_fields(("envoy.api.v2.route.HeaderMatcher", "envoy.type.matcher.RegexMatcher"))
-K14 = "must be greater than or equal to 1"
-K15 = rt.keep_fields(("envoy.api.v2.route.HedgePolicy", "envoy.type.FractionalPercent"))
-K16 = "must be less than or equal to 10"
-K17 = ("length must be at least 1 bytes", ["header_name"])
-K18 = ("length must be at least 1 bytes", ["descriptor_key"])
-K19 = rt.later("envoy.api.v2.route.RateLimit.Action.RequestHeaders", globals(), "K19")
-K20 = ("length must be at least 1 bytes", ["descriptor_value"])
-K21 = rt.later("envoy.api.v2.route.HeaderMatcher", globals(), "K21")
-K22 = "must contain at least 1 item(s)"
-K23 = ("must contain at least 1 item(s)", ["headers"])
-K24 = rt.later("envoy.api.v2.route.RateLimit.Action.HeaderValueMatch", globals(), "K24")
-K25, K26 = rt.memo_ref("envoy.api.v2.route.RateLimit.Action.HeaderValueMatch", globals(), "K24")
-K27 = ("is required (set one of its fields)", ["action_specifier"])
-K28 = rt.later("envoy.api.v2.route.RateLimit.Action", globals(), "K28")
-K29 = ("must contain at least 1 item(s)", ["actions"])
-K30 = rt.keep_fields(
+MATCH_HEADER = rules._HEADER_LOOSE.match
+FIELDS_2 = rt.keep_fields(("envoy.api.v2.route.HeaderMatcher", "envoy.type.matcher.RegexMatcher"))
+FIELDS_3 = rt.keep_fields(("envoy.api.v2.route.HedgePolicy", "envoy.type.FractionalPercent"))
+CHECK_RATE_LIMIT_ACTION_REQUEST_HEADERS = rt.later(
+    "envoy.api.v2.route.RateLimit.Action.RequestHeaders",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_REQUEST_HEADERS",
+)
+CHECK_HEADER_MATCHER = rt.later(
+    "envoy.api.v2.route.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH = rt.later(
+    "envoy.api.v2.route.RateLimit.Action.HeaderValueMatch",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH",
+)
+(
+    CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO,
+    CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_STATE,
+) = rt.memo_ref(
+    "envoy.api.v2.route.RateLimit.Action.HeaderValueMatch",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH",
+)
+CHECK_RATE_LIMIT_ACTION = rt.later(
+    "envoy.api.v2.route.RateLimit.Action", globals(), "CHECK_RATE_LIMIT_ACTION"
+)
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.api.v2.route.HeaderMatcher",
         "envoy.api.v2.route.RateLimit",
@@ -59,18 +61,22 @@ K30 = rt.keep_fields(
         "envoy.type.matcher.RegexMatcher",
     )
 )
-K31, K32 = rt.memo_ref("envoy.api.v2.route.RateLimit.Action.HeaderValueMatch", globals(), "K24")
-K33 = rt.keep_fields(
+(
+    CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_2,
+    CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_2_STATE,
+) = rt.memo_ref(
+    "envoy.api.v2.route.RateLimit.Action.HeaderValueMatch",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH",
+)
+FIELDS_5 = rt.keep_fields(
     ("envoy.api.v2.route.RateLimit.Action", "envoy.api.v2.route.RateLimit.Action.GenericKey")
 )
-K34 = rt.keep_fields(("envoy.api.v2.route.RateLimit.Action.HeaderValueMatch",))
-K35 = rt.keep_fields(("envoy.api.v2.route.RateLimit.Action.RequestHeaders",))
-K36 = frozenset({0, 1, 2, 3, 4})
-K37 = rt.keep_fields(("envoy.api.v2.route.RedirectAction",))
-K38 = rt.any_check(frozenset(), frozenset())
-K39 = "must be greater than 0s"
-K40 = ("is required", ["base_interval"])
-K41 = rt.keep_fields(
+FIELDS_6 = rt.keep_fields(("envoy.api.v2.route.RateLimit.Action.HeaderValueMatch",))
+FIELDS_7 = rt.keep_fields(("envoy.api.v2.route.RateLimit.Action.RequestHeaders",))
+FIELDS_8 = rt.keep_fields(("envoy.api.v2.route.RedirectAction",))
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS_9 = rt.keep_fields(
     (
         "envoy.api.v2.route.RetryPolicy",
         "envoy.api.v2.route.RetryPolicy.RetryBackOff",
@@ -78,34 +84,29 @@ K41 = rt.keep_fields(
         "envoy.api.v2.route.RetryPolicy.RetryPriority",
     )
 )
-K42 = ("is required (set one of its fields)", ["path_specifier"])
-K43 = rt.later("envoy.api.v2.route.RouteMatch", globals(), "K43")
-K44, K45 = rt.memo_ref("envoy.api.v2.route.RouteMatch", globals(), "K43")
-K46 = ("is required", ["match"])
-K47 = rt.later("envoy.api.v2.route.RouteAction", globals(), "K47")
-K48, K49 = rt.memo_ref("envoy.api.v2.route.RouteAction", globals(), "K47")
-K50 = rt.later("envoy.api.v2.route.RedirectAction", globals(), "K50")
-K51 = "must be inside range [100, 600)"
-K52 = ("must be inside range [100, 600)", ["status"])
-K53 = rt.later("envoy.api.v2.core.DataSource", globals(), "K53")
-K54 = ("length must be at least 1 bytes", ["operation"])
-K55 = rt.later("envoy.api.v2.core.HeaderValue", globals(), "K55")
-K56 = ("is required", ["header"])
-K57 = "must contain at most 1000 item(s)"
-K58 = ("length must be at least 1 bytes", ["tag"])
-K59 = ("length must be at least 1 bytes", ["value"])
-K60 = ("is required (set one of its fields)", ["kind"])
-K61 = ("length must be at least 1 bytes", ["key"])
-K62 = ("is required (set one of its fields)", ["segment"])
-K63 = ("must contain at least 1 item(s)", ["path"])
-K64 = rt.later("envoy.type.metadata.v2.MetadataKey", globals(), "K64")
-K65, K66 = rt.memo_ref("envoy.type.metadata.v2.MetadataKey", globals(), "K64")
-K67 = ("is required (set one of its fields)", ["type"])
-K68 = rt.later("envoy.type.tracing.v2.CustomTag", globals(), "K68")
-K69 = rt.later("envoy.api.v2.route.Tracing", globals(), "K69")
-K70, K71 = rt.memo_ref("envoy.api.v2.route.Tracing", globals(), "K69")
-K72 = ("is required (set one of its fields)", ["action"])
-K73 = rt.keep_fields(
+CHECK_ROUTE_MATCH = rt.later("envoy.api.v2.route.RouteMatch", globals(), "CHECK_ROUTE_MATCH")
+CHECK_ROUTE_MATCH_MEMO, CHECK_ROUTE_MATCH_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.RouteMatch", globals(), "CHECK_ROUTE_MATCH"
+)
+CHECK_ROUTE_ACTION = rt.later("envoy.api.v2.route.RouteAction", globals(), "CHECK_ROUTE_ACTION")
+CHECK_ROUTE_ACTION_MEMO, CHECK_ROUTE_ACTION_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.RouteAction", globals(), "CHECK_ROUTE_ACTION"
+)
+CHECK_REDIRECT_ACTION = rt.later(
+    "envoy.api.v2.route.RedirectAction", globals(), "CHECK_REDIRECT_ACTION"
+)
+CHECK_DATA_SOURCE = rt.later("envoy.api.v2.core.DataSource", globals(), "CHECK_DATA_SOURCE")
+CHECK_HEADER_VALUE = rt.later("envoy.api.v2.core.HeaderValue", globals(), "CHECK_HEADER_VALUE")
+CHECK_METADATA_KEY = rt.later("envoy.type.metadata.v2.MetadataKey", globals(), "CHECK_METADATA_KEY")
+CHECK_METADATA_KEY_MEMO, CHECK_METADATA_KEY_MEMO_STATE = rt.memo_ref(
+    "envoy.type.metadata.v2.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+CHECK_CUSTOM_TAG = rt.later("envoy.type.tracing.v2.CustomTag", globals(), "CHECK_CUSTOM_TAG")
+CHECK_TRACING = rt.later("envoy.api.v2.route.Tracing", globals(), "CHECK_TRACING")
+CHECK_TRACING_MEMO, CHECK_TRACING_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.Tracing", globals(), "CHECK_TRACING"
+)
+FIELDS_10 = rt.keep_fields(
     (
         "envoy.api.v2.core.HeaderValueOption",
         "envoy.api.v2.core.RuntimeFractionalPercent",
@@ -129,25 +130,46 @@ K73 = rt.keep_fields(
         "envoy.type.tracing.v2.CustomTag.Metadata",
     )
 )
-K74 = rt.later("envoy.api.v2.route.WeightedCluster.ClusterWeight", globals(), "K74")
-K75, K76 = rt.memo_ref("envoy.api.v2.route.WeightedCluster.ClusterWeight", globals(), "K74")
-K77 = ("must contain at least 1 item(s)", ["clusters"])
-K78 = rt.later("envoy.api.v2.route.WeightedCluster", globals(), "K78")
-K79, K80 = rt.memo_ref("envoy.api.v2.route.WeightedCluster", globals(), "K78")
-K81 = frozenset({0, 1})
-K82 = rt.later("envoy.api.v2.route.RetryPolicy", globals(), "K82")
-K83, K84 = rt.memo_ref("envoy.api.v2.route.RetryPolicy", globals(), "K82")
-K85 = ("length must be at least 1 bytes", ["cluster"])
-K86 = rt.later("envoy.api.v2.route.RouteAction.RequestMirrorPolicy", globals(), "K86")
-K87 = rt.later("envoy.api.v2.route.RateLimit", globals(), "K87")
-K88, K89 = rt.memo_ref("envoy.api.v2.route.RateLimit", globals(), "K87")
-K90 = ("is required (set one of its fields)", ["policy_specifier"])
-K91 = rt.later("envoy.api.v2.route.RouteAction.HashPolicy", globals(), "K91")
-K92 = rt.later("envoy.api.v2.route.CorsPolicy", globals(), "K92")
-K93, K94 = rt.memo_ref("envoy.api.v2.route.CorsPolicy", globals(), "K92")
-K95 = rt.later("envoy.api.v2.route.HedgePolicy", globals(), "K95")
-K96 = ("is required (set one of its fields)", ["cluster_specifier"])
-K97 = rt.keep_fields(
+CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT = rt.later(
+    "envoy.api.v2.route.WeightedCluster.ClusterWeight",
+    globals(),
+    "CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT",
+)
+CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO, CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.route.WeightedCluster.ClusterWeight",
+        globals(),
+        "CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT",
+    )
+)
+CHECK_WEIGHTED_CLUSTER = rt.later(
+    "envoy.api.v2.route.WeightedCluster", globals(), "CHECK_WEIGHTED_CLUSTER"
+)
+CHECK_WEIGHTED_CLUSTER_MEMO, CHECK_WEIGHTED_CLUSTER_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.WeightedCluster", globals(), "CHECK_WEIGHTED_CLUSTER"
+)
+CHECK_RETRY_POLICY = rt.later("envoy.api.v2.route.RetryPolicy", globals(), "CHECK_RETRY_POLICY")
+CHECK_RETRY_POLICY_MEMO, CHECK_RETRY_POLICY_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.RetryPolicy", globals(), "CHECK_RETRY_POLICY"
+)
+CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY = rt.later(
+    "envoy.api.v2.route.RouteAction.RequestMirrorPolicy",
+    globals(),
+    "CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY",
+)
+CHECK_RATE_LIMIT = rt.later("envoy.api.v2.route.RateLimit", globals(), "CHECK_RATE_LIMIT")
+CHECK_RATE_LIMIT_MEMO, CHECK_RATE_LIMIT_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.RateLimit", globals(), "CHECK_RATE_LIMIT"
+)
+CHECK_ROUTE_ACTION_HASH_POLICY = rt.later(
+    "envoy.api.v2.route.RouteAction.HashPolicy", globals(), "CHECK_ROUTE_ACTION_HASH_POLICY"
+)
+CHECK_CORS_POLICY = rt.later("envoy.api.v2.route.CorsPolicy", globals(), "CHECK_CORS_POLICY")
+CHECK_CORS_POLICY_MEMO, CHECK_CORS_POLICY_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.CorsPolicy", globals(), "CHECK_CORS_POLICY"
+)
+CHECK_HEDGE_POLICY = rt.later("envoy.api.v2.route.HedgePolicy", globals(), "CHECK_HEDGE_POLICY")
+FIELDS_11 = rt.keep_fields(
     (
         "envoy.api.v2.core.HeaderValueOption",
         "envoy.api.v2.core.RuntimeFractionalPercent",
@@ -173,7 +195,7 @@ K97 = rt.keep_fields(
         "envoy.type.matcher.RegexMatcher",
     )
 )
-K98 = rt.keep_fields(
+FIELDS_12 = rt.keep_fields(
     (
         "envoy.api.v2.route.RouteAction.HashPolicy",
         "envoy.api.v2.route.RouteAction.HashPolicy.Cookie",
@@ -182,14 +204,14 @@ K98 = rt.keep_fields(
         "envoy.api.v2.route.RouteAction.HashPolicy.QueryParameter",
     )
 )
-K99 = rt.keep_fields(
+FIELDS_13 = rt.keep_fields(
     (
         "envoy.api.v2.core.RuntimeFractionalPercent",
         "envoy.api.v2.route.RouteAction.RequestMirrorPolicy",
         "envoy.type.FractionalPercent",
     )
 )
-K100 = rt.keep_fields(
+FIELDS_14 = rt.keep_fields(
     (
         "envoy.api.v2.core.RuntimeFractionalPercent",
         "envoy.api.v2.route.QueryParameterMatcher",
@@ -198,26 +220,43 @@ K100 = rt.keep_fields(
         "envoy.type.matcher.RegexMatcher",
     )
 )
-K101 = rt.keep_fields(("envoy.api.v2.route.Tracing", "envoy.type.FractionalPercent"))
-K102 = rt.keep_fields(("envoy.api.v2.route.VirtualCluster",))
-K103 = ("must contain at least 1 item(s)", ["domains"])
-K104 = rt.later("envoy.api.v2.route.Route", globals(), "K104")
-K105, K106 = rt.memo_ref("envoy.api.v2.route.Route", globals(), "K104")
-K107 = rt.later("envoy.api.v2.route.VirtualCluster", globals(), "K107")
-K108, K109 = rt.memo_ref("envoy.api.v2.route.VirtualCluster", globals(), "K107")
-K110, K111 = rt.memo_ref("envoy.api.v2.route.RateLimit", globals(), "K87")
-K112, K113 = rt.memo_ref("envoy.api.v2.route.CorsPolicy", globals(), "K92")
-K114, K115 = rt.memo_ref("envoy.api.v2.route.RetryPolicy", globals(), "K82")
-K116 = rt.keep_fields(
+FIELDS_15 = rt.keep_fields(("envoy.api.v2.route.Tracing", "envoy.type.FractionalPercent"))
+FIELDS_16 = rt.keep_fields(("envoy.api.v2.route.VirtualCluster",))
+CHECK_ROUTE = rt.later("envoy.api.v2.route.Route", globals(), "CHECK_ROUTE")
+CHECK_ROUTE_MEMO, CHECK_ROUTE_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.Route", globals(), "CHECK_ROUTE"
+)
+CHECK_VIRTUAL_CLUSTER = rt.later(
+    "envoy.api.v2.route.VirtualCluster", globals(), "CHECK_VIRTUAL_CLUSTER"
+)
+CHECK_VIRTUAL_CLUSTER_MEMO, CHECK_VIRTUAL_CLUSTER_MEMO_STATE = rt.memo_ref(
+    "envoy.api.v2.route.VirtualCluster", globals(), "CHECK_VIRTUAL_CLUSTER"
+)
+CHECK_RATE_LIMIT_MEMO_2, CHECK_RATE_LIMIT_MEMO_2_STATE = rt.memo_ref(
+    "envoy.api.v2.route.RateLimit", globals(), "CHECK_RATE_LIMIT"
+)
+CHECK_CORS_POLICY_MEMO_2, CHECK_CORS_POLICY_MEMO_2_STATE = rt.memo_ref(
+    "envoy.api.v2.route.CorsPolicy", globals(), "CHECK_CORS_POLICY"
+)
+CHECK_RETRY_POLICY_MEMO_2, CHECK_RETRY_POLICY_MEMO_2_STATE = rt.memo_ref(
+    "envoy.api.v2.route.RetryPolicy", globals(), "CHECK_RETRY_POLICY"
+)
+FIELDS_17 = rt.keep_fields(
     (
         "envoy.api.v2.core.HeaderValueOption",
         "envoy.api.v2.route.VirtualCluster",
         "envoy.api.v2.route.VirtualHost",
     )
 )
-K117, K118 = rt.memo_ref("envoy.api.v2.route.WeightedCluster.ClusterWeight", globals(), "K74")
-K119 = rt.keep_fields(("envoy.api.v2.route.WeightedCluster",))
-K120 = rt.keep_fields(
+CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2, CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.api.v2.route.WeightedCluster.ClusterWeight",
+        globals(),
+        "CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT",
+    )
+)
+FIELDS_18 = rt.keep_fields(("envoy.api.v2.route.WeightedCluster",))
+FIELDS_19 = rt.keep_fields(
     ("envoy.api.v2.core.HeaderValueOption", "envoy.api.v2.route.WeightedCluster.ClusterWeight")
 )
 
@@ -232,7 +271,7 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) <= 256 or len(v.encode()) <= 1024):
-                        raise broken(K0)
+                        raise broken("length must be at most 1024 bytes")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -247,7 +286,7 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K1(m1, ctx)
+                    CHECK_STRING_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -265,8 +304,8 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                     v = m2.denominator
                     if v:
                         try:
-                            if not (v in K2):
-                                raise broken(K3)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("denominator")
                             raise
@@ -274,7 +313,7 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("default_value")
                     raise
             else:
-                raise broken(*K4)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("filter_enabled")
             raise
@@ -287,8 +326,8 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                     v = m2.denominator
                     if v:
                         try:
-                            if not (v in K2):
-                                raise broken(K3)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("denominator")
                             raise
@@ -296,7 +335,7 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("default_value")
                     raise
             else:
-                raise broken(*K4)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("shadow_enabled")
             raise
@@ -308,20 +347,20 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+                raise broken("length must be at least 1 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K9)
+        raise broken("length must be at least 1 bytes", ["name"])
     w0_0 = m0.WhichOneof("header_match_specifier")
     if w0_0 == "regex_match":
         v = m0.regex_match
         try:
             if not (len(v) <= 256 or len(v.encode()) <= 1024):
-                raise broken(K0)
+                raise broken("length must be at most 1024 bytes")
         except E as e:
             e.segments.append("regex_match")
             raise
@@ -332,14 +371,14 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K10)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("regex")
                     raise
             else:
-                raise broken(*K11)
+                raise broken("length must be at least 1 characters", ["regex"])
             if m1.WhichOneof("engine_type") is None:
-                raise broken(*K12)
+                raise broken("is required (set one of its fields)", ["engine_type"])
         except E as e:
             e.segments.append("safe_regex_match")
             raise
@@ -347,7 +386,7 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.prefix_match
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("prefix_match")
             raise
@@ -355,7 +394,7 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.suffix_match
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("suffix_match")
             raise
@@ -369,7 +408,7 @@ def check_hedge_policy(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K14)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("initial_requests")
             raise
@@ -379,8 +418,8 @@ def check_hedge_policy(m0: Any, ctx: list[Any]) -> None:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K2):
-                        raise broken(K3)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -396,7 +435,7 @@ def check_rate_limit(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 10):
-                raise broken(K16)
+                raise broken("must be less than or equal to 10")
         except E as e:
             e.segments.append("stage")
             raise
@@ -404,11 +443,11 @@ def check_rate_limit(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K22)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K28(m1, ctx)
+                    CHECK_RATE_LIMIT_ACTION(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -416,7 +455,7 @@ def check_rate_limit(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("actions")
             raise
     else:
-        raise broken(*K29)
+        raise broken("must contain at least 1 item(s)", ["actions"])
 
 
 def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
@@ -425,7 +464,7 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "request_headers":
         m1 = m0.request_headers
         try:
-            K19(m1, ctx)
+            CHECK_RATE_LIMIT_ACTION_REQUEST_HEADERS(m1, ctx)
         except E as e:
             e.segments.append("request_headers")
             raise
@@ -436,28 +475,28 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K7)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("descriptor_value")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("length must be at least 1 bytes", ["descriptor_value"])
         except E as e:
             e.segments.append("generic_key")
             raise
     elif w0_0 == "header_value_match":
         m1 = m0.header_value_match
         try:
-            if K32[2]:
-                K32[2] -= 1
-                K24(m1, ctx)
+            if CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_2_STATE[2]:
+                CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_2_STATE[2] -= 1
+                CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH(m1, ctx)
             else:
-                K31(m1, ctx)
+                CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("header_value_match")
             raise
     if w0_0 is None:
-        raise broken(*K27)
+        raise broken("is required (set one of its fields)", ["action_specifier"])
 
 
 def check_rate_limit_action_header_value_match(m0: Any, ctx: list[Any]) -> None:
@@ -466,21 +505,21 @@ def check_rate_limit_action_header_value_match(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("descriptor_value")
             raise
     else:
-        raise broken(*K20)
+        raise broken("length must be at least 1 bytes", ["descriptor_value"])
     c0 = m0.headers
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K22)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K21(m1, ctx)
+                    CHECK_HEADER_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -488,7 +527,7 @@ def check_rate_limit_action_header_value_match(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("headers")
             raise
     else:
-        raise broken(*K23)
+        raise broken("must contain at least 1 item(s)", ["headers"])
 
 
 def check_rate_limit_action_request_headers(m0: Any, ctx: list[Any]) -> None:
@@ -497,24 +536,24 @@ def check_rate_limit_action_request_headers(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+                raise broken("length must be at least 1 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("header_name")
             raise
     else:
-        raise broken(*K17)
+        raise broken("length must be at least 1 bytes", ["header_name"])
     v = m0.descriptor_key
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("descriptor_key")
             raise
     else:
-        raise broken(*K18)
+        raise broken("length must be at least 1 bytes", ["descriptor_key"])
 
 
 def check_redirect_action(m0: Any, ctx: list[Any]) -> None:
@@ -522,8 +561,8 @@ def check_redirect_action(m0: Any, ctx: list[Any]) -> None:
     v = m0.host_redirect
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("host_redirect")
             raise
@@ -531,24 +570,24 @@ def check_redirect_action(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "path_redirect":
         v = m0.path_redirect
         try:
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("path_redirect")
             raise
     elif w0_0 == "prefix_rewrite":
         v = m0.prefix_rewrite
         try:
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("prefix_rewrite")
             raise
     v = m0.response_code
     if v:
         try:
-            if not (v in K36):
-                raise broken(K3)
+            if not (v in {0, 1, 2, 3, 4}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("response_code")
             raise
@@ -564,16 +603,16 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K7)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K9)
+                raise broken("length must be at least 1 bytes", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K38(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -590,16 +629,16 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                                raise broken(K7)
+                                raise broken("length must be at least 1 bytes")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K9)
+                        raise broken("length must be at least 1 bytes", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K38(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -619,17 +658,17 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.base_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 0):
-                        raise broken(K39)
+                        raise broken("must be greater than 0s")
                 except E as e:
                     e.segments.append("base_interval")
                     raise
             else:
-                raise broken(*K40)
+                raise broken("is required", ["base_interval"])
             if h1("max_interval"):
                 m2 = m1.max_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 0):
-                        raise broken(K39)
+                        raise broken("must be greater than 0s")
                 except E as e:
                     e.segments.append("max_interval")
                     raise
@@ -642,7 +681,7 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K21(m1, ctx)
+                    CHECK_HEADER_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -657,7 +696,7 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K21(m1, ctx)
+                    CHECK_HEADER_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -675,11 +714,11 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if p0_1:
         m1 = m0.match
         try:
-            if K45[2]:
-                K45[2] -= 1
-                K43(m1, ctx)
+            if CHECK_ROUTE_MATCH_MEMO_STATE[2]:
+                CHECK_ROUTE_MATCH_MEMO_STATE[2] -= 1
+                CHECK_ROUTE_MATCH(m1, ctx)
             else:
-                K44(m1, ctx)
+                CHECK_ROUTE_MATCH_MEMO(m1, ctx)
         except E as e:
             e.segments.append("match")
             raise
@@ -687,18 +726,18 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "route":
         m1 = m0.route
         try:
-            if K49[2]:
-                K49[2] -= 1
-                K47(m1, ctx)
+            if CHECK_ROUTE_ACTION_MEMO_STATE[2]:
+                CHECK_ROUTE_ACTION_MEMO_STATE[2] -= 1
+                CHECK_ROUTE_ACTION(m1, ctx)
             else:
-                K48(m1, ctx)
+                CHECK_ROUTE_ACTION_MEMO(m1, ctx)
         except E as e:
             e.segments.append("route")
             raise
     elif w0_0 == "redirect":
         m1 = m0.redirect
         try:
-            K50(m1, ctx)
+            CHECK_REDIRECT_ACTION(m1, ctx)
         except E as e:
             e.segments.append("redirect")
             raise
@@ -709,12 +748,12 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K7)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("operation")
                     raise
             else:
-                raise broken(*K54)
+                raise broken("length must be at least 1 bytes", ["operation"])
         except E as e:
             e.segments.append("decorator")
             raise
@@ -725,16 +764,16 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (v >= 100 and v < 600):
-                        raise broken(K51)
+                        raise broken("must be inside range [100, 600)")
                 except E as e:
                     e.segments.append("status")
                     raise
             else:
-                raise broken(*K52)
+                raise broken("must be inside range [100, 600)", ["status"])
             if m1.HasField("body"):
                 m2 = m1.body
                 try:
-                    K53(m2, ctx)
+                    CHECK_DATA_SOURCE(m2, ctx)
                 except E as e:
                     e.segments.append("body")
                     raise
@@ -745,19 +784,19 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K57)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K55(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K56)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -770,19 +809,19 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K57)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K55(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K56)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -797,7 +836,7 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K38(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -809,11 +848,11 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if h0("tracing"):
         m1 = m0.tracing
         try:
-            if K71[2]:
-                K71[2] -= 1
-                K69(m1, ctx)
+            if CHECK_TRACING_MEMO_STATE[2]:
+                CHECK_TRACING_MEMO_STATE[2] -= 1
+                CHECK_TRACING(m1, ctx)
             else:
-                K70(m1, ctx)
+                CHECK_TRACING_MEMO(m1, ctx)
         except E as e:
             e.segments.append("tracing")
             raise
@@ -823,7 +862,7 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("action"):
                 m2 = m1.action
                 try:
-                    K38(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("action")
                     raise
@@ -831,9 +870,9 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("filter_action")
             raise
     if not p0_1:
-        raise broken(*K46)
+        raise broken("is required", ["match"])
     if w0_0 is None:
-        raise broken(*K72)
+        raise broken("is required (set one of its fields)", ["action"])
 
 
 def check_route_action(m0: Any, ctx: list[Any]) -> None:
@@ -844,7 +883,7 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
         v = m0.cluster
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("cluster")
             raise
@@ -852,28 +891,28 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
         v = m0.cluster_header
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+                raise broken("length must be at least 1 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("cluster_header")
             raise
     elif w0_0 == "weighted_clusters":
         m1 = m0.weighted_clusters
         try:
-            if K80[2]:
-                K80[2] -= 1
-                K78(m1, ctx)
+            if CHECK_WEIGHTED_CLUSTER_MEMO_STATE[2]:
+                CHECK_WEIGHTED_CLUSTER_MEMO_STATE[2] -= 1
+                CHECK_WEIGHTED_CLUSTER(m1, ctx)
             else:
-                K79(m1, ctx)
+                CHECK_WEIGHTED_CLUSTER_MEMO(m1, ctx)
         except E as e:
             e.segments.append("weighted_clusters")
             raise
     v = m0.prefix_rewrite
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("prefix_rewrite")
             raise
@@ -881,34 +920,34 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
     if w0_1 == "host_rewrite":
         v = m0.host_rewrite
         try:
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("host_rewrite")
             raise
     if h0("retry_policy"):
         m1 = m0.retry_policy
         try:
-            if K84[2]:
-                K84[2] -= 1
-                K82(m1, ctx)
+            if CHECK_RETRY_POLICY_MEMO_STATE[2]:
+                CHECK_RETRY_POLICY_MEMO_STATE[2] -= 1
+                CHECK_RETRY_POLICY(m1, ctx)
             else:
-                K83(m1, ctx)
+                CHECK_RETRY_POLICY_MEMO(m1, ctx)
         except E as e:
             e.segments.append("retry_policy")
             raise
     if h0("request_mirror_policy"):
         m1 = m0.request_mirror_policy
         try:
-            K86(m1, ctx)
+            CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY(m1, ctx)
         except E as e:
             e.segments.append("request_mirror_policy")
             raise
     v = m0.priority
     if v:
         try:
-            if not (v in K81):
-                raise broken(K3)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("priority")
             raise
@@ -918,11 +957,11 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K89[2]:
-                        K89[2] -= 1
-                        K87(m1, ctx)
+                    if CHECK_RATE_LIMIT_MEMO_STATE[2]:
+                        CHECK_RATE_LIMIT_MEMO_STATE[2] -= 1
+                        CHECK_RATE_LIMIT(m1, ctx)
                     else:
-                        K88(m1, ctx)
+                        CHECK_RATE_LIMIT_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -937,7 +976,7 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K91(m1, ctx)
+                    CHECK_ROUTE_ACTION_HASH_POLICY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -949,19 +988,19 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
     if h0("cors"):
         m1 = m0.cors
         try:
-            if K94[2]:
-                K94[2] -= 1
-                K92(m1, ctx)
+            if CHECK_CORS_POLICY_MEMO_STATE[2]:
+                CHECK_CORS_POLICY_MEMO_STATE[2] -= 1
+                CHECK_CORS_POLICY(m1, ctx)
             else:
-                K93(m1, ctx)
+                CHECK_CORS_POLICY_MEMO(m1, ctx)
         except E as e:
             e.segments.append("cors")
             raise
     v = m0.cluster_not_found_response_code
     if v:
         try:
-            if not (v in K81):
-                raise broken(K3)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("cluster_not_found_response_code")
             raise
@@ -974,8 +1013,10 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
                     v = m1.upgrade_type
                     if v:
                         try:
-                            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                                raise broken(K8)
+                            if not (
+                                (v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None
+                            ):
+                                raise broken("must be a valid HTTP header")
                         except E as e:
                             e.segments.append("upgrade_type")
                             raise
@@ -990,15 +1031,15 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
     if h0("hedge_policy"):
         m1 = m0.hedge_policy
         try:
-            K95(m1, ctx)
+            CHECK_HEDGE_POLICY(m1, ctx)
         except E as e:
             e.segments.append("hedge_policy")
             raise
     if w0_1 == "auto_host_rewrite_header":
         v = m0.auto_host_rewrite_header
         try:
-            if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                raise broken(K8)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("auto_host_rewrite_header")
             raise
@@ -1008,7 +1049,7 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K86(m1, ctx)
+                    CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1027,14 +1068,14 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K10)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("regex")
                             raise
                     else:
-                        raise broken(*K11)
+                        raise broken("length must be at least 1 characters", ["regex"])
                     if m2.WhichOneof("engine_type") is None:
-                        raise broken(*K12)
+                        raise broken("is required (set one of its fields)", ["engine_type"])
                 except E as e:
                     e.segments.append("pattern")
                     raise
@@ -1044,12 +1085,12 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
     if h0("retry_policy_typed_config"):
         m1 = m0.retry_policy_typed_config
         try:
-            K38(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("retry_policy_typed_config")
             raise
     if w0_0 is None:
-        raise broken(*K96)
+        raise broken("is required (set one of its fields)", ["cluster_specifier"])
 
 
 def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
@@ -1062,14 +1103,14 @@ def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K7)
-                    if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                        raise broken(K8)
+                        raise broken("length must be at least 1 bytes")
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append("header_name")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("length must be at least 1 bytes", ["header_name"])
         except E as e:
             e.segments.append("header")
             raise
@@ -1080,12 +1121,12 @@ def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K7)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K9)
+                raise broken("length must be at least 1 bytes", ["name"])
         except E as e:
             e.segments.append("cookie")
             raise
@@ -1096,12 +1137,12 @@ def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K7)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K9)
+                raise broken("length must be at least 1 bytes", ["name"])
         except E as e:
             e.segments.append("query_parameter")
             raise
@@ -1112,17 +1153,17 @@ def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K7)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("key")
                     raise
             else:
-                raise broken(*K61)
+                raise broken("length must be at least 1 bytes", ["key"])
         except E as e:
             e.segments.append("filter_state")
             raise
     if w0_0 is None:
-        raise broken(*K90)
+        raise broken("is required (set one of its fields)", ["policy_specifier"])
 
 
 def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
@@ -1131,12 +1172,12 @@ def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("cluster")
             raise
     else:
-        raise broken(*K85)
+        raise broken("length must be at least 1 bytes", ["cluster"])
     if m0.HasField("runtime_fraction"):
         m1 = m0.runtime_fraction
         try:
@@ -1146,8 +1187,8 @@ def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
                     v = m2.denominator
                     if v:
                         try:
-                            if not (v in K2):
-                                raise broken(K3)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("denominator")
                             raise
@@ -1155,7 +1196,7 @@ def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("default_value")
                     raise
             else:
-                raise broken(*K4)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("runtime_fraction")
             raise
@@ -1168,7 +1209,7 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
         v = m0.regex
         try:
             if not (len(v) <= 256 or len(v.encode()) <= 1024):
-                raise broken(K0)
+                raise broken("length must be at most 1024 bytes")
         except E as e:
             e.segments.append("regex")
             raise
@@ -1179,14 +1220,14 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K10)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("regex")
                     raise
             else:
-                raise broken(*K11)
+                raise broken("length must be at least 1 characters", ["regex"])
             if m1.WhichOneof("engine_type") is None:
-                raise broken(*K12)
+                raise broken("is required (set one of its fields)", ["engine_type"])
         except E as e:
             e.segments.append("safe_regex")
             raise
@@ -1199,8 +1240,8 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
                     v = m2.denominator
                     if v:
                         try:
-                            if not (v in K2):
-                                raise broken(K3)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("denominator")
                             raise
@@ -1208,7 +1249,7 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("default_value")
                     raise
             else:
-                raise broken(*K4)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("runtime_fraction")
             raise
@@ -1218,7 +1259,7 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K21(m1, ctx)
+                    CHECK_HEADER_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1237,18 +1278,18 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                                raise broken(K7)
+                                raise broken("length must be at least 1 bytes")
                             if not (len(v) <= 256 or len(v.encode()) <= 1024):
-                                raise broken(K0)
+                                raise broken("length must be at most 1024 bytes")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K9)
+                        raise broken("length must be at least 1 bytes", ["name"])
                     if m1.HasField("string_match"):
                         m2 = m1.string_match
                         try:
-                            K1(m2, ctx)
+                            CHECK_STRING_MATCHER(m2, ctx)
                         except E as e:
                             e.segments.append("string_match")
                             raise
@@ -1261,7 +1302,7 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
     else:
         ctx[2] = True
     if w0_0 is None:
-        raise broken(*K42)
+        raise broken("is required (set one of its fields)", ["path_specifier"])
 
 
 def check_tracing(m0: Any, ctx: list[Any]) -> None:
@@ -1273,8 +1314,8 @@ def check_tracing(m0: Any, ctx: list[Any]) -> None:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K2):
-                        raise broken(K3)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -1287,8 +1328,8 @@ def check_tracing(m0: Any, ctx: list[Any]) -> None:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K2):
-                        raise broken(K3)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -1301,8 +1342,8 @@ def check_tracing(m0: Any, ctx: list[Any]) -> None:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K2):
-                        raise broken(K3)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -1315,7 +1356,7 @@ def check_tracing(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K68(m1, ctx)
+                    CHECK_CUSTOM_TAG(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1332,7 +1373,7 @@ def check_virtual_cluster(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) <= 256 or len(v.encode()) <= 1024):
-                raise broken(K0)
+                raise broken("length must be at most 1024 bytes")
         except E as e:
             e.segments.append("pattern")
             raise
@@ -1342,7 +1383,7 @@ def check_virtual_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K21(m1, ctx)
+                    CHECK_HEADER_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1355,12 +1396,12 @@ def check_virtual_cluster(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K9)
+        raise broken("length must be at least 1 bytes", ["name"])
 
 
 def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
@@ -1370,7 +1411,7 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("name")
             raise
@@ -1378,12 +1419,12 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K22)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K6(v) is not None):
-                        raise broken(K8)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1396,11 +1437,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K106[2]:
-                        K106[2] -= 1
-                        K104(m1, ctx)
+                    if CHECK_ROUTE_MEMO_STATE[2]:
+                        CHECK_ROUTE_MEMO_STATE[2] -= 1
+                        CHECK_ROUTE(m1, ctx)
                     else:
-                        K105(m1, ctx)
+                        CHECK_ROUTE_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1412,8 +1453,8 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     v = m0.require_tls
     if v:
         try:
-            if not (v in K2):
-                raise broken(K3)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("require_tls")
             raise
@@ -1423,11 +1464,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K109[2]:
-                        K109[2] -= 1
-                        K107(m1, ctx)
+                    if CHECK_VIRTUAL_CLUSTER_MEMO_STATE[2]:
+                        CHECK_VIRTUAL_CLUSTER_MEMO_STATE[2] -= 1
+                        CHECK_VIRTUAL_CLUSTER(m1, ctx)
                     else:
-                        K108(m1, ctx)
+                        CHECK_VIRTUAL_CLUSTER_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1442,11 +1483,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K111[2]:
-                        K111[2] -= 1
-                        K87(m1, ctx)
+                    if CHECK_RATE_LIMIT_MEMO_2_STATE[2]:
+                        CHECK_RATE_LIMIT_MEMO_2_STATE[2] -= 1
+                        CHECK_RATE_LIMIT(m1, ctx)
                     else:
-                        K110(m1, ctx)
+                        CHECK_RATE_LIMIT_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1459,19 +1500,19 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K57)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K55(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K56)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1483,11 +1524,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if h0("cors"):
         m1 = m0.cors
         try:
-            if K113[2]:
-                K113[2] -= 1
-                K92(m1, ctx)
+            if CHECK_CORS_POLICY_MEMO_2_STATE[2]:
+                CHECK_CORS_POLICY_MEMO_2_STATE[2] -= 1
+                CHECK_CORS_POLICY(m1, ctx)
             else:
-                K112(m1, ctx)
+                CHECK_CORS_POLICY_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("cors")
             raise
@@ -1495,19 +1536,19 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K57)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K55(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K56)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1522,7 +1563,7 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K38(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -1534,32 +1575,32 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if h0("retry_policy"):
         m1 = m0.retry_policy
         try:
-            if K115[2]:
-                K115[2] -= 1
-                K82(m1, ctx)
+            if CHECK_RETRY_POLICY_MEMO_2_STATE[2]:
+                CHECK_RETRY_POLICY_MEMO_2_STATE[2] -= 1
+                CHECK_RETRY_POLICY(m1, ctx)
             else:
-                K114(m1, ctx)
+                CHECK_RETRY_POLICY_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("retry_policy")
             raise
     if h0("hedge_policy"):
         m1 = m0.hedge_policy
         try:
-            K95(m1, ctx)
+            CHECK_HEDGE_POLICY(m1, ctx)
         except E as e:
             e.segments.append("hedge_policy")
             raise
     if h0("retry_policy_typed_config"):
         m1 = m0.retry_policy_typed_config
         try:
-            K38(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("retry_policy_typed_config")
             raise
     if not p0_1:
-        raise broken(*K9)
+        raise broken("length must be at least 1 bytes", ["name"])
     if not p0_2:
-        raise broken(*K103)
+        raise broken("must contain at least 1 item(s)", ["domains"])
 
 
 def check_weighted_cluster(m0: Any, ctx: list[Any]) -> None:
@@ -1568,15 +1609,15 @@ def check_weighted_cluster(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K22)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K118[2]:
-                        K118[2] -= 1
-                        K74(m1, ctx)
+                    if CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2_STATE[2]:
+                        CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2_STATE[2] -= 1
+                        CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT(m1, ctx)
                     else:
-                        K117(m1, ctx)
+                        CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1584,13 +1625,13 @@ def check_weighted_cluster(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("clusters")
             raise
     else:
-        raise broken(*K77)
+        raise broken("must contain at least 1 item(s)", ["clusters"])
     if m0.HasField("total_weight"):
         m1 = m0.total_weight
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K14)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("total_weight")
             raise
@@ -1602,29 +1643,29 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K7)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K9)
+        raise broken("length must be at least 1 bytes", ["name"])
     c0 = m0.request_headers_to_add
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K57)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K55(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K56)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1637,19 +1678,19 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K57)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K55(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K56)
+                        raise broken("is required", ["header"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1664,7 +1705,7 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K38(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise

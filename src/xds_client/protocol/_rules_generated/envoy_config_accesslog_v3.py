@@ -13,81 +13,47 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = frozenset({0, 1, 2, 3})
-K1 = "must be one of the defined enum values"
-K2 = ("is required", ["value"])
-K3 = ("is required", ["comparison"])
-K4 = "length must be at least 1 characters"
-K5 = ("length must be at least 1 characters", ["runtime_key"])
-K6 = frozenset({0, 1, 2})
-K7 = rt.later("envoy.config.accesslog.v3.RuntimeFilter", globals(), "K7")
-K8 = rt.later("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K8")
-K9, K10 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K8")
-K11 = "must contain at least 2 item(s)"
-K12 = ("must contain at least 2 item(s)", ["filters"])
-K13 = rt.later("envoy.config.accesslog.v3.AndFilter", globals(), "K13")
-K14, K15 = rt.memo_ref("envoy.config.accesslog.v3.AndFilter", globals(), "K13")
-K16, K17 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K8")
-K18 = rt.later("envoy.config.accesslog.v3.OrFilter", globals(), "K18")
-K19, K20 = rt.memo_ref("envoy.config.accesslog.v3.OrFilter", globals(), "K18")
-K21 = rules._HEADER_LOOSE.match
-K22 = "must be a valid HTTP header"
-K23 = ("length must be at least 1 characters", ["name"])
-K24 = ("length must be at least 1 characters", ["regex"])
-K25 = rt.any_check(frozenset(), frozenset())
-K26 = ("is required", ["typed_config"])
-K27 = ("is required (set one of its fields)", ["match_pattern"])
-K28 = rt.later("envoy.type.matcher.v3.StringMatcher", globals(), "K28")
-K29 = rt.later("envoy.config.route.v3.HeaderMatcher", globals(), "K29")
-K30, K31 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K29")
-K32 = ("is required", ["header"])
-K33 = frozenset(
-    {
-        "DC",
-        "DF",
-        "DI",
-        "DO",
-        "DPE",
-        "DR",
-        "DT",
-        "FI",
-        "IH",
-        "LH",
-        "LR",
-        "NC",
-        "NFCF",
-        "NR",
-        "OM",
-        "RFCF",
-        "RL",
-        "RLSE",
-        "SI",
-        "UAEX",
-        "UC",
-        "UDO",
-        "UF",
-        "UH",
-        "UMSDR",
-        "UO",
-        "UPE",
-        "UR",
-        "URX",
-        "UT",
-    }
+CHECK_RUNTIME_FILTER = rt.later(
+    "envoy.config.accesslog.v3.RuntimeFilter", globals(), "CHECK_RUNTIME_FILTER"
 )
-K34 = "must be in list ['DC', 'DF', 'DI', 'DO', 'DPE', 'DR', 'DT', 'FI', 'IH', 'LH', 'LR', 'NC', 'NFCF', 'NR', 'OM', 'RFCF', 'RL', 'RLSE', 'SI', 'UAEX', 'UC', 'UDO', 'UF', 'UH', 'UMSDR', 'UO', 'UPE', 'UR', 'URX', 'UT']"
-K35 = frozenset({0, 1, 10, 11, 12, 13, 14, 15, 16, 2, 3, 4, 5, 6, 7, 8, 9})
-K36 = ("length must be at least 1 characters", ["filter"])
-K37 = ("is required (set one of its fields)", ["segment"])
-K38 = "must contain at least 1 item(s)"
-K39 = ("must contain at least 1 item(s)", ["path"])
-K40 = rt.later("envoy.type.matcher.v3.ValueMatcher", globals(), "K40")
-K41 = ("must contain at least 2 item(s)", ["value_matchers"])
-K42 = rt.later("envoy.type.matcher.v3.MetadataMatcher", globals(), "K42")
-K43, K44 = rt.memo_ref("envoy.type.matcher.v3.MetadataMatcher", globals(), "K42")
-K45 = frozenset({0, 1, 10, 11, 12, 13, 2, 3, 4, 5, 6, 7, 8, 9})
-K46 = ("is required (set one of its fields)", ["filter_specifier"])
-K47 = rt.keep_fields(
+CHECK_ACCESS_LOG_FILTER = rt.later(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER_MEMO, CHECK_ACCESS_LOG_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_AND_FILTER = rt.later("envoy.config.accesslog.v3.AndFilter", globals(), "CHECK_AND_FILTER")
+CHECK_AND_FILTER_MEMO, CHECK_AND_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AndFilter", globals(), "CHECK_AND_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER_MEMO_2, CHECK_ACCESS_LOG_FILTER_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_OR_FILTER = rt.later("envoy.config.accesslog.v3.OrFilter", globals(), "CHECK_OR_FILTER")
+CHECK_OR_FILTER_MEMO, CHECK_OR_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.OrFilter", globals(), "CHECK_OR_FILTER"
+)
+MATCH_HEADER = rules._HEADER_LOOSE.match
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+CHECK_HEADER_MATCHER = rt.later(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_HEADER_MATCHER_MEMO, CHECK_HEADER_MATCHER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_VALUE_MATCHER = rt.later(
+    "envoy.type.matcher.v3.ValueMatcher", globals(), "CHECK_VALUE_MATCHER"
+)
+CHECK_METADATA_MATCHER = rt.later(
+    "envoy.type.matcher.v3.MetadataMatcher", globals(), "CHECK_METADATA_MATCHER"
+)
+CHECK_METADATA_MATCHER_MEMO, CHECK_METADATA_MATCHER_MEMO_STATE = rt.memo_ref(
+    "envoy.type.matcher.v3.MetadataMatcher", globals(), "CHECK_METADATA_MATCHER"
+)
+FIELDS = rt.keep_fields(
     (
         "envoy.config.accesslog.v3.AccessLogFilter",
         "envoy.config.accesslog.v3.AndFilter",
@@ -115,11 +81,17 @@ K47 = rt.keep_fields(
         "xds.core.v3.TypedExtensionConfig",
     )
 )
-K48, K49 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K8")
-K50 = rt.keep_fields(("envoy.config.accesslog.v3.AndFilter",))
-K51, K52 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K8")
-K53 = rt.keep_fields(("envoy.config.accesslog.v3.OrFilter",))
-K54 = rt.keep_fields(("envoy.config.accesslog.v3.RuntimeFilter", "envoy.type.v3.FractionalPercent"))
+CHECK_ACCESS_LOG_FILTER_MEMO_3, CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+FIELDS_2 = rt.keep_fields(("envoy.config.accesslog.v3.AndFilter",))
+CHECK_ACCESS_LOG_FILTER_MEMO_4, CHECK_ACCESS_LOG_FILTER_MEMO_4_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+FIELDS_3 = rt.keep_fields(("envoy.config.accesslog.v3.OrFilter",))
+FIELDS_4 = rt.keep_fields(
+    ("envoy.config.accesslog.v3.RuntimeFilter", "envoy.type.v3.FractionalPercent")
+)
 
 
 def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
@@ -134,18 +106,18 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
                     v = m2.op
                     if v:
                         try:
-                            if not (v in K0):
-                                raise broken(K1)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("op")
                             raise
                     if not m2.HasField("value"):
-                        raise broken(*K2)
+                        raise broken("is required", ["value"])
                 except E as e:
                     e.segments.append("comparison")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("is required", ["comparison"])
         except E as e:
             e.segments.append("status_code_filter")
             raise
@@ -158,47 +130,47 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
                     v = m2.op
                     if v:
                         try:
-                            if not (v in K0):
-                                raise broken(K1)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("op")
                             raise
                     if not m2.HasField("value"):
-                        raise broken(*K2)
+                        raise broken("is required", ["value"])
                 except E as e:
                     e.segments.append("comparison")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("is required", ["comparison"])
         except E as e:
             e.segments.append("duration_filter")
             raise
     elif w0_0 == "runtime_filter":
         m1 = m0.runtime_filter
         try:
-            K7(m1, ctx)
+            CHECK_RUNTIME_FILTER(m1, ctx)
         except E as e:
             e.segments.append("runtime_filter")
             raise
     elif w0_0 == "and_filter":
         m1 = m0.and_filter
         try:
-            if K15[2]:
-                K15[2] -= 1
-                K13(m1, ctx)
+            if CHECK_AND_FILTER_MEMO_STATE[2]:
+                CHECK_AND_FILTER_MEMO_STATE[2] -= 1
+                CHECK_AND_FILTER(m1, ctx)
             else:
-                K14(m1, ctx)
+                CHECK_AND_FILTER_MEMO(m1, ctx)
         except E as e:
             e.segments.append("and_filter")
             raise
     elif w0_0 == "or_filter":
         m1 = m0.or_filter
         try:
-            if K20[2]:
-                K20[2] -= 1
-                K18(m1, ctx)
+            if CHECK_OR_FILTER_MEMO_STATE[2]:
+                CHECK_OR_FILTER_MEMO_STATE[2] -= 1
+                CHECK_OR_FILTER(m1, ctx)
             else:
-                K19(m1, ctx)
+                CHECK_OR_FILTER_MEMO(m1, ctx)
         except E as e:
             e.segments.append("or_filter")
             raise
@@ -208,16 +180,16 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("header"):
                 m2 = m1.header
                 try:
-                    if K31[2]:
-                        K31[2] -= 1
-                        K29(m2, ctx)
+                    if CHECK_HEADER_MATCHER_MEMO_STATE[2]:
+                        CHECK_HEADER_MATCHER_MEMO_STATE[2] -= 1
+                        CHECK_HEADER_MATCHER(m2, ctx)
                     else:
-                        K30(m2, ctx)
+                        CHECK_HEADER_MATCHER_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("header")
                     raise
             else:
-                raise broken(*K32)
+                raise broken("is required", ["header"])
         except E as e:
             e.segments.append("header_filter")
             raise
@@ -230,8 +202,44 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         v = c1[i1]
                         try:
-                            if not (v in K33):
-                                raise broken(K34)
+                            if not (
+                                v
+                                in {
+                                    "DC",
+                                    "DF",
+                                    "DI",
+                                    "DO",
+                                    "DPE",
+                                    "DR",
+                                    "DT",
+                                    "FI",
+                                    "IH",
+                                    "LH",
+                                    "LR",
+                                    "NC",
+                                    "NFCF",
+                                    "NR",
+                                    "OM",
+                                    "RFCF",
+                                    "RL",
+                                    "RLSE",
+                                    "SI",
+                                    "UAEX",
+                                    "UC",
+                                    "UDO",
+                                    "UF",
+                                    "UH",
+                                    "UMSDR",
+                                    "UO",
+                                    "UPE",
+                                    "UR",
+                                    "URX",
+                                    "UT",
+                                }
+                            ):
+                                raise broken(
+                                    "must be in list ['DC', 'DF', 'DI', 'DO', 'DPE', 'DR', 'DT', 'FI', 'IH', 'LH', 'LR', 'NC', 'NFCF', 'NR', 'OM', 'RFCF', 'RL', 'RLSE', 'SI', 'UAEX', 'UC', 'UDO', 'UF', 'UH', 'UMSDR', 'UO', 'UPE', 'UR', 'URX', 'UT']"
+                                )
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -252,8 +260,10 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         v = c1[i1]
                         try:
-                            if not (v in K35):
-                                raise broken(K1)
+                            if not (
+                                v in {0, 1, 10, 11, 12, 13, 14, 15, 16, 2, 3, 4, 5, 6, 7, 8, 9}
+                            ):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -271,7 +281,7 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K25(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -284,11 +294,11 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("matcher"):
                 m2 = m1.matcher
                 try:
-                    if K44[2]:
-                        K44[2] -= 1
-                        K42(m2, ctx)
+                    if CHECK_METADATA_MATCHER_MEMO_STATE[2]:
+                        CHECK_METADATA_MATCHER_MEMO_STATE[2] -= 1
+                        CHECK_METADATA_MATCHER(m2, ctx)
                     else:
-                        K43(m2, ctx)
+                        CHECK_METADATA_MATCHER_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("matcher")
                     raise
@@ -304,8 +314,8 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         v = c1[i1]
                         try:
-                            if not (v in K45):
-                                raise broken(K1)
+                            if not (v in {0, 1, 10, 11, 12, 13, 2, 3, 4, 5, 6, 7, 8, 9}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -318,7 +328,7 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("log_type_filter")
             raise
     if w0_0 is None:
-        raise broken(*K46)
+        raise broken("is required (set one of its fields)", ["filter_specifier"])
 
 
 def check_and_filter(m0: Any, ctx: list[Any]) -> None:
@@ -327,15 +337,15 @@ def check_and_filter(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 2):
-                raise broken(K11)
+                raise broken("must contain at least 2 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K49[2]:
-                        K49[2] -= 1
-                        K8(m1, ctx)
+                    if CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE[2]:
+                        CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE[2] -= 1
+                        CHECK_ACCESS_LOG_FILTER(m1, ctx)
                     else:
-                        K48(m1, ctx)
+                        CHECK_ACCESS_LOG_FILTER_MEMO_3(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -343,7 +353,7 @@ def check_and_filter(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("filters")
             raise
     else:
-        raise broken(*K12)
+        raise broken("must contain at least 2 item(s)", ["filters"])
 
 
 def check_or_filter(m0: Any, ctx: list[Any]) -> None:
@@ -352,15 +362,15 @@ def check_or_filter(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 2):
-                raise broken(K11)
+                raise broken("must contain at least 2 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K52[2]:
-                        K52[2] -= 1
-                        K8(m1, ctx)
+                    if CHECK_ACCESS_LOG_FILTER_MEMO_4_STATE[2]:
+                        CHECK_ACCESS_LOG_FILTER_MEMO_4_STATE[2] -= 1
+                        CHECK_ACCESS_LOG_FILTER(m1, ctx)
                     else:
-                        K51(m1, ctx)
+                        CHECK_ACCESS_LOG_FILTER_MEMO_4(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -368,7 +378,7 @@ def check_or_filter(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("filters")
             raise
     else:
-        raise broken(*K12)
+        raise broken("must contain at least 2 item(s)", ["filters"])
 
 
 def check_runtime_filter(m0: Any, ctx: list[Any]) -> None:
@@ -377,20 +387,20 @@ def check_runtime_filter(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K4)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("runtime_key")
             raise
     else:
-        raise broken(*K5)
+        raise broken("length must be at least 1 characters", ["runtime_key"])
     if m0.HasField("percent_sampled"):
         m1 = m0.percent_sampled
         try:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K6):
-                        raise broken(K1)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise

@@ -13,11 +13,12 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = frozenset({0, 1})
-K1 = "must be one of the defined enum values"
-K2 = "must be inside range [0, 100]"
-K3 = rt.later("envoy.config.cluster.v3.CircuitBreakers.Thresholds", globals(), "K3")
-K4 = rt.keep_fields(
+CHECK_CIRCUIT_BREAKERS_THRESHOLDS = rt.later(
+    "envoy.config.cluster.v3.CircuitBreakers.Thresholds",
+    globals(),
+    "CHECK_CIRCUIT_BREAKERS_THRESHOLDS",
+)
+FIELDS = rt.keep_fields(
     (
         "envoy.config.cluster.v3.CircuitBreakers",
         "envoy.config.cluster.v3.CircuitBreakers.Thresholds",
@@ -25,170 +26,235 @@ K4 = rt.keep_fields(
         "envoy.type.v3.Percent",
     )
 )
-K5 = rt.keep_fields(
+FIELDS_2 = rt.keep_fields(
     (
         "envoy.config.cluster.v3.CircuitBreakers.Thresholds",
         "envoy.config.cluster.v3.CircuitBreakers.Thresholds.RetryBudget",
         "envoy.type.v3.Percent",
     )
 )
-K6 = "length must be at least 1 characters"
-K7 = ("length must be at least 1 characters", ["name"])
-K8 = rt.any_check(frozenset(), frozenset())
-K9 = rt.later("envoy.config.cluster.v3.Cluster.TransportSocketMatch", globals(), "K9")
-K10 = ("is required", ["typed_config"])
-K11 = ("is required", ["input"])
-K12 = ("length must be at least 1 characters", ["regex"])
-K13 = ("is required (set one of its fields)", ["engine_type"])
-K14 = ("is required (set one of its fields)", ["match_pattern"])
-K15 = rt.later("xds.type.matcher.v3.StringMatcher", globals(), "K15")
-K16 = ("is required (set one of its fields)", ["matcher"])
-K17 = rt.later(
-    "xds.type.matcher.v3.Matcher.MatcherList.Predicate.SinglePredicate", globals(), "K17"
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+CHECK_CLUSTER_TRANSPORT_SOCKET_MATCH = rt.later(
+    "envoy.config.cluster.v3.Cluster.TransportSocketMatch",
+    globals(),
+    "CHECK_CLUSTER_TRANSPORT_SOCKET_MATCH",
 )
-K18 = rt.later("xds.type.matcher.v3.Matcher.MatcherList.Predicate", globals(), "K18")
-K19 = "must contain at least 2 item(s)"
-K20 = ("must contain at least 2 item(s)", ["predicate"])
-K21 = ("is required (set one of its fields)", ["match_type"])
-K22 = ("is required", ["predicate"])
-K23 = rt.later("xds.type.matcher.v3.Matcher", globals(), "K23")
-K24 = ("is required (set one of its fields)", ["on_match"])
-K25 = rt.later("xds.type.matcher.v3.Matcher.OnMatch", globals(), "K25")
-K26 = ("is required", ["on_match"])
-K27 = "must contain at least 1 item(s)"
-K28 = ("must contain at least 1 item(s)", ["matchers"])
-K29 = rt.later("xds.type.matcher.v3.Matcher.MatcherList", globals(), "K29")
-K30, K31 = rt.memo_ref("xds.type.matcher.v3.Matcher.MatcherList", globals(), "K29")
-K32 = "must contain at least 1 pair(s)"
-K33 = ("must contain at least 1 pair(s)", ["map"])
-K34 = ("is required (set one of its fields)", ["tree_type"])
-K35 = rt.later("xds.type.matcher.v3.Matcher.MatcherTree", globals(), "K35")
-K36 = frozenset({0, 1, 2, 3, 4})
-K37 = ("length must be at least 1 characters", ["path"])
-K38 = rt.later("envoy.config.core.v3.PathConfigSource", globals(), "K38")
-K39 = frozenset({0, 1, 2, 3, 5, 6})
-K40 = frozenset({0, 1, 2})
-K41 = ("length must be at least 1 characters", ["cluster_name"])
-K42 = rules._HEADER_LOOSE.match
-K43 = "length must be at least 0 characters"
-K44 = "length must be at most 16384 bytes"
-K45 = "must be a valid HTTP header"
-K46 = "must be greater than or equal to 0.001s"
-K47 = ("is required", ["base_interval"])
-K48 = "must be greater than 0s"
-K49 = rt.later("envoy.config.core.v3.RetryPolicy", globals(), "K49")
-K50, K51 = rt.memo_ref("envoy.config.core.v3.RetryPolicy", globals(), "K49")
-K52 = rt.later("envoy.config.core.v3.GrpcService.EnvoyGrpc", globals(), "K52")
-K53 = ("length must be at least 1 characters", ["target_uri"])
-K54 = rt.later("envoy.config.core.v3.DataSource", globals(), "K54")
-K55 = rt.later("envoy.config.core.v3.GrpcService.GoogleGrpc.SslCredentials", globals(), "K55")
-K56 = ("is required (set one of its fields)", ["credential_specifier"])
-K57 = ("length must be at least 1 characters", ["subject_token_path"])
-K58 = ("length must be at least 1 characters", ["subject_token_type"])
-K59 = rt.later("envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials", globals(), "K59")
-K60 = ("length must be at least 1 characters", ["stat_prefix"])
-K61 = ("is required (set one of its fields)", ["value_specifier"])
-K62 = rt.later("envoy.config.core.v3.GrpcService.GoogleGrpc", globals(), "K62")
-K63, K64 = rt.memo_ref("envoy.config.core.v3.GrpcService.GoogleGrpc", globals(), "K62")
-K65 = ("length must be at least 1 characters", ["key"])
-K66 = "length must be at least 0 bytes"
-K67 = rt.later("envoy.config.core.v3.HeaderValue", globals(), "K67")
-K68, K69 = rt.memo_ref("envoy.config.core.v3.RetryPolicy", globals(), "K49")
-K70 = ("is required (set one of its fields)", ["target_specifier"])
-K71 = rt.later("envoy.config.core.v3.GrpcService", globals(), "K71")
-K72, K73 = rt.memo_ref("envoy.config.core.v3.GrpcService", globals(), "K71")
-K74 = "must be greater than 0"
-K75 = rt.later("envoy.config.core.v3.ApiConfigSource", globals(), "K75")
-K76, K77 = rt.memo_ref("envoy.config.core.v3.ApiConfigSource", globals(), "K75")
-K78 = ("is required (set one of its fields)", ["config_source_specifier"])
-K79 = rt.later("envoy.config.core.v3.ConfigSource", globals(), "K79")
-K80, K81 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K79")
-K82 = frozenset({0, 1, 2, 3, 5, 6, 7})
-K83 = ("length must be at least 1 characters", ["['']"])
-K84 = rt.later("envoy.config.core.v3.Metadata", globals(), "K84")
-K85 = ("length must be at least 1 characters", ["address"])
-K86 = "must be less than or equal to 65535"
-K87 = ("is required (set one of its fields)", ["port_specifier"])
-K88 = rt.later("envoy.config.core.v3.SocketAddress", globals(), "K88")
-K89 = "must be less than or equal to 511"
-K90 = ("is required (set one of its fields)", ["address_name_specifier"])
-K91 = ("is required (set one of its fields)", ["address"])
-K92 = rt.later("envoy.config.core.v3.Address", globals(), "K92")
-K93 = rt.later("envoy.config.endpoint.v3.Endpoint", globals(), "K93")
-K94, K95 = rt.memo_ref("envoy.config.endpoint.v3.Endpoint", globals(), "K93")
-K96 = "must be greater than or equal to 1"
-K97 = rt.later("envoy.config.endpoint.v3.LbEndpoint", globals(), "K97")
-K98, K99 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K79")
-K100 = "must be less than or equal to 128"
-K101 = rt.later("envoy.config.endpoint.v3.LocalityLbEndpoints", globals(), "K101")
-K102, K103 = rt.memo_ref("envoy.config.endpoint.v3.LocalityLbEndpoints", globals(), "K101")
-K104, K105 = rt.memo_ref("envoy.config.endpoint.v3.Endpoint", globals(), "K93")
-K106 = ("length must be at least 1 characters", ["category"])
-K107 = rt.later(
-    "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy.DropOverload", globals(), "K107"
+CHECK_STRING_MATCHER = rt.later(
+    "xds.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER"
 )
-K108 = rt.later("envoy.config.endpoint.v3.ClusterLoadAssignment.Policy", globals(), "K108")
-K109, K110 = rt.memo_ref("envoy.config.endpoint.v3.ClusterLoadAssignment.Policy", globals(), "K108")
-K111 = rt.later("envoy.config.endpoint.v3.ClusterLoadAssignment", globals(), "K111")
-K112, K113 = rt.memo_ref("envoy.config.endpoint.v3.ClusterLoadAssignment", globals(), "K111")
-K114 = rt.later("envoy.config.core.v3.HealthCheck", globals(), "K114")
-K115, K116 = rt.memo_ref("envoy.config.core.v3.HealthCheck", globals(), "K114")
-K117 = rt.later("envoy.config.cluster.v3.CircuitBreakers", globals(), "K117")
-K118, K119 = rt.memo_ref("envoy.config.cluster.v3.CircuitBreakers", globals(), "K117")
-K120 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+,-.^_|~`"
-K121 = rules._HEADER_NAME.match
-K122 = "must be a valid HTTP header name"
-K123 = "must be inside range (0, 8192]"
-K124 = ("is required (set one of its fields)", ["header_format"])
-K125 = rt.later("envoy.config.core.v3.Http1ProtocolOptions.HeaderKeyFormat", globals(), "K125")
-K126 = rt.later("envoy.type.matcher.v3.StringMatcher", globals(), "K126")
-K127 = rt.later("envoy.config.core.v3.Http1ProtocolOptions", globals(), "K127")
-K128, K129 = rt.memo_ref("envoy.config.core.v3.Http1ProtocolOptions", globals(), "K127")
-K130 = "must be inside range [1, 2147483647]"
-K131 = "must be inside range [65535, 2147483647]"
-K132 = "must be inside range [0, 65535]"
-K133 = ("is required", ["identifier"])
-K134 = ("is required", ["value"])
-K135 = ("is required", ["timeout"])
-K136 = rt.later("envoy.config.core.v3.KeepaliveSettings", globals(), "K136")
-K137 = rt.later("envoy.config.core.v3.Http2ProtocolOptions", globals(), "K137")
-K138, K139 = rt.memo_ref("envoy.config.core.v3.Http2ProtocolOptions", globals(), "K137")
-K140 = "must be greater than 0.001s"
-K141 = "must be greater than or equal to 0s"
-K142 = ("must contain at least 1 item(s)", ["resolvers"])
-K143 = rt.later("envoy.config.cluster.v3.OutlierDetection", globals(), "K143")
-K144, K145 = rt.memo_ref("envoy.config.cluster.v3.OutlierDetection", globals(), "K143")
-K146 = ("is required (set one of its fields)", ["value"])
-K147 = ("is required", ["address"])
-K148 = rt.later("envoy.config.core.v3.SocketOptionsOverride", globals(), "K148")
-K149, K150 = rt.memo_ref("envoy.config.core.v3.SocketOptionsOverride", globals(), "K148")
-K151 = rt.later("envoy.config.core.v3.ExtraSourceAddress", globals(), "K151")
-K152 = rt.later("envoy.config.core.v3.BindConfig", globals(), "K152")
-K153, K154 = rt.memo_ref("envoy.config.core.v3.BindConfig", globals(), "K152")
-K155 = rt.later("envoy.config.cluster.v3.Cluster.LbSubsetConfig", globals(), "K155")
-K156, K157 = rt.memo_ref("envoy.config.cluster.v3.Cluster.LbSubsetConfig", globals(), "K155")
-K158 = "must be less than or equal to 8388608"
-K159 = rt.later("envoy.config.cluster.v3.Cluster.RingHashLbConfig", globals(), "K159")
-K160 = "must be less than or equal to 5000011"
-K161 = ("is required (set one of its fields)", ["segment"])
-K162 = ("must contain at least 1 item(s)", ["path"])
-K163 = rt.later("envoy.type.metadata.v3.MetadataKey", globals(), "K163")
-K164, K165 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K163")
-K166 = rt.later("envoy.config.cluster.v3.Cluster.OriginalDstLbConfig", globals(), "K166")
-K167 = "must be greater than or equal to 2"
-K168 = rt.later("envoy.config.cluster.v3.Cluster.LeastRequestLbConfig", globals(), "K168")
-K169 = "must be greater than or equal to 100"
-K170 = frozenset({0, 1, 2, 3, 4, 5})
-K171 = rt.later("envoy.config.cluster.v3.Cluster.CommonLbConfig", globals(), "K171")
-K172, K173 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K79")
-K174 = ("is required", ["config_source"])
-K175 = ("must contain at least 1 item(s)", ["type_urls"])
-K176 = rt.later("envoy.config.core.v3.ExtensionConfigSource", globals(), "K176")
-K177 = rt.later("envoy.config.cluster.v3.Filter", globals(), "K177")
-K178 = rt.later("envoy.config.cluster.v3.LoadBalancingPolicy.Policy", globals(), "K178")
-K179, K180 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K79")
-K181 = "must be inside range [1, 3]"
-K182 = rt.keep_fields(
+CHECK_MATCHER_MATCHER_LIST_PREDICATE_SINGLE_PREDICATE = rt.later(
+    "xds.type.matcher.v3.Matcher.MatcherList.Predicate.SinglePredicate",
+    globals(),
+    "CHECK_MATCHER_MATCHER_LIST_PREDICATE_SINGLE_PREDICATE",
+)
+CHECK_MATCHER_MATCHER_LIST_PREDICATE = rt.later(
+    "xds.type.matcher.v3.Matcher.MatcherList.Predicate",
+    globals(),
+    "CHECK_MATCHER_MATCHER_LIST_PREDICATE",
+)
+CHECK_MATCHER = rt.later("xds.type.matcher.v3.Matcher", globals(), "CHECK_MATCHER")
+CHECK_MATCHER_ON_MATCH = rt.later(
+    "xds.type.matcher.v3.Matcher.OnMatch", globals(), "CHECK_MATCHER_ON_MATCH"
+)
+CHECK_MATCHER_MATCHER_LIST = rt.later(
+    "xds.type.matcher.v3.Matcher.MatcherList", globals(), "CHECK_MATCHER_MATCHER_LIST"
+)
+CHECK_MATCHER_MATCHER_LIST_MEMO, CHECK_MATCHER_MATCHER_LIST_MEMO_STATE = rt.memo_ref(
+    "xds.type.matcher.v3.Matcher.MatcherList", globals(), "CHECK_MATCHER_MATCHER_LIST"
+)
+CHECK_MATCHER_MATCHER_TREE = rt.later(
+    "xds.type.matcher.v3.Matcher.MatcherTree", globals(), "CHECK_MATCHER_MATCHER_TREE"
+)
+CHECK_PATH_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.PathConfigSource", globals(), "CHECK_PATH_CONFIG_SOURCE"
+)
+MATCH_HEADER = rules._HEADER_LOOSE.match
+CHECK_RETRY_POLICY = rt.later("envoy.config.core.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY")
+CHECK_RETRY_POLICY_MEMO, CHECK_RETRY_POLICY_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY"
+)
+CHECK_GRPC_SERVICE_ENVOY_GRPC = rt.later(
+    "envoy.config.core.v3.GrpcService.EnvoyGrpc", globals(), "CHECK_GRPC_SERVICE_ENVOY_GRPC"
+)
+CHECK_DATA_SOURCE = rt.later("envoy.config.core.v3.DataSource", globals(), "CHECK_DATA_SOURCE")
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS = rt.later(
+    "envoy.config.core.v3.GrpcService.GoogleGrpc.SslCredentials",
+    globals(),
+    "CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS",
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS = rt.later(
+    "envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials",
+    globals(),
+    "CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS",
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC = rt.later(
+    "envoy.config.core.v3.GrpcService.GoogleGrpc", globals(), "CHECK_GRPC_SERVICE_GOOGLE_GRPC"
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO, CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.GrpcService.GoogleGrpc", globals(), "CHECK_GRPC_SERVICE_GOOGLE_GRPC"
+)
+CHECK_HEADER_VALUE = rt.later("envoy.config.core.v3.HeaderValue", globals(), "CHECK_HEADER_VALUE")
+CHECK_RETRY_POLICY_MEMO_2, CHECK_RETRY_POLICY_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.core.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY"
+)
+CHECK_GRPC_SERVICE = rt.later("envoy.config.core.v3.GrpcService", globals(), "CHECK_GRPC_SERVICE")
+CHECK_GRPC_SERVICE_MEMO, CHECK_GRPC_SERVICE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.GrpcService", globals(), "CHECK_GRPC_SERVICE"
+)
+CHECK_API_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ApiConfigSource", globals(), "CHECK_API_CONFIG_SOURCE"
+)
+CHECK_API_CONFIG_SOURCE_MEMO, CHECK_API_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ApiConfigSource", globals(), "CHECK_API_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE_MEMO, CHECK_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_METADATA = rt.later("envoy.config.core.v3.Metadata", globals(), "CHECK_METADATA")
+CHECK_SOCKET_ADDRESS = rt.later(
+    "envoy.config.core.v3.SocketAddress", globals(), "CHECK_SOCKET_ADDRESS"
+)
+CHECK_ADDRESS = rt.later("envoy.config.core.v3.Address", globals(), "CHECK_ADDRESS")
+CHECK_ENDPOINT = rt.later("envoy.config.endpoint.v3.Endpoint", globals(), "CHECK_ENDPOINT")
+CHECK_ENDPOINT_MEMO, CHECK_ENDPOINT_MEMO_STATE = rt.memo_ref(
+    "envoy.config.endpoint.v3.Endpoint", globals(), "CHECK_ENDPOINT"
+)
+CHECK_LB_ENDPOINT = rt.later("envoy.config.endpoint.v3.LbEndpoint", globals(), "CHECK_LB_ENDPOINT")
+CHECK_CONFIG_SOURCE_MEMO_2, CHECK_CONFIG_SOURCE_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_LOCALITY_LB_ENDPOINTS = rt.later(
+    "envoy.config.endpoint.v3.LocalityLbEndpoints", globals(), "CHECK_LOCALITY_LB_ENDPOINTS"
+)
+CHECK_LOCALITY_LB_ENDPOINTS_MEMO, CHECK_LOCALITY_LB_ENDPOINTS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.endpoint.v3.LocalityLbEndpoints", globals(), "CHECK_LOCALITY_LB_ENDPOINTS"
+)
+CHECK_ENDPOINT_MEMO_2, CHECK_ENDPOINT_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.endpoint.v3.Endpoint", globals(), "CHECK_ENDPOINT"
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_DROP_OVERLOAD = rt.later(
+    "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy.DropOverload",
+    globals(),
+    "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_DROP_OVERLOAD",
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY = rt.later(
+    "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy",
+    globals(),
+    "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY",
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO, CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy",
+        globals(),
+        "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY",
+    )
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT = rt.later(
+    "envoy.config.endpoint.v3.ClusterLoadAssignment", globals(), "CHECK_CLUSTER_LOAD_ASSIGNMENT"
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO, CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO_STATE = rt.memo_ref(
+    "envoy.config.endpoint.v3.ClusterLoadAssignment", globals(), "CHECK_CLUSTER_LOAD_ASSIGNMENT"
+)
+CHECK_HEALTH_CHECK = rt.later("envoy.config.core.v3.HealthCheck", globals(), "CHECK_HEALTH_CHECK")
+CHECK_HEALTH_CHECK_MEMO, CHECK_HEALTH_CHECK_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.HealthCheck", globals(), "CHECK_HEALTH_CHECK"
+)
+CHECK_CIRCUIT_BREAKERS = rt.later(
+    "envoy.config.cluster.v3.CircuitBreakers", globals(), "CHECK_CIRCUIT_BREAKERS"
+)
+CHECK_CIRCUIT_BREAKERS_MEMO, CHECK_CIRCUIT_BREAKERS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.cluster.v3.CircuitBreakers", globals(), "CHECK_CIRCUIT_BREAKERS"
+)
+MATCH_HEADER_2 = rules._HEADER_NAME.match
+CHECK_HTTP1_PROTOCOL_OPTIONS_HEADER_KEY_FORMAT = rt.later(
+    "envoy.config.core.v3.Http1ProtocolOptions.HeaderKeyFormat",
+    globals(),
+    "CHECK_HTTP1_PROTOCOL_OPTIONS_HEADER_KEY_FORMAT",
+)
+CHECK_STRING_MATCHER_2 = rt.later(
+    "envoy.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER_2"
+)
+CHECK_HTTP1_PROTOCOL_OPTIONS = rt.later(
+    "envoy.config.core.v3.Http1ProtocolOptions", globals(), "CHECK_HTTP1_PROTOCOL_OPTIONS"
+)
+CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO, CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.Http1ProtocolOptions", globals(), "CHECK_HTTP1_PROTOCOL_OPTIONS"
+)
+CHECK_KEEPALIVE_SETTINGS = rt.later(
+    "envoy.config.core.v3.KeepaliveSettings", globals(), "CHECK_KEEPALIVE_SETTINGS"
+)
+CHECK_HTTP2_PROTOCOL_OPTIONS = rt.later(
+    "envoy.config.core.v3.Http2ProtocolOptions", globals(), "CHECK_HTTP2_PROTOCOL_OPTIONS"
+)
+CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO, CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.Http2ProtocolOptions", globals(), "CHECK_HTTP2_PROTOCOL_OPTIONS"
+)
+CHECK_OUTLIER_DETECTION = rt.later(
+    "envoy.config.cluster.v3.OutlierDetection", globals(), "CHECK_OUTLIER_DETECTION"
+)
+CHECK_OUTLIER_DETECTION_MEMO, CHECK_OUTLIER_DETECTION_MEMO_STATE = rt.memo_ref(
+    "envoy.config.cluster.v3.OutlierDetection", globals(), "CHECK_OUTLIER_DETECTION"
+)
+CHECK_SOCKET_OPTIONS_OVERRIDE = rt.later(
+    "envoy.config.core.v3.SocketOptionsOverride", globals(), "CHECK_SOCKET_OPTIONS_OVERRIDE"
+)
+CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO, CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.SocketOptionsOverride", globals(), "CHECK_SOCKET_OPTIONS_OVERRIDE"
+)
+CHECK_EXTRA_SOURCE_ADDRESS = rt.later(
+    "envoy.config.core.v3.ExtraSourceAddress", globals(), "CHECK_EXTRA_SOURCE_ADDRESS"
+)
+CHECK_BIND_CONFIG = rt.later("envoy.config.core.v3.BindConfig", globals(), "CHECK_BIND_CONFIG")
+CHECK_BIND_CONFIG_MEMO, CHECK_BIND_CONFIG_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.BindConfig", globals(), "CHECK_BIND_CONFIG"
+)
+CHECK_CLUSTER_LB_SUBSET_CONFIG = rt.later(
+    "envoy.config.cluster.v3.Cluster.LbSubsetConfig", globals(), "CHECK_CLUSTER_LB_SUBSET_CONFIG"
+)
+CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO, CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO_STATE = rt.memo_ref(
+    "envoy.config.cluster.v3.Cluster.LbSubsetConfig", globals(), "CHECK_CLUSTER_LB_SUBSET_CONFIG"
+)
+CHECK_CLUSTER_RING_HASH_LB_CONFIG = rt.later(
+    "envoy.config.cluster.v3.Cluster.RingHashLbConfig",
+    globals(),
+    "CHECK_CLUSTER_RING_HASH_LB_CONFIG",
+)
+CHECK_METADATA_KEY = rt.later("envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY")
+CHECK_METADATA_KEY_MEMO, CHECK_METADATA_KEY_MEMO_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+CHECK_CLUSTER_ORIGINAL_DST_LB_CONFIG = rt.later(
+    "envoy.config.cluster.v3.Cluster.OriginalDstLbConfig",
+    globals(),
+    "CHECK_CLUSTER_ORIGINAL_DST_LB_CONFIG",
+)
+CHECK_CLUSTER_LEAST_REQUEST_LB_CONFIG = rt.later(
+    "envoy.config.cluster.v3.Cluster.LeastRequestLbConfig",
+    globals(),
+    "CHECK_CLUSTER_LEAST_REQUEST_LB_CONFIG",
+)
+CHECK_CLUSTER_COMMON_LB_CONFIG = rt.later(
+    "envoy.config.cluster.v3.Cluster.CommonLbConfig", globals(), "CHECK_CLUSTER_COMMON_LB_CONFIG"
+)
+CHECK_CONFIG_SOURCE_MEMO_3, CHECK_CONFIG_SOURCE_MEMO_3_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_EXTENSION_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ExtensionConfigSource", globals(), "CHECK_EXTENSION_CONFIG_SOURCE"
+)
+CHECK_FILTER = rt.later("envoy.config.cluster.v3.Filter", globals(), "CHECK_FILTER")
+CHECK_LOAD_BALANCING_POLICY_POLICY = rt.later(
+    "envoy.config.cluster.v3.LoadBalancingPolicy.Policy",
+    globals(),
+    "CHECK_LOAD_BALANCING_POLICY_POLICY",
+)
+CHECK_CONFIG_SOURCE_MEMO_4, CHECK_CONFIG_SOURCE_MEMO_4_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+FIELDS_3 = rt.keep_fields(
     (
         "envoy.config.cluster.v3.CircuitBreakers",
         "envoy.config.cluster.v3.Cluster",
@@ -284,7 +350,7 @@ K182 = rt.keep_fields(
         "xds.type.matcher.v3.StringMatcher",
     )
 )
-K183 = rt.keep_fields(
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.config.cluster.v3.Cluster.CommonLbConfig",
         "envoy.config.cluster.v3.Cluster.CommonLbConfig.ConsistentHashingLbConfig",
@@ -293,34 +359,35 @@ K183 = rt.keep_fields(
         "envoy.type.v3.Percent",
     )
 )
-K184 = rt.keep_fields(
+FIELDS_5 = rt.keep_fields(
     (
         "envoy.config.cluster.v3.Cluster.LbSubsetConfig",
         "envoy.config.cluster.v3.Cluster.LbSubsetConfig.LbSubsetSelector",
     )
 )
-K185 = rt.keep_fields(
+FIELDS_6 = rt.keep_fields(
     (
         "envoy.config.cluster.v3.Cluster.LeastRequestLbConfig",
         "envoy.config.cluster.v3.Cluster.SlowStartConfig",
         "envoy.type.v3.Percent",
     )
 )
-K186, K187 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K163")
-K188 = rt.keep_fields(("envoy.config.cluster.v3.Cluster.OriginalDstLbConfig",))
-K189 = rt.keep_fields(("envoy.config.cluster.v3.Cluster.RingHashLbConfig",))
-K190 = rt.keep_fields(
+CHECK_METADATA_KEY_MEMO_2, CHECK_METADATA_KEY_MEMO_2_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+FIELDS_7 = rt.keep_fields(("envoy.config.cluster.v3.Cluster.OriginalDstLbConfig",))
+FIELDS_8 = rt.keep_fields(("envoy.config.cluster.v3.Cluster.RingHashLbConfig",))
+FIELDS_9 = rt.keep_fields(
     ("envoy.config.cluster.v3.Cluster.TransportSocketMatch", "envoy.config.core.v3.TransportSocket")
 )
-K191 = rt.keep_fields(("envoy.config.cluster.v3.Filter",))
-K192 = rt.keep_fields(
+FIELDS_10 = rt.keep_fields(("envoy.config.cluster.v3.Filter",))
+FIELDS_11 = rt.keep_fields(
     (
         "envoy.config.cluster.v3.LoadBalancingPolicy.Policy",
         "envoy.config.core.v3.TypedExtensionConfig",
     )
 )
-K193 = "must be less than or equal to 100"
-K194 = rt.keep_fields(
+FIELDS_12 = rt.keep_fields(
     ("envoy.config.cluster.v3.OutlierDetection", "envoy.config.core.v3.TypedExtensionConfig")
 )
 
@@ -333,7 +400,7 @@ def check_circuit_breakers(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K3(m1, ctx)
+                    CHECK_CIRCUIT_BREAKERS_THRESHOLDS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -348,7 +415,7 @@ def check_circuit_breakers(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K3(m1, ctx)
+                    CHECK_CIRCUIT_BREAKERS_THRESHOLDS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -364,8 +431,8 @@ def check_circuit_breakers_thresholds(m0: Any, ctx: list[Any]) -> None:
     v = m0.priority
     if v:
         try:
-            if not (v in K0):
-                raise broken(K1)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("priority")
             raise
@@ -379,7 +446,7 @@ def check_circuit_breakers_thresholds(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (not (v < 0.0 or v > 100.0)):
-                                raise broken(K2)
+                                raise broken("must be inside range [0, 100]")
                         except E as e:
                             e.segments.append("value")
                             raise
@@ -398,7 +465,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K6)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
@@ -406,8 +473,8 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "type":
         v = m0.type
         try:
-            if not (v in K36):
-                raise broken(K1)
+            if not (v in {0, 1, 2, 3, 4}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("type")
             raise
@@ -417,11 +484,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("eds_config"):
                 m2 = m1.eds_config
                 try:
-                    if K81[2]:
-                        K81[2] -= 1
-                        K79(m2, ctx)
+                    if CHECK_CONFIG_SOURCE_MEMO_STATE[2]:
+                        CHECK_CONFIG_SOURCE_MEMO_STATE[2] -= 1
+                        CHECK_CONFIG_SOURCE(m2, ctx)
                     else:
-                        K80(m2, ctx)
+                        CHECK_CONFIG_SOURCE_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("eds_config")
                     raise
@@ -432,15 +499,15 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.connect_timeout
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K48)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("connect_timeout")
             raise
     v = m0.lb_policy
     if v:
         try:
-            if not (v in K82):
-                raise broken(K1)
+            if not (v in {0, 1, 2, 3, 5, 6, 7}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("lb_policy")
             raise
@@ -450,11 +517,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K116[2]:
-                        K116[2] -= 1
-                        K114(m1, ctx)
+                    if CHECK_HEALTH_CHECK_MEMO_STATE[2]:
+                        CHECK_HEALTH_CHECK_MEMO_STATE[2] -= 1
+                        CHECK_HEALTH_CHECK(m1, ctx)
                     else:
-                        K115(m1, ctx)
+                        CHECK_HEALTH_CHECK_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -466,33 +533,33 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("circuit_breakers"):
         m1 = m0.circuit_breakers
         try:
-            if K119[2]:
-                K119[2] -= 1
-                K117(m1, ctx)
+            if CHECK_CIRCUIT_BREAKERS_MEMO_STATE[2]:
+                CHECK_CIRCUIT_BREAKERS_MEMO_STATE[2] -= 1
+                CHECK_CIRCUIT_BREAKERS(m1, ctx)
             else:
-                K118(m1, ctx)
+                CHECK_CIRCUIT_BREAKERS_MEMO(m1, ctx)
         except E as e:
             e.segments.append("circuit_breakers")
             raise
     if h0("http_protocol_options"):
         m1 = m0.http_protocol_options
         try:
-            if K129[2]:
-                K129[2] -= 1
-                K127(m1, ctx)
+            if CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO_STATE[2]:
+                CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO_STATE[2] -= 1
+                CHECK_HTTP1_PROTOCOL_OPTIONS(m1, ctx)
             else:
-                K128(m1, ctx)
+                CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO(m1, ctx)
         except E as e:
             e.segments.append("http_protocol_options")
             raise
     if h0("http2_protocol_options"):
         m1 = m0.http2_protocol_options
         try:
-            if K139[2]:
-                K139[2] -= 1
-                K137(m1, ctx)
+            if CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE[2]:
+                CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE[2] -= 1
+                CHECK_HTTP2_PROTOCOL_OPTIONS(m1, ctx)
             else:
-                K138(m1, ctx)
+                CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO(m1, ctx)
         except E as e:
             e.segments.append("http2_protocol_options")
             raise
@@ -500,15 +567,15 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.dns_refresh_rate
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 1000000):
-                raise broken(K140)
+                raise broken("must be greater than 0.001s")
         except E as e:
             e.segments.append("dns_refresh_rate")
             raise
     v = m0.dns_lookup_family
     if v:
         try:
-            if not (v in K36):
-                raise broken(K1)
+            if not (v in {0, 1, 2, 3, 4}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("dns_lookup_family")
             raise
@@ -518,7 +585,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K92(m1, ctx)
+                    CHECK_ADDRESS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -530,11 +597,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("outlier_detection"):
         m1 = m0.outlier_detection
         try:
-            if K145[2]:
-                K145[2] -= 1
-                K143(m1, ctx)
+            if CHECK_OUTLIER_DETECTION_MEMO_STATE[2]:
+                CHECK_OUTLIER_DETECTION_MEMO_STATE[2] -= 1
+                CHECK_OUTLIER_DETECTION(m1, ctx)
             else:
-                K144(m1, ctx)
+                CHECK_OUTLIER_DETECTION_MEMO(m1, ctx)
         except E as e:
             e.segments.append("outlier_detection")
             raise
@@ -542,29 +609,29 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.cleanup_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K48)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("cleanup_interval")
             raise
     if h0("upstream_bind_config"):
         m1 = m0.upstream_bind_config
         try:
-            if K154[2]:
-                K154[2] -= 1
-                K152(m1, ctx)
+            if CHECK_BIND_CONFIG_MEMO_STATE[2]:
+                CHECK_BIND_CONFIG_MEMO_STATE[2] -= 1
+                CHECK_BIND_CONFIG(m1, ctx)
             else:
-                K153(m1, ctx)
+                CHECK_BIND_CONFIG_MEMO(m1, ctx)
         except E as e:
             e.segments.append("upstream_bind_config")
             raise
     if h0("lb_subset_config"):
         m1 = m0.lb_subset_config
         try:
-            if K157[2]:
-                K157[2] -= 1
-                K155(m1, ctx)
+            if CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO_STATE[2]:
+                CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO_STATE[2] -= 1
+                CHECK_CLUSTER_LB_SUBSET_CONFIG(m1, ctx)
             else:
-                K156(m1, ctx)
+                CHECK_CLUSTER_LB_SUBSET_CONFIG_MEMO(m1, ctx)
         except E as e:
             e.segments.append("lb_subset_config")
             raise
@@ -572,7 +639,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if w0_1 == "ring_hash_lb_config":
         m1 = m0.ring_hash_lb_config
         try:
-            K159(m1, ctx)
+            CHECK_CLUSTER_RING_HASH_LB_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("ring_hash_lb_config")
             raise
@@ -583,16 +650,16 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K6)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K7)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K8(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -602,14 +669,14 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("metadata"):
         m1 = m0.metadata
         try:
-            K84(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
     if h0("common_lb_config"):
         m1 = m0.common_lb_config
         try:
-            K171(m1, ctx)
+            CHECK_CLUSTER_COMMON_LB_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("common_lb_config")
             raise
@@ -622,7 +689,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v >= 1):
-                        raise broken(K96)
+                        raise broken("must be greater than or equal to 1")
                 except E as e:
                     e.segments.append("max_headers_count")
                     raise
@@ -631,7 +698,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v > 0 and v <= 8192):
-                        raise broken(K123)
+                        raise broken("must be inside range (0, 8192]")
                 except E as e:
                     e.segments.append("max_response_headers_kb")
                     raise
@@ -649,7 +716,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                         try:
                             v = m3.value
                             if not (v >= 1):
-                                raise broken(K96)
+                                raise broken("must be greater than or equal to 1")
                         except E as e:
                             e.segments.append("first_address_family_count")
                             raise
@@ -662,18 +729,18 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("load_assignment"):
         m1 = m0.load_assignment
         try:
-            if K113[2]:
-                K113[2] -= 1
-                K111(m1, ctx)
+            if CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO_STATE[2]:
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO_STATE[2] -= 1
+                CHECK_CLUSTER_LOAD_ASSIGNMENT(m1, ctx)
             else:
-                K112(m1, ctx)
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_MEMO(m1, ctx)
         except E as e:
             e.segments.append("load_assignment")
             raise
     if w0_1 == "original_dst_lb_config":
         m1 = m0.original_dst_lb_config
         try:
-            K166(m1, ctx)
+            CHECK_CLUSTER_ORIGINAL_DST_LB_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("original_dst_lb_config")
             raise
@@ -683,7 +750,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K8(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -695,7 +762,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if w0_1 == "least_request_lb_config":
         m1 = m0.least_request_lb_config
         try:
-            K168(m1, ctx)
+            CHECK_CLUSTER_LEAST_REQUEST_LB_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("least_request_lb_config")
             raise
@@ -706,16 +773,16 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K6)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K7)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K8(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -728,7 +795,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K177(m1, ctx)
+                    CHECK_FILTER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -746,7 +813,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K178(m2, ctx)
+                            CHECK_LOAD_BALANCING_POLICY_POLICY(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -761,11 +828,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
     if h0("lrs_server"):
         m1 = m0.lrs_server
         try:
-            if K180[2]:
-                K180[2] -= 1
-                K79(m1, ctx)
+            if CHECK_CONFIG_SOURCE_MEMO_4_STATE[2]:
+                CHECK_CONFIG_SOURCE_MEMO_4_STATE[2] -= 1
+                CHECK_CONFIG_SOURCE(m1, ctx)
             else:
-                K179(m1, ctx)
+                CHECK_CONFIG_SOURCE_MEMO_4(m1, ctx)
         except E as e:
             e.segments.append("lrs_server")
             raise
@@ -775,7 +842,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K9(m1, ctx)
+                    CHECK_CLUSTER_TRANSPORT_SOCKET_MATCH(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -792,17 +859,17 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.base_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 1000000):
-                        raise broken(K140)
+                        raise broken("must be greater than 0.001s")
                 except E as e:
                     e.segments.append("base_interval")
                     raise
             else:
-                raise broken(*K47)
+                raise broken("is required", ["base_interval"])
             if h1("max_interval"):
                 m2 = m1.max_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 1000000):
-                        raise broken(K140)
+                        raise broken("must be greater than 0.001s")
                 except E as e:
                     e.segments.append("max_interval")
                     raise
@@ -816,8 +883,16 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if v:
-                        if not ((v and not v.strip(K120)) or K121(v) is not None):
-                            raise broken(K122)
+                        if not (
+                            (
+                                v
+                                and not v.strip(
+                                    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+,-.^_|~`"
+                                )
+                            )
+                            or MATCH_HEADER_2(v) is not None
+                        ):
+                            raise broken("must be a valid HTTP header name")
                 except E as e:
                     e.segments.append("override_auto_sni_header")
                     raise
@@ -831,21 +906,21 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K6)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K7)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K8(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K10)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("upstream_config")
             raise
@@ -858,7 +933,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (not (v < 1.0 or v > 3.0)):
-                        raise broken(K181)
+                        raise broken("must be inside range [1, 3]")
                 except E as e:
                     e.segments.append("per_upstream_preconnect_ratio")
                     raise
@@ -867,7 +942,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (not (v < 1.0 or v > 3.0)):
-                        raise broken(K181)
+                        raise broken("must be inside range [1, 3]")
                 except E as e:
                     e.segments.append("predictive_preconnect_ratio")
                     raise
@@ -882,7 +957,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v <= 5000011):
-                        raise broken(K160)
+                        raise broken("must be less than or equal to 5000011")
                 except E as e:
                     e.segments.append("table_size")
                     raise
@@ -896,11 +971,11 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K27)
+                        raise broken("must contain at least 1 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K92(m2, ctx)
+                            CHECK_ADDRESS(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -908,7 +983,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("resolvers")
                     raise
             else:
-                raise broken(*K142)
+                raise broken("must contain at least 1 item(s)", ["resolvers"])
         except E as e:
             e.segments.append("dns_resolution_config")
             raise
@@ -919,21 +994,21 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K6)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K7)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K8(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K10)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("typed_dns_resolver_config")
             raise
@@ -950,7 +1025,7 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
                             if v:
                                 try:
                                     if not (not (v < 0.0 or v > 100.0)):
-                                        raise broken(K2)
+                                        raise broken("must be inside range [0, 100]")
                                 except E as e:
                                     e.segments.append("value")
                                     raise
@@ -967,19 +1042,19 @@ def check_cluster(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.dns_jitter
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos >= 0):
-                raise broken(K141)
+                raise broken("must be greater than or equal to 0s")
         except E as e:
             e.segments.append("dns_jitter")
             raise
     if h0("transport_socket_matcher"):
         m1 = m0.transport_socket_matcher
         try:
-            K23(m1, ctx)
+            CHECK_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("transport_socket_matcher")
             raise
     if not p0_1:
-        raise broken(*K7)
+        raise broken("length must be at least 1 characters", ["name"])
 
 
 def check_cluster_common_lb_config(m0: Any, ctx: list[Any]) -> None:
@@ -992,7 +1067,7 @@ def check_cluster_common_lb_config(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (not (v < 0.0 or v > 100.0)):
-                        raise broken(K2)
+                        raise broken("must be inside range [0, 100]")
                 except E as e:
                     e.segments.append("value")
                     raise
@@ -1009,7 +1084,7 @@ def check_cluster_common_lb_config(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (not (v < 0.0 or v > 100.0)):
-                                raise broken(K2)
+                                raise broken("must be inside range [0, 100]")
                         except E as e:
                             e.segments.append("value")
                             raise
@@ -1027,7 +1102,7 @@ def check_cluster_common_lb_config(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v >= 100):
-                        raise broken(K169)
+                        raise broken("must be greater than or equal to 100")
                 except E as e:
                     e.segments.append("hash_balance_factor")
                     raise
@@ -1043,8 +1118,8 @@ def check_cluster_common_lb_config(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         v = c1[i1]
                         try:
-                            if not (v in K170):
-                                raise broken(K1)
+                            if not (v in {0, 1, 2, 3, 4, 5}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -1063,8 +1138,8 @@ def check_cluster_lb_subset_config(m0: Any, ctx: list[Any]) -> None:
     v = m0.fallback_policy
     if v:
         try:
-            if not (v in K40):
-                raise broken(K1)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("fallback_policy")
             raise
@@ -1077,8 +1152,8 @@ def check_cluster_lb_subset_config(m0: Any, ctx: list[Any]) -> None:
                     v = m1.fallback_policy
                     if v:
                         try:
-                            if not (v in K36):
-                                raise broken(K1)
+                            if not (v in {0, 1, 2, 3, 4}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("fallback_policy")
                             raise
@@ -1093,8 +1168,8 @@ def check_cluster_lb_subset_config(m0: Any, ctx: list[Any]) -> None:
     v = m0.metadata_fallback_policy
     if v:
         try:
-            if not (v in K0):
-                raise broken(K1)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("metadata_fallback_policy")
             raise
@@ -1108,7 +1183,7 @@ def check_cluster_least_request_lb_config(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 2):
-                raise broken(K167)
+                raise broken("must be greater than or equal to 2")
         except E as e:
             e.segments.append("choice_count")
             raise
@@ -1122,7 +1197,7 @@ def check_cluster_least_request_lb_config(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (not (v < 0.0 or v > 100.0)):
-                                raise broken(K2)
+                                raise broken("must be inside range [0, 100]")
                         except E as e:
                             e.segments.append("value")
                             raise
@@ -1142,18 +1217,18 @@ def check_cluster_original_dst_lb_config(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 65535):
-                raise broken(K86)
+                raise broken("must be less than or equal to 65535")
         except E as e:
             e.segments.append("upstream_port_override")
             raise
     if h0("metadata_key"):
         m1 = m0.metadata_key
         try:
-            if K187[2]:
-                K187[2] -= 1
-                K163(m1, ctx)
+            if CHECK_METADATA_KEY_MEMO_2_STATE[2]:
+                CHECK_METADATA_KEY_MEMO_2_STATE[2] -= 1
+                CHECK_METADATA_KEY(m1, ctx)
             else:
-                K186(m1, ctx)
+                CHECK_METADATA_KEY_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("metadata_key")
             raise
@@ -1167,15 +1242,15 @@ def check_cluster_ring_hash_lb_config(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 8388608):
-                raise broken(K158)
+                raise broken("must be less than or equal to 8388608")
         except E as e:
             e.segments.append("minimum_ring_size")
             raise
     v = m0.hash_function
     if v:
         try:
-            if not (v in K0):
-                raise broken(K1)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("hash_function")
             raise
@@ -1184,7 +1259,7 @@ def check_cluster_ring_hash_lb_config(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 8388608):
-                raise broken(K158)
+                raise broken("must be less than or equal to 8388608")
         except E as e:
             e.segments.append("maximum_ring_size")
             raise
@@ -1196,12 +1271,12 @@ def check_cluster_transport_socket_match(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K6)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K7)
+        raise broken("length must be at least 1 characters", ["name"])
     if m0.HasField("transport_socket"):
         m1 = m0.transport_socket
         try:
@@ -1209,16 +1284,16 @@ def check_cluster_transport_socket_match(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K6)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K7)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K8(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -1234,23 +1309,23 @@ def check_filter(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K6)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K7)
+        raise broken("length must be at least 1 characters", ["name"])
     if h0("typed_config"):
         m1 = m0.typed_config
         try:
-            K8(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("typed_config")
             raise
     if h0("config_discovery"):
         m1 = m0.config_discovery
         try:
-            K176(m1, ctx)
+            CHECK_EXTENSION_CONFIG_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("config_discovery")
             raise
@@ -1265,21 +1340,21 @@ def check_load_balancing_policy_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K6)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K7)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K8(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K10)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("typed_extension_config")
             raise
@@ -1292,7 +1367,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K48)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("interval")
             raise
@@ -1300,7 +1375,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.base_ejection_time
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K48)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("base_ejection_time")
             raise
@@ -1309,7 +1384,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("max_ejection_percent")
             raise
@@ -1318,7 +1393,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_consecutive_5xx")
             raise
@@ -1327,7 +1402,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_success_rate")
             raise
@@ -1336,7 +1411,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_consecutive_gateway_failure")
             raise
@@ -1345,7 +1420,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_consecutive_local_origin_failure")
             raise
@@ -1354,7 +1429,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_local_origin_success_rate")
             raise
@@ -1363,7 +1438,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("failure_percentage_threshold")
             raise
@@ -1372,7 +1447,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_failure_percentage")
             raise
@@ -1381,7 +1456,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K193)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("enforcing_failure_percentage_local_origin")
             raise
@@ -1389,7 +1464,7 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.max_ejection_time
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K48)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("max_ejection_time")
             raise
@@ -1403,21 +1478,21 @@ def check_outlier_detection(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K6)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K7)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K8(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
                     else:
-                        raise broken(*K10)
+                        raise broken("is required", ["typed_config"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise

@@ -13,16 +13,12 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rules._HEADER_LOOSE.match
-K1 = "must be a valid HTTP header"
-K2 = rt.later("envoy.config.core.v3.HeaderValue", globals(), "K2")
-K3 = ("is required", ["header"])
-K4 = frozenset({0, 1, 2, 3})
-K5 = "must be one of the defined enum values"
-K6 = rt.later("envoy.type.matcher.v3.StringMatcher", globals(), "K6")
-K7 = ("is required", ["key_matcher"])
-K8 = ("is required (set one of its fields)", ["action"])
-K9 = rt.keep_fields(
+MATCH_HEADER = rules._HEADER_LOOSE.match
+CHECK_HEADER_VALUE = rt.later("envoy.config.core.v3.HeaderValue", globals(), "CHECK_HEADER_VALUE")
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+FIELDS = rt.keep_fields(
     (
         "envoy.config.common.mutation_rules.v3.HeaderMutation",
         "envoy.config.common.mutation_rules.v3.HeaderMutation.RemoveOnMatch",
@@ -37,8 +33,8 @@ def check_header_mutation(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "remove":
         v = m0.remove
         try:
-            if not ((v.isascii() and v.isprintable()) or K0(v) is not None):
-                raise broken(K1)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("remove")
             raise
@@ -48,17 +44,17 @@ def check_header_mutation(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("header"):
                 m2 = m1.header
                 try:
-                    K2(m2, ctx)
+                    CHECK_HEADER_VALUE(m2, ctx)
                 except E as e:
                     e.segments.append("header")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("is required", ["header"])
             v = m1.append_action
             if v:
                 try:
-                    if not (v in K4):
-                        raise broken(K5)
+                    if not (v in {0, 1, 2, 3}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("append_action")
                     raise
@@ -71,17 +67,17 @@ def check_header_mutation(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("key_matcher"):
                 m2 = m1.key_matcher
                 try:
-                    K6(m2, ctx)
+                    CHECK_STRING_MATCHER(m2, ctx)
                 except E as e:
                     e.segments.append("key_matcher")
                     raise
             else:
-                raise broken(*K7)
+                raise broken("is required", ["key_matcher"])
         except E as e:
             e.segments.append("remove_on_match")
             raise
     if w0_0 is None:
-        raise broken(*K8)
+        raise broken("is required (set one of its fields)", ["action"])
 
 
 CHECKS = {

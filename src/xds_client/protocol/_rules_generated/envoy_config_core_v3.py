@@ -13,90 +13,102 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rt.later("envoy.config.core.v3.SocketAddress", globals(), "K0")
-K1 = "length must be at least 1 characters"
-K2 = ("length must be at least 1 characters", ["path"])
-K3 = "must be less than or equal to 511"
-K4 = ("is required (set one of its fields)", ["address_name_specifier"])
-K5 = ("is required (set one of its fields)", ["address"])
-K6 = rt.keep_fields(
+CHECK_SOCKET_ADDRESS = rt.later(
+    "envoy.config.core.v3.SocketAddress", globals(), "CHECK_SOCKET_ADDRESS"
+)
+FIELDS = rt.keep_fields(
     (
         "envoy.config.core.v3.Address",
         "envoy.config.core.v3.EnvoyInternalAddress",
         "envoy.config.core.v3.Pipe",
     )
 )
-K7 = frozenset({0, 1, 2, 3, 5, 6})
-K8 = "must be one of the defined enum values"
-K9 = frozenset({0, 1, 2})
-K10 = rt.later("envoy.config.core.v3.GrpcService", globals(), "K10")
-K11, K12 = rt.memo_ref("envoy.config.core.v3.GrpcService", globals(), "K10")
-K13 = "must be greater than 0s"
-K14 = "must be greater than 0"
-K15 = ("length must be at least 1 characters", ["name"])
-K16 = rt.any_check(frozenset(), frozenset())
-K17 = ("is required", ["typed_config"])
-K18 = rt.keep_fields(
+CHECK_GRPC_SERVICE = rt.later("envoy.config.core.v3.GrpcService", globals(), "CHECK_GRPC_SERVICE")
+CHECK_GRPC_SERVICE_MEMO, CHECK_GRPC_SERVICE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.GrpcService", globals(), "CHECK_GRPC_SERVICE"
+)
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS_2 = rt.keep_fields(
     (
         "envoy.config.core.v3.ApiConfigSource",
         "envoy.config.core.v3.RateLimitSettings",
         "envoy.config.core.v3.TypedExtensionConfig",
     )
 )
-K19 = ("is required (set one of its fields)", ["value"])
-K20 = rt.later("envoy.config.core.v3.ExtraSourceAddress", globals(), "K20")
-K21 = rt.keep_fields(
+CHECK_EXTRA_SOURCE_ADDRESS = rt.later(
+    "envoy.config.core.v3.ExtraSourceAddress", globals(), "CHECK_EXTRA_SOURCE_ADDRESS"
+)
+FIELDS_3 = rt.keep_fields(
     (
         "envoy.config.core.v3.BindConfig",
         "envoy.config.core.v3.SocketOption",
         "envoy.config.core.v3.TypedExtensionConfig",
     )
 )
-K22 = rt.later("envoy.config.core.v3.PathConfigSource", globals(), "K22")
-K23 = rt.later("envoy.config.core.v3.ApiConfigSource", globals(), "K23")
-K24, K25 = rt.memo_ref("envoy.config.core.v3.ApiConfigSource", globals(), "K23")
-K26 = ("is required (set one of its fields)", ["config_source_specifier"])
-K27 = rt.keep_fields(
+CHECK_PATH_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.PathConfigSource", globals(), "CHECK_PATH_CONFIG_SOURCE"
+)
+CHECK_API_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ApiConfigSource", globals(), "CHECK_API_CONFIG_SOURCE"
+)
+CHECK_API_CONFIG_SOURCE_MEMO, CHECK_API_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ApiConfigSource", globals(), "CHECK_API_CONFIG_SOURCE"
+)
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.config.core.v3.ConfigSource",
         "envoy.config.core.v3.SelfConfigSource",
         "xds.core.v3.Authority",
     )
 )
-K28 = ("is required (set one of its fields)", ["specifier"])
-K29 = rt.keep_fields(("envoy.config.core.v3.DataSource", "envoy.config.core.v3.WatchedDirectory"))
-K30 = rt.later("envoy.config.core.v3.ConfigSource", globals(), "K30")
-K31, K32 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K30")
-K33 = ("is required", ["config_source"])
-K34 = "must contain at least 1 item(s)"
-K35 = ("must contain at least 1 item(s)", ["type_urls"])
-K36 = rt.keep_fields(("envoy.config.core.v3.ExtensionConfigSource",))
-K37 = ("is required", ["address"])
-K38 = rt.later("envoy.config.core.v3.SocketOptionsOverride", globals(), "K38")
-K39, K40 = rt.memo_ref("envoy.config.core.v3.SocketOptionsOverride", globals(), "K38")
-K41 = rt.keep_fields(("envoy.config.core.v3.ExtraSourceAddress",))
-K42 = rt.later("envoy.config.core.v3.GrpcService.EnvoyGrpc", globals(), "K42")
-K43 = rt.later("envoy.config.core.v3.GrpcService.GoogleGrpc", globals(), "K43")
-K44, K45 = rt.memo_ref("envoy.config.core.v3.GrpcService.GoogleGrpc", globals(), "K43")
-K46 = rt.later("envoy.config.core.v3.HeaderValue", globals(), "K46")
-K47 = rt.later("envoy.config.core.v3.RetryPolicy", globals(), "K47")
-K48, K49 = rt.memo_ref("envoy.config.core.v3.RetryPolicy", globals(), "K47")
-K50 = ("is required (set one of its fields)", ["target_specifier"])
-K51 = rt.keep_fields(("envoy.config.core.v3.GrpcService",))
-K52 = ("length must be at least 1 characters", ["cluster_name"])
-K53 = rules._HEADER_LOOSE.match
-K54 = "length must be at least 0 characters"
-K55 = "length must be at most 16384 bytes"
-K56 = "must be a valid HTTP header"
-K57, K58 = rt.memo_ref("envoy.config.core.v3.RetryPolicy", globals(), "K47")
-K59 = rt.keep_fields(("envoy.config.core.v3.GrpcService.EnvoyGrpc",))
-K60 = ("length must be at least 1 characters", ["target_uri"])
-K61 = rt.later("envoy.config.core.v3.GrpcService.GoogleGrpc.SslCredentials", globals(), "K61")
-K62 = ("is required (set one of its fields)", ["credential_specifier"])
-K63 = rt.later("envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials", globals(), "K63")
-K64 = ("length must be at least 1 characters", ["stat_prefix"])
-K65 = ("is required (set one of its fields)", ["value_specifier"])
-K66 = rt.keep_fields(
+FIELDS_5 = rt.keep_fields(
+    ("envoy.config.core.v3.DataSource", "envoy.config.core.v3.WatchedDirectory")
+)
+CHECK_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE_MEMO, CHECK_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+FIELDS_6 = rt.keep_fields(("envoy.config.core.v3.ExtensionConfigSource",))
+CHECK_SOCKET_OPTIONS_OVERRIDE = rt.later(
+    "envoy.config.core.v3.SocketOptionsOverride", globals(), "CHECK_SOCKET_OPTIONS_OVERRIDE"
+)
+CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO, CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.SocketOptionsOverride", globals(), "CHECK_SOCKET_OPTIONS_OVERRIDE"
+)
+FIELDS_7 = rt.keep_fields(("envoy.config.core.v3.ExtraSourceAddress",))
+CHECK_GRPC_SERVICE_ENVOY_GRPC = rt.later(
+    "envoy.config.core.v3.GrpcService.EnvoyGrpc", globals(), "CHECK_GRPC_SERVICE_ENVOY_GRPC"
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC = rt.later(
+    "envoy.config.core.v3.GrpcService.GoogleGrpc", globals(), "CHECK_GRPC_SERVICE_GOOGLE_GRPC"
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO, CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.GrpcService.GoogleGrpc", globals(), "CHECK_GRPC_SERVICE_GOOGLE_GRPC"
+)
+CHECK_HEADER_VALUE = rt.later("envoy.config.core.v3.HeaderValue", globals(), "CHECK_HEADER_VALUE")
+CHECK_RETRY_POLICY = rt.later("envoy.config.core.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY")
+CHECK_RETRY_POLICY_MEMO, CHECK_RETRY_POLICY_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY"
+)
+FIELDS_8 = rt.keep_fields(("envoy.config.core.v3.GrpcService",))
+MATCH_HEADER = rules._HEADER_LOOSE.match
+CHECK_RETRY_POLICY_MEMO_2, CHECK_RETRY_POLICY_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.core.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY"
+)
+FIELDS_9 = rt.keep_fields(("envoy.config.core.v3.GrpcService.EnvoyGrpc",))
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS = rt.later(
+    "envoy.config.core.v3.GrpcService.GoogleGrpc.SslCredentials",
+    globals(),
+    "CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS",
+)
+CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS = rt.later(
+    "envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials",
+    globals(),
+    "CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS",
+)
+FIELDS_10 = rt.keep_fields(
     (
         "envoy.config.core.v3.GrpcService.GoogleGrpc",
         "envoy.config.core.v3.GrpcService.GoogleGrpc.ChannelArgs",
@@ -104,49 +116,74 @@ K66 = rt.keep_fields(
         "envoy.config.core.v3.GrpcService.GoogleGrpc.ChannelCredentials",
     )
 )
-K67 = ("length must be at least 1 characters", ["subject_token_path"])
-K68 = ("length must be at least 1 characters", ["subject_token_type"])
-K69 = rt.keep_fields(
+FIELDS_11 = rt.keep_fields(
     (
         "envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials",
         "envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials.MetadataCredentialsFromPlugin",
         "envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials.StsService",
     )
 )
-K70 = rt.later("envoy.config.core.v3.DataSource", globals(), "K70")
-K71 = rt.keep_fields(
+CHECK_DATA_SOURCE = rt.later("envoy.config.core.v3.DataSource", globals(), "CHECK_DATA_SOURCE")
+FIELDS_12 = rt.keep_fields(
     (
         "envoy.config.core.v3.DataSource",
         "envoy.config.core.v3.GrpcService.GoogleGrpc.SslCredentials",
         "envoy.config.core.v3.WatchedDirectory",
     )
 )
-K72 = ("length must be at least 1 characters", ["key"])
-K73 = "length must be at least 0 bytes"
-K74 = rt.keep_fields(("envoy.config.core.v3.HeaderValue",))
-K75 = ("is required", ["timeout"])
-K76 = ("is required", ["interval"])
-K77 = ("is required", ["unhealthy_threshold"])
-K78 = ("is required", ["healthy_threshold"])
-K79 = rt.later("envoy.config.core.v3.HealthCheck.HttpHealthCheck", globals(), "K79")
-K80, K81 = rt.memo_ref("envoy.config.core.v3.HealthCheck.HttpHealthCheck", globals(), "K79")
-K82 = ("is required (set one of its fields)", ["payload"])
-K83 = "must be less than 256"
-K84 = ("is required (set one of its fields)", ["format"])
-K85 = rt.later("envoy.config.core.v3.SubstitutionFormatString", globals(), "K85")
-K86, K87 = rt.memo_ref("envoy.config.core.v3.SubstitutionFormatString", globals(), "K85")
-K88 = rt.later("envoy.config.core.v3.ProxyProtocolConfig", globals(), "K88")
-K89, K90 = rt.memo_ref("envoy.config.core.v3.ProxyProtocolConfig", globals(), "K88")
-K91 = rt.later("envoy.config.core.v3.HealthCheck.TcpHealthCheck", globals(), "K91")
-K92, K93 = rt.memo_ref("envoy.config.core.v3.HealthCheck.TcpHealthCheck", globals(), "K91")
-K94 = ("is required", ["header"])
-K95 = frozenset({0, 1, 2, 3})
-K96 = "must contain at most 1000 item(s)"
-K97 = rt.later("envoy.config.core.v3.HealthCheck.GrpcHealthCheck", globals(), "K97")
-K98, K99 = rt.memo_ref("envoy.config.core.v3.HealthCheck.GrpcHealthCheck", globals(), "K97")
-K100, K101 = rt.memo_ref("envoy.config.core.v3.GrpcService", globals(), "K10")
-K102 = ("is required (set one of its fields)", ["health_checker"])
-K103 = rt.keep_fields(
+FIELDS_13 = rt.keep_fields(("envoy.config.core.v3.HeaderValue",))
+CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK = rt.later(
+    "envoy.config.core.v3.HealthCheck.HttpHealthCheck",
+    globals(),
+    "CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK",
+)
+CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO, CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.config.core.v3.HealthCheck.HttpHealthCheck",
+        globals(),
+        "CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK",
+    )
+)
+CHECK_SUBSTITUTION_FORMAT_STRING = rt.later(
+    "envoy.config.core.v3.SubstitutionFormatString", globals(), "CHECK_SUBSTITUTION_FORMAT_STRING"
+)
+CHECK_SUBSTITUTION_FORMAT_STRING_MEMO, CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.SubstitutionFormatString", globals(), "CHECK_SUBSTITUTION_FORMAT_STRING"
+)
+CHECK_PROXY_PROTOCOL_CONFIG = rt.later(
+    "envoy.config.core.v3.ProxyProtocolConfig", globals(), "CHECK_PROXY_PROTOCOL_CONFIG"
+)
+CHECK_PROXY_PROTOCOL_CONFIG_MEMO, CHECK_PROXY_PROTOCOL_CONFIG_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ProxyProtocolConfig", globals(), "CHECK_PROXY_PROTOCOL_CONFIG"
+)
+CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK = rt.later(
+    "envoy.config.core.v3.HealthCheck.TcpHealthCheck",
+    globals(),
+    "CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK",
+)
+CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO, CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.config.core.v3.HealthCheck.TcpHealthCheck",
+        globals(),
+        "CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK",
+    )
+)
+CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK = rt.later(
+    "envoy.config.core.v3.HealthCheck.GrpcHealthCheck",
+    globals(),
+    "CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK",
+)
+CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK_MEMO, CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.config.core.v3.HealthCheck.GrpcHealthCheck",
+        globals(),
+        "CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK",
+    )
+)
+CHECK_GRPC_SERVICE_MEMO_2, CHECK_GRPC_SERVICE_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.core.v3.GrpcService", globals(), "CHECK_GRPC_SERVICE"
+)
+FIELDS_14 = rt.keep_fields(
     (
         "envoy.config.core.v3.EventServiceConfig",
         "envoy.config.core.v3.HeaderValueOption",
@@ -162,75 +199,70 @@ K103 = rt.keep_fields(
         "envoy.config.core.v3.TypedExtensionConfig",
     )
 )
-K104 = rt.keep_fields(
+FIELDS_15 = rt.keep_fields(
     ("envoy.config.core.v3.HeaderValueOption", "envoy.config.core.v3.HealthCheck.GrpcHealthCheck")
 )
-K105 = rules._HEADER_VALUE.match
-K106 = "must be a valid HTTP header value"
-K107 = "must be greater than or equal to 0"
-K108 = rt.later("envoy.type.matcher.v3.StringMatcher", globals(), "K108")
-K109 = frozenset({6})
-K110 = frozenset({0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
-K111 = "must not be in list [6]"
-K112 = rt.keep_fields(
+MATCH_HEADER_2 = rules._HEADER_VALUE.match
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+FIELDS_16 = rt.keep_fields(
     (
         "envoy.config.core.v3.HeaderValueOption",
         "envoy.config.core.v3.HealthCheck.HttpHealthCheck",
         "envoy.config.core.v3.HealthCheck.Payload",
     )
 )
-K113, K114 = rt.memo_ref("envoy.config.core.v3.ProxyProtocolConfig", globals(), "K88")
-K115 = rt.keep_fields(
+CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2, CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ProxyProtocolConfig", globals(), "CHECK_PROXY_PROTOCOL_CONFIG"
+)
+FIELDS_17 = rt.keep_fields(
     ("envoy.config.core.v3.HealthCheck.Payload", "envoy.config.core.v3.HealthCheck.TcpHealthCheck")
 )
-K116 = rt.later("envoy.config.core.v3.Http1ProtocolOptions.HeaderKeyFormat", globals(), "K116")
-K117 = rt.keep_fields(("envoy.config.core.v3.Http1ProtocolOptions",))
-K118 = ("is required (set one of its fields)", ["header_format"])
-K119 = rt.keep_fields(
+CHECK_HTTP1_PROTOCOL_OPTIONS_HEADER_KEY_FORMAT = rt.later(
+    "envoy.config.core.v3.Http1ProtocolOptions.HeaderKeyFormat",
+    globals(),
+    "CHECK_HTTP1_PROTOCOL_OPTIONS_HEADER_KEY_FORMAT",
+)
+FIELDS_18 = rt.keep_fields(("envoy.config.core.v3.Http1ProtocolOptions",))
+FIELDS_19 = rt.keep_fields(
     (
         "envoy.config.core.v3.Http1ProtocolOptions.HeaderKeyFormat",
         "envoy.config.core.v3.TypedExtensionConfig",
     )
 )
-K120 = "must be inside range [1, 2147483647]"
-K121 = "must be inside range [65535, 2147483647]"
-K122 = "must be greater than or equal to 1"
-K123 = "must be inside range [0, 65535]"
-K124 = ("is required", ["identifier"])
-K125 = ("is required", ["value"])
-K126 = rt.later("envoy.config.core.v3.KeepaliveSettings", globals(), "K126")
-K127 = rt.keep_fields(
+CHECK_KEEPALIVE_SETTINGS = rt.later(
+    "envoy.config.core.v3.KeepaliveSettings", globals(), "CHECK_KEEPALIVE_SETTINGS"
+)
+FIELDS_20 = rt.keep_fields(
     (
         "envoy.config.core.v3.Http2ProtocolOptions",
         "envoy.config.core.v3.Http2ProtocolOptions.SettingsParameter",
     )
 )
-K128 = "must be greater than or equal to 0.001s"
-K129 = "must be inside range [0, 100]"
-K130 = rt.keep_fields(("envoy.config.core.v3.KeepaliveSettings", "envoy.type.v3.Percent"))
-K131 = ("length must be at least 1 characters", ["['']"])
-K132 = rt.keep_fields(("envoy.config.core.v3.Metadata",))
-K133 = rt.keep_fields(
+FIELDS_21 = rt.keep_fields(("envoy.config.core.v3.KeepaliveSettings", "envoy.type.v3.Percent"))
+FIELDS_22 = rt.keep_fields(("envoy.config.core.v3.Metadata",))
+FIELDS_23 = rt.keep_fields(
     ("envoy.config.core.v3.PathConfigSource", "envoy.config.core.v3.WatchedDirectory")
 )
-K134, K135 = rt.memo_ref("envoy.config.core.v3.SubstitutionFormatString", globals(), "K85")
-K136 = rt.keep_fields(
+CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2, CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.config.core.v3.SubstitutionFormatString",
+        globals(),
+        "CHECK_SUBSTITUTION_FORMAT_STRING",
+    )
+)
+FIELDS_24 = rt.keep_fields(
     (
         "envoy.config.core.v3.ProxyProtocolConfig",
         "envoy.config.core.v3.ProxyProtocolPassThroughTLVs",
         "envoy.config.core.v3.TlvEntry",
     )
 )
-K137 = "must be inside range [1, 16777216]"
-K138 = "must be inside range [1, 25165824]"
-K139 = "must be inside range [0, 5]"
-K140 = "must be outside range (0s, 0.001s)"
-K141 = "must be greater than or equal to 1s"
-K142 = rt.keep_fields(
+FIELDS_25 = rt.keep_fields(
     ("envoy.config.core.v3.QuicKeepAliveSettings", "envoy.config.core.v3.QuicProtocolOptions")
 )
-K143 = ("is required", ["base_interval"])
-K144 = rt.keep_fields(
+FIELDS_26 = rt.keep_fields(
     (
         "envoy.config.core.v3.BackoffStrategy",
         "envoy.config.core.v3.RetryPolicy",
@@ -238,18 +270,14 @@ K144 = rt.keep_fields(
         "envoy.config.core.v3.RetryPolicy.RetryPriority",
     )
 )
-K145 = frozenset({0, 1})
-K146 = ("length must be at least 1 characters", ["address"])
-K147 = "must be less than or equal to 65535"
-K148 = ("is required (set one of its fields)", ["port_specifier"])
-K149 = rt.keep_fields(("envoy.config.core.v3.SocketAddress",))
-K150 = rt.keep_fields(
+FIELDS_27 = rt.keep_fields(("envoy.config.core.v3.SocketAddress",))
+FIELDS_28 = rt.keep_fields(
     ("envoy.config.core.v3.SocketOption", "envoy.config.core.v3.SocketOptionsOverride")
 )
-K151 = rt.keep_fields(
+FIELDS_29 = rt.keep_fields(
     ("envoy.config.core.v3.SubstitutionFormatString", "envoy.config.core.v3.TypedExtensionConfig")
 )
-K152 = rt.keep_fields(("envoy.config.core.v3.TypedExtensionConfig",))
+FIELDS_30 = rt.keep_fields(("envoy.config.core.v3.TypedExtensionConfig",))
 
 
 def check_address(m0: Any, ctx: list[Any]) -> None:
@@ -258,7 +286,7 @@ def check_address(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "socket_address":
         m1 = m0.socket_address
         try:
-            K0(m1, ctx)
+            CHECK_SOCKET_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("socket_address")
             raise
@@ -269,17 +297,17 @@ def check_address(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("path")
                     raise
             else:
-                raise broken(*K2)
+                raise broken("length must be at least 1 characters", ["path"])
             v = m1.mode
             if v:
                 try:
                     if not (v <= 511):
-                        raise broken(K3)
+                        raise broken("must be less than or equal to 511")
                 except E as e:
                     e.segments.append("mode")
                     raise
@@ -290,12 +318,12 @@ def check_address(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.envoy_internal_address
         try:
             if m1.WhichOneof("address_name_specifier") is None:
-                raise broken(*K4)
+                raise broken("is required (set one of its fields)", ["address_name_specifier"])
         except E as e:
             e.segments.append("envoy_internal_address")
             raise
     if w0_0 is None:
-        raise broken(*K5)
+        raise broken("is required (set one of its fields)", ["address"])
 
 
 def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
@@ -304,16 +332,16 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
     v = m0.api_type
     if v:
         try:
-            if not (v in K7):
-                raise broken(K8)
+            if not (v in {0, 1, 2, 3, 5, 6}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("api_type")
             raise
     v = m0.transport_api_version
     if v:
         try:
-            if not (v in K9):
-                raise broken(K8)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("transport_api_version")
             raise
@@ -323,11 +351,11 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K12[2]:
-                        K12[2] -= 1
-                        K10(m1, ctx)
+                    if CHECK_GRPC_SERVICE_MEMO_STATE[2]:
+                        CHECK_GRPC_SERVICE_MEMO_STATE[2] -= 1
+                        CHECK_GRPC_SERVICE(m1, ctx)
                     else:
-                        K11(m1, ctx)
+                        CHECK_GRPC_SERVICE_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -340,7 +368,7 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.request_timeout
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("request_timeout")
             raise
@@ -352,7 +380,7 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (not (v <= 0.0)):
-                        raise broken(K14)
+                        raise broken("must be greater than 0")
                 except E as e:
                     e.segments.append("fill_rate")
                     raise
@@ -369,21 +397,21 @@ def check_api_config_source(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K15)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K16(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
                     else:
-                        raise broken(*K17)
+                        raise broken("is required", ["typed_config"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -400,7 +428,7 @@ def check_bind_config(m0: Any, ctx: list[Any]) -> None:
     if h0("source_address"):
         m1 = m0.source_address
         try:
-            K0(m1, ctx)
+            CHECK_SOCKET_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("source_address")
             raise
@@ -413,13 +441,13 @@ def check_bind_config(m0: Any, ctx: list[Any]) -> None:
                     v = m1.state
                     if v:
                         try:
-                            if not (v in K9):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("state")
                             raise
                     if m1.WhichOneof("value") is None:
-                        raise broken(*K19)
+                        raise broken("is required (set one of its fields)", ["value"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -434,7 +462,7 @@ def check_bind_config(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K20(m1, ctx)
+                    CHECK_EXTRA_SOURCE_ADDRESS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -449,7 +477,7 @@ def check_bind_config(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K0(m1, ctx)
+                    CHECK_SOCKET_ADDRESS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -465,21 +493,21 @@ def check_bind_config(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K15)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K16(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("local_address_selector")
             raise
@@ -497,12 +525,12 @@ def check_config_source(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K15)
+                        raise broken("length must be at least 1 characters", ["name"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -515,18 +543,18 @@ def check_config_source(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "path_config_source":
         m1 = m0.path_config_source
         try:
-            K22(m1, ctx)
+            CHECK_PATH_CONFIG_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("path_config_source")
             raise
     elif w0_0 == "api_config_source":
         m1 = m0.api_config_source
         try:
-            if K25[2]:
-                K25[2] -= 1
-                K23(m1, ctx)
+            if CHECK_API_CONFIG_SOURCE_MEMO_STATE[2]:
+                CHECK_API_CONFIG_SOURCE_MEMO_STATE[2] -= 1
+                CHECK_API_CONFIG_SOURCE(m1, ctx)
             else:
-                K24(m1, ctx)
+                CHECK_API_CONFIG_SOURCE_MEMO(m1, ctx)
         except E as e:
             e.segments.append("api_config_source")
             raise
@@ -536,8 +564,8 @@ def check_config_source(m0: Any, ctx: list[Any]) -> None:
             v = m1.transport_api_version
             if v:
                 try:
-                    if not (v in K9):
-                        raise broken(K8)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("transport_api_version")
                     raise
@@ -547,13 +575,13 @@ def check_config_source(m0: Any, ctx: list[Any]) -> None:
     v = m0.resource_api_version
     if v:
         try:
-            if not (v in K9):
-                raise broken(K8)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("resource_api_version")
             raise
     if w0_0 is None:
-        raise broken(*K26)
+        raise broken("is required (set one of its fields)", ["config_source_specifier"])
 
 
 def check_data_source(m0: Any, ctx: list[Any]) -> None:
@@ -563,7 +591,7 @@ def check_data_source(m0: Any, ctx: list[Any]) -> None:
         v = m0.filename
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("filename")
             raise
@@ -571,7 +599,7 @@ def check_data_source(m0: Any, ctx: list[Any]) -> None:
         v = m0.environment_variable
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("environment_variable")
             raise
@@ -582,17 +610,17 @@ def check_data_source(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("path")
                     raise
             else:
-                raise broken(*K2)
+                raise broken("length must be at least 1 characters", ["path"])
         except E as e:
             e.segments.append("watched_directory")
             raise
     if w0_0 is None:
-        raise broken(*K28)
+        raise broken("is required (set one of its fields)", ["specifier"])
 
 
 def check_extension_config_source(m0: Any, ctx: list[Any]) -> None:
@@ -601,20 +629,20 @@ def check_extension_config_source(m0: Any, ctx: list[Any]) -> None:
     if h0("config_source"):
         m1 = m0.config_source
         try:
-            if K32[2]:
-                K32[2] -= 1
-                K30(m1, ctx)
+            if CHECK_CONFIG_SOURCE_MEMO_STATE[2]:
+                CHECK_CONFIG_SOURCE_MEMO_STATE[2] -= 1
+                CHECK_CONFIG_SOURCE(m1, ctx)
             else:
-                K31(m1, ctx)
+                CHECK_CONFIG_SOURCE_MEMO(m1, ctx)
         except E as e:
             e.segments.append("config_source")
             raise
     else:
-        raise broken(*K33)
+        raise broken("is required", ["config_source"])
     if h0("default_config"):
         m1 = m0.default_config
         try:
-            K16(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("default_config")
             raise
@@ -622,12 +650,12 @@ def check_extension_config_source(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K34)
+                raise broken("must contain at least 1 item(s)")
         except E as e:
             e.segments.append("type_urls")
             raise
     else:
-        raise broken(*K35)
+        raise broken("must contain at least 1 item(s)", ["type_urls"])
 
 
 def check_extra_source_address(m0: Any, ctx: list[Any]) -> None:
@@ -636,20 +664,20 @@ def check_extra_source_address(m0: Any, ctx: list[Any]) -> None:
     if h0("address"):
         m1 = m0.address
         try:
-            K0(m1, ctx)
+            CHECK_SOCKET_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("address")
             raise
     else:
-        raise broken(*K37)
+        raise broken("is required", ["address"])
     if h0("socket_options"):
         m1 = m0.socket_options
         try:
-            if K40[2]:
-                K40[2] -= 1
-                K38(m1, ctx)
+            if CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO_STATE[2]:
+                CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO_STATE[2] -= 1
+                CHECK_SOCKET_OPTIONS_OVERRIDE(m1, ctx)
             else:
-                K39(m1, ctx)
+                CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO(m1, ctx)
         except E as e:
             e.segments.append("socket_options")
             raise
@@ -661,18 +689,18 @@ def check_grpc_service(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "envoy_grpc":
         m1 = m0.envoy_grpc
         try:
-            K42(m1, ctx)
+            CHECK_GRPC_SERVICE_ENVOY_GRPC(m1, ctx)
         except E as e:
             e.segments.append("envoy_grpc")
             raise
     elif w0_0 == "google_grpc":
         m1 = m0.google_grpc
         try:
-            if K45[2]:
-                K45[2] -= 1
-                K43(m1, ctx)
+            if CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO_STATE[2]:
+                CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO_STATE[2] -= 1
+                CHECK_GRPC_SERVICE_GOOGLE_GRPC(m1, ctx)
             else:
-                K44(m1, ctx)
+                CHECK_GRPC_SERVICE_GOOGLE_GRPC_MEMO(m1, ctx)
         except E as e:
             e.segments.append("google_grpc")
             raise
@@ -682,7 +710,7 @@ def check_grpc_service(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K46(m1, ctx)
+                    CHECK_HEADER_VALUE(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -694,16 +722,16 @@ def check_grpc_service(m0: Any, ctx: list[Any]) -> None:
     if m0.HasField("retry_policy"):
         m1 = m0.retry_policy
         try:
-            if K49[2]:
-                K49[2] -= 1
-                K47(m1, ctx)
+            if CHECK_RETRY_POLICY_MEMO_STATE[2]:
+                CHECK_RETRY_POLICY_MEMO_STATE[2] -= 1
+                CHECK_RETRY_POLICY(m1, ctx)
             else:
-                K48(m1, ctx)
+                CHECK_RETRY_POLICY_MEMO(m1, ctx)
         except E as e:
             e.segments.append("retry_policy")
             raise
     if w0_0 is None:
-        raise broken(*K50)
+        raise broken("is required (set one of its fields)", ["target_specifier"])
 
 
 def check_grpc_service_envoy_grpc(m0: Any, ctx: list[Any]) -> None:
@@ -712,32 +740,32 @@ def check_grpc_service_envoy_grpc(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("cluster_name")
             raise
     else:
-        raise broken(*K52)
+        raise broken("length must be at least 1 characters", ["cluster_name"])
     v = m0.authority
     if v:
         try:
             if not (len(v) >= 0):
-                raise broken(K54)
+                raise broken("length must be at least 0 characters")
             if not (len(v) <= 4096 or len(v.encode()) <= 16384):
-                raise broken(K55)
-            if not ((v.isascii() and v.isprintable()) or K53(v) is not None):
-                raise broken(K56)
+                raise broken("length must be at most 16384 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("authority")
             raise
     if m0.HasField("retry_policy"):
         m1 = m0.retry_policy
         try:
-            if K58[2]:
-                K58[2] -= 1
-                K47(m1, ctx)
+            if CHECK_RETRY_POLICY_MEMO_2_STATE[2]:
+                CHECK_RETRY_POLICY_MEMO_2_STATE[2] -= 1
+                CHECK_RETRY_POLICY(m1, ctx)
             else:
-                K57(m1, ctx)
+                CHECK_RETRY_POLICY_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("retry_policy")
             raise
@@ -750,12 +778,12 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("target_uri")
             raise
     else:
-        raise broken(*K60)
+        raise broken("length must be at least 1 characters", ["target_uri"])
     if h0("channel_credentials"):
         m1 = m0.channel_credentials
         try:
@@ -763,12 +791,12 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
             if w1_0 == "ssl_credentials":
                 m2 = m1.ssl_credentials
                 try:
-                    K61(m2, ctx)
+                    CHECK_GRPC_SERVICE_GOOGLE_GRPC_SSL_CREDENTIALS(m2, ctx)
                 except E as e:
                     e.segments.append("ssl_credentials")
                     raise
             if w1_0 is None:
-                raise broken(*K62)
+                raise broken("is required (set one of its fields)", ["credential_specifier"])
         except E as e:
             e.segments.append("channel_credentials")
             raise
@@ -778,7 +806,7 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K16(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -793,7 +821,7 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K63(m1, ctx)
+                    CHECK_GRPC_SERVICE_GOOGLE_GRPC_CALL_CREDENTIALS(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -808,7 +836,7 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K16(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -821,12 +849,12 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("stat_prefix")
             raise
     else:
-        raise broken(*K64)
+        raise broken("length must be at least 1 characters", ["stat_prefix"])
     if h0("channel_args"):
         m1 = m0.channel_args
         try:
@@ -837,7 +865,9 @@ def check_grpc_service_google_grpc(m0: Any, ctx: list[Any]) -> None:
                         try:
                             m2 = c1[k1]
                             if m2.WhichOneof("value_specifier") is None:
-                                raise broken(*K65)
+                                raise broken(
+                                    "is required (set one of its fields)", ["value_specifier"]
+                                )
                         except E as e:
                             e.segments.append(f"[{k1!r}]")
                             raise
@@ -860,7 +890,7 @@ def check_grpc_service_google_grpc_call_credentials(m0: Any, ctx: list[Any]) -> 
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K16(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -874,27 +904,27 @@ def check_grpc_service_google_grpc_call_credentials(m0: Any, ctx: list[Any]) -> 
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("subject_token_path")
                     raise
             else:
-                raise broken(*K67)
+                raise broken("length must be at least 1 characters", ["subject_token_path"])
             v = m1.subject_token_type
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("subject_token_type")
                     raise
             else:
-                raise broken(*K68)
+                raise broken("length must be at least 1 characters", ["subject_token_type"])
         except E as e:
             e.segments.append("sts_service")
             raise
     if w0_0 is None:
-        raise broken(*K62)
+        raise broken("is required (set one of its fields)", ["credential_specifier"])
 
 
 def check_grpc_service_google_grpc_ssl_credentials(m0: Any, ctx: list[Any]) -> None:
@@ -903,21 +933,21 @@ def check_grpc_service_google_grpc_ssl_credentials(m0: Any, ctx: list[Any]) -> N
     if h0("root_certs"):
         m1 = m0.root_certs
         try:
-            K70(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("root_certs")
             raise
     if h0("private_key"):
         m1 = m0.private_key
         try:
-            K70(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("private_key")
             raise
     if h0("cert_chain"):
         m1 = m0.cert_chain
         try:
-            K70(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("cert_chain")
             raise
@@ -929,23 +959,23 @@ def check_header_value(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
             if not (len(v) <= 4096 or len(v.encode()) <= 16384):
-                raise broken(K55)
-            if not ((v.isascii() and v.isprintable()) or K53(v) is not None):
-                raise broken(K56)
+                raise broken("length must be at most 16384 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("key")
             raise
     else:
-        raise broken(*K72)
+        raise broken("length must be at least 1 characters", ["key"])
     v = m0.value
     if v:
         try:
             if not (len(v) <= 4096 or len(v.encode()) <= 16384):
-                raise broken(K55)
-            if not ((v.isascii() and v.isprintable()) or K53(v) is not None):
-                raise broken(K56)
+                raise broken("length must be at most 16384 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("value")
             raise
@@ -953,9 +983,9 @@ def check_header_value(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 0):
-                raise broken(K73)
+                raise broken("length must be at least 0 bytes")
             if not (len(v) <= 16384):
-                raise broken(K55)
+                raise broken("length must be at most 16384 bytes")
         except E as e:
             e.segments.append("raw_value")
             raise
@@ -969,7 +999,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.timeout
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("timeout")
             raise
@@ -978,7 +1008,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("interval")
             raise
@@ -986,33 +1016,33 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "http_health_check":
         m1 = m0.http_health_check
         try:
-            if K81[2]:
-                K81[2] -= 1
-                K79(m1, ctx)
+            if CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO_STATE[2]:
+                CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO_STATE[2] -= 1
+                CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK(m1, ctx)
             else:
-                K80(m1, ctx)
+                CHECK_HEALTH_CHECK_HTTP_HEALTH_CHECK_MEMO(m1, ctx)
         except E as e:
             e.segments.append("http_health_check")
             raise
     elif w0_0 == "tcp_health_check":
         m1 = m0.tcp_health_check
         try:
-            if K93[2]:
-                K93[2] -= 1
-                K91(m1, ctx)
+            if CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO_STATE[2]:
+                CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO_STATE[2] -= 1
+                CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK(m1, ctx)
             else:
-                K92(m1, ctx)
+                CHECK_HEALTH_CHECK_TCP_HEALTH_CHECK_MEMO(m1, ctx)
         except E as e:
             e.segments.append("tcp_health_check")
             raise
     elif w0_0 == "grpc_health_check":
         m1 = m0.grpc_health_check
         try:
-            if K99[2]:
-                K99[2] -= 1
-                K97(m1, ctx)
+            if CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK_MEMO_STATE[2]:
+                CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK_MEMO_STATE[2] -= 1
+                CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK(m1, ctx)
             else:
-                K98(m1, ctx)
+                CHECK_HEALTH_CHECK_GRPC_HEALTH_CHECK_MEMO(m1, ctx)
         except E as e:
             e.segments.append("grpc_health_check")
             raise
@@ -1020,7 +1050,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.no_traffic_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("no_traffic_interval")
             raise
@@ -1031,16 +1061,16 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K15)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K16(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -1051,7 +1081,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.unhealthy_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("unhealthy_interval")
             raise
@@ -1059,7 +1089,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.unhealthy_edge_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("unhealthy_edge_interval")
             raise
@@ -1067,7 +1097,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.healthy_edge_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("healthy_edge_interval")
             raise
@@ -1078,16 +1108,16 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
             if w1_0 == "grpc_service":
                 m2 = m1.grpc_service
                 try:
-                    if K101[2]:
-                        K101[2] -= 1
-                        K10(m2, ctx)
+                    if CHECK_GRPC_SERVICE_MEMO_2_STATE[2]:
+                        CHECK_GRPC_SERVICE_MEMO_2_STATE[2] -= 1
+                        CHECK_GRPC_SERVICE(m2, ctx)
                     else:
-                        K100(m2, ctx)
+                        CHECK_GRPC_SERVICE_MEMO_2(m2, ctx)
                 except E as e:
                     e.segments.append("grpc_service")
                     raise
             if w1_0 is None:
-                raise broken(*K26)
+                raise broken("is required (set one of its fields)", ["config_source_specifier"])
         except E as e:
             e.segments.append("event_service")
             raise
@@ -1095,7 +1125,7 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.no_traffic_healthy_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("no_traffic_healthy_interval")
             raise
@@ -1109,21 +1139,21 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K15)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K16(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
                     else:
-                        raise broken(*K17)
+                        raise broken("is required", ["typed_config"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1133,15 +1163,15 @@ def check_health_check(m0: Any, ctx: list[Any]) -> None:
     else:
         ctx[2] = True
     if not p0_1:
-        raise broken(*K75)
+        raise broken("is required", ["timeout"])
     if not p0_2:
-        raise broken(*K76)
+        raise broken("is required", ["interval"])
     if not h0("unhealthy_threshold"):
-        raise broken(*K77)
+        raise broken("is required", ["unhealthy_threshold"])
     if not h0("healthy_threshold"):
-        raise broken(*K78)
+        raise broken("is required", ["healthy_threshold"])
     if w0_0 is None:
-        raise broken(*K102)
+        raise broken("is required (set one of its fields)", ["health_checker"])
 
 
 def check_health_check_grpc_health_check(m0: Any, ctx: list[Any]) -> None:
@@ -1149,8 +1179,8 @@ def check_health_check_grpc_health_check(m0: Any, ctx: list[Any]) -> None:
     v = m0.authority
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K53(v) is not None):
-                raise broken(K56)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("authority")
             raise
@@ -1158,24 +1188,24 @@ def check_health_check_grpc_health_check(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K96)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K46(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K94)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K95):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -1195,8 +1225,8 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
     v = m0.host
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K105(v) is not None):
-                raise broken(K106)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER_2(v) is not None):
+                raise broken("must be a valid HTTP header value")
         except E as e:
             e.segments.append("host")
             raise
@@ -1204,9 +1234,9 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
-            if not ((v.isascii() and v.isprintable()) or K105(v) is not None):
-                raise broken(K106)
+                raise broken("length must be at least 1 characters")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER_2(v) is not None):
+                raise broken("must be a valid HTTP header value")
         except E as e:
             e.segments.append("path")
             raise
@@ -1218,12 +1248,12 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
                 v = m1.text
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("text")
                     raise
             if w1_0 is None:
-                raise broken(*K82)
+                raise broken("is required (set one of its fields)", ["payload"])
         except E as e:
             e.segments.append("send")
             raise
@@ -1238,12 +1268,12 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
                         v = m1.text
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("text")
                             raise
                     if w1_0 is None:
-                        raise broken(*K82)
+                        raise broken("is required (set one of its fields)", ["payload"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1256,24 +1286,24 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K96)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K46(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K94)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K95):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -1291,8 +1321,8 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K53(v) is not None):
-                        raise broken(K56)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1304,25 +1334,25 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
     v = m0.codec_client_type
     if v:
         try:
-            if not (v in K9):
-                raise broken(K8)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("codec_client_type")
             raise
     if h0("service_name_matcher"):
         m1 = m0.service_name_matcher
         try:
-            K108(m1, ctx)
+            CHECK_STRING_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("service_name_matcher")
             raise
     v = m0.method
     if v:
         try:
-            if not (v not in K109):
-                raise broken(K111)
-            if not (v in K110):
-                raise broken(K8)
+            if not (v not in {6}):
+                raise broken("must not be in list [6]")
+            if not (v in {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("method")
             raise
@@ -1331,12 +1361,12 @@ def check_health_check_http_health_check(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 0):
-                raise broken(K107)
+                raise broken("must be greater than or equal to 0")
         except E as e:
             e.segments.append("response_buffer_size")
             raise
     if not p0_2:
-        raise broken(*K2)
+        raise broken("length must be at least 1 characters", ["path"])
 
 
 def check_health_check_tcp_health_check(m0: Any, ctx: list[Any]) -> None:
@@ -1350,12 +1380,12 @@ def check_health_check_tcp_health_check(m0: Any, ctx: list[Any]) -> None:
                 v = m1.text
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("text")
                     raise
             if w1_0 is None:
-                raise broken(*K82)
+                raise broken("is required (set one of its fields)", ["payload"])
         except E as e:
             e.segments.append("send")
             raise
@@ -1370,12 +1400,12 @@ def check_health_check_tcp_health_check(m0: Any, ctx: list[Any]) -> None:
                         v = m1.text
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("text")
                             raise
                     if w1_0 is None:
-                        raise broken(*K82)
+                        raise broken("is required (set one of its fields)", ["payload"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1387,11 +1417,11 @@ def check_health_check_tcp_health_check(m0: Any, ctx: list[Any]) -> None:
     if h0("proxy_protocol_config"):
         m1 = m0.proxy_protocol_config
         try:
-            if K114[2]:
-                K114[2] -= 1
-                K88(m1, ctx)
+            if CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2_STATE[2]:
+                CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2_STATE[2] -= 1
+                CHECK_PROXY_PROTOCOL_CONFIG(m1, ctx)
             else:
-                K113(m1, ctx)
+                CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("proxy_protocol_config")
             raise
@@ -1402,7 +1432,7 @@ def check_http1_protocol_options(m0: Any, ctx: list[Any]) -> None:
     if m0.HasField("header_key_format"):
         m1 = m0.header_key_format
         try:
-            K116(m1, ctx)
+            CHECK_HTTP1_PROTOCOL_OPTIONS_HEADER_KEY_FORMAT(m1, ctx)
         except E as e:
             e.segments.append("header_key_format")
             raise
@@ -1412,7 +1442,7 @@ def check_http1_protocol_options(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K108(m1, ctx)
+                    CHECK_STRING_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1433,26 +1463,26 @@ def check_http1_protocol_options_header_key_format(m0: Any, ctx: list[Any]) -> N
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K15)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K16(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("stateful_formatter")
             raise
     if w0_0 is None:
-        raise broken(*K118)
+        raise broken("is required (set one of its fields)", ["header_format"])
 
 
 def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
@@ -1463,7 +1493,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1 and v <= 2147483647):
-                raise broken(K120)
+                raise broken("must be inside range [1, 2147483647]")
         except E as e:
             e.segments.append("max_concurrent_streams")
             raise
@@ -1472,7 +1502,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 65535 and v <= 2147483647):
-                raise broken(K121)
+                raise broken("must be inside range [65535, 2147483647]")
         except E as e:
             e.segments.append("initial_stream_window_size")
             raise
@@ -1481,7 +1511,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 65535 and v <= 2147483647):
-                raise broken(K121)
+                raise broken("must be inside range [65535, 2147483647]")
         except E as e:
             e.segments.append("initial_connection_window_size")
             raise
@@ -1490,7 +1520,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K122)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("max_outbound_frames")
             raise
@@ -1499,7 +1529,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K122)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("max_outbound_control_frames")
             raise
@@ -1508,7 +1538,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K122)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("max_inbound_window_update_frames_per_data_frame_sent")
             raise
@@ -1524,14 +1554,14 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
                         try:
                             v = m2.value
                             if not (v >= 0 and v <= 65535):
-                                raise broken(K123)
+                                raise broken("must be inside range [0, 65535]")
                         except E as e:
                             e.segments.append("identifier")
                             raise
                     else:
-                        raise broken(*K124)
+                        raise broken("is required", ["identifier"])
                     if not h1("value"):
-                        raise broken(*K125)
+                        raise broken("is required", ["value"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1543,7 +1573,7 @@ def check_http2_protocol_options(m0: Any, ctx: list[Any]) -> None:
     if h0("connection_keepalive"):
         m1 = m0.connection_keepalive
         try:
-            K126(m1, ctx)
+            CHECK_KEEPALIVE_SETTINGS(m1, ctx)
         except E as e:
             e.segments.append("connection_keepalive")
             raise
@@ -1556,7 +1586,7 @@ def check_keepalive_settings(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos >= 1000000):
-                raise broken(K128)
+                raise broken("must be greater than or equal to 0.001s")
         except E as e:
             e.segments.append("interval")
             raise
@@ -1564,12 +1594,12 @@ def check_keepalive_settings(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.timeout
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos >= 1000000):
-                raise broken(K128)
+                raise broken("must be greater than or equal to 0.001s")
         except E as e:
             e.segments.append("timeout")
             raise
     else:
-        raise broken(*K75)
+        raise broken("is required", ["timeout"])
     if h0("interval_jitter"):
         m1 = m0.interval_jitter
         try:
@@ -1577,7 +1607,7 @@ def check_keepalive_settings(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (not (v < 0.0 or v > 100.0)):
-                        raise broken(K129)
+                        raise broken("must be inside range [0, 100]")
                 except E as e:
                     e.segments.append("value")
                     raise
@@ -1588,7 +1618,7 @@ def check_keepalive_settings(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.connection_idle_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos >= 1000000):
-                raise broken(K128)
+                raise broken("must be greater than or equal to 0.001s")
         except E as e:
             e.segments.append("connection_idle_interval")
             raise
@@ -1600,7 +1630,7 @@ def check_metadata(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if "" in c0:
-                raise broken(*K131)
+                raise broken("length must be at least 1 characters", ["['']"])
         except E as e:
             e.segments.append("filter_metadata")
             raise
@@ -1614,8 +1644,8 @@ def check_metadata(m0: Any, ctx: list[Any]) -> None:
                     m1 = c0[k0]
                     v = k0
                     if not (len(v) >= 1):
-                        raise broken(K1)
-                    K16(m1, ctx)
+                        raise broken("length must be at least 1 characters")
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -1632,12 +1662,12 @@ def check_path_config_source(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("path")
             raise
     else:
-        raise broken(*K2)
+        raise broken("length must be at least 1 characters", ["path"])
     if m0.HasField("watched_directory"):
         m1 = m0.watched_directory
         try:
@@ -1645,12 +1675,12 @@ def check_path_config_source(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("path")
                     raise
             else:
-                raise broken(*K2)
+                raise broken("length must be at least 1 characters", ["path"])
         except E as e:
             e.segments.append("watched_directory")
             raise
@@ -1668,7 +1698,7 @@ def check_proxy_protocol_config(m0: Any, ctx: list[Any]) -> None:
                         v = c1[i1]
                         try:
                             if not (v < 256):
-                                raise broken(K83)
+                                raise broken("must be less than 256")
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -1690,18 +1720,18 @@ def check_proxy_protocol_config(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (v < 256):
-                                raise broken(K83)
+                                raise broken("must be less than 256")
                         except E as e:
                             e.segments.append("type")
                             raise
                     if m1.HasField("format_string"):
                         m2 = m1.format_string
                         try:
-                            if K135[2]:
-                                K135[2] -= 1
-                                K85(m2, ctx)
+                            if CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2_STATE[2]:
+                                CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2_STATE[2] -= 1
+                                CHECK_SUBSTITUTION_FORMAT_STRING(m2, ctx)
                             else:
-                                K134(m2, ctx)
+                                CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2(m2, ctx)
                         except E as e:
                             e.segments.append("format_string")
                             raise
@@ -1723,7 +1753,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K122)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("max_concurrent_streams")
             raise
@@ -1732,7 +1762,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1 and v <= 16777216):
-                raise broken(K137)
+                raise broken("must be inside range [1, 16777216]")
         except E as e:
             e.segments.append("initial_stream_window_size")
             raise
@@ -1741,7 +1771,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1 and v <= 25165824):
-                raise broken(K138)
+                raise broken("must be inside range [1, 25165824]")
         except E as e:
             e.segments.append("initial_connection_window_size")
             raise
@@ -1750,7 +1780,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 0 and v <= 5):
-                raise broken(K139)
+                raise broken("must be inside range [0, 5]")
         except E as e:
             e.segments.append("num_timeouts_to_trigger_port_migration")
             raise
@@ -1762,7 +1792,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.seconds * 1000000000 + m2.nanos
                     if not (v >= 1000000 or v <= 0):
-                        raise broken(K140)
+                        raise broken("must be outside range (0s, 0.001s)")
                 except E as e:
                     e.segments.append("initial_interval")
                     raise
@@ -1773,7 +1803,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.idle_network_timeout
         try:
             if not (m1.seconds > 1 or m1.seconds * 1000000000 + m1.nanos >= 1000000000):
-                raise broken(K141)
+                raise broken("must be greater than or equal to 1s")
         except E as e:
             e.segments.append("idle_network_timeout")
             raise
@@ -1790,17 +1820,17 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.base_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos >= 1000000):
-                        raise broken(K128)
+                        raise broken("must be greater than or equal to 0.001s")
                 except E as e:
                     e.segments.append("base_interval")
                     raise
             else:
-                raise broken(*K143)
+                raise broken("is required", ["base_interval"])
             if h1("max_interval"):
                 m2 = m1.max_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 0):
-                        raise broken(K13)
+                        raise broken("must be greater than 0s")
                 except E as e:
                     e.segments.append("max_interval")
                     raise
@@ -1814,16 +1844,16 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K15)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K16(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -1840,16 +1870,16 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K15)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K16(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -1868,8 +1898,8 @@ def check_socket_address(m0: Any, ctx: list[Any]) -> None:
     v = m0.protocol
     if v:
         try:
-            if not (v in K145):
-                raise broken(K8)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("protocol")
             raise
@@ -1877,23 +1907,23 @@ def check_socket_address(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("address")
             raise
     else:
-        raise broken(*K146)
+        raise broken("length must be at least 1 characters", ["address"])
     w0_0 = m0.WhichOneof("port_specifier")
     if w0_0 == "port_value":
         v = m0.port_value
         try:
             if not (v <= 65535):
-                raise broken(K147)
+                raise broken("must be less than or equal to 65535")
         except E as e:
             e.segments.append("port_value")
             raise
     if w0_0 is None:
-        raise broken(*K148)
+        raise broken("is required (set one of its fields)", ["port_specifier"])
 
 
 def check_socket_options_override(m0: Any, ctx: list[Any]) -> None:
@@ -1907,13 +1937,13 @@ def check_socket_options_override(m0: Any, ctx: list[Any]) -> None:
                     v = m1.state
                     if v:
                         try:
-                            if not (v in K9):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("state")
                             raise
                     if m1.WhichOneof("value") is None:
-                        raise broken(*K19)
+                        raise broken("is required (set one of its fields)", ["value"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1930,15 +1960,15 @@ def check_substitution_format_string(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "text_format_source":
         m1 = m0.text_format_source
         try:
-            K70(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("text_format_source")
             raise
     v = m0.content_type
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K53(v) is not None):
-                raise broken(K56)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("content_type")
             raise
@@ -1952,21 +1982,21 @@ def check_substitution_format_string(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K15)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K16(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
                     else:
-                        raise broken(*K17)
+                        raise broken("is required", ["typed_config"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1976,7 +2006,7 @@ def check_substitution_format_string(m0: Any, ctx: list[Any]) -> None:
     else:
         ctx[2] = True
     if w0_0 is None:
-        raise broken(*K84)
+        raise broken("is required (set one of its fields)", ["format"])
 
 
 def check_typed_extension_config(m0: Any, ctx: list[Any]) -> None:
@@ -1985,21 +2015,21 @@ def check_typed_extension_config(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K15)
+        raise broken("length must be at least 1 characters", ["name"])
     if m0.HasField("typed_config"):
         m1 = m0.typed_config
         try:
-            K16(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("typed_config")
             raise
     else:
-        raise broken(*K17)
+        raise broken("is required", ["typed_config"])
 
 
 CHECKS = {

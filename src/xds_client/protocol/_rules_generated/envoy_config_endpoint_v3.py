@@ -13,48 +13,62 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 characters"
-K1 = ("length must be at least 1 characters", ["cluster_name"])
-K2 = rt.later("envoy.config.endpoint.v3.LocalityLbEndpoints", globals(), "K2")
-K3, K4 = rt.memo_ref("envoy.config.endpoint.v3.LocalityLbEndpoints", globals(), "K2")
-K5 = rt.later("envoy.config.endpoint.v3.Endpoint", globals(), "K5")
-K6, K7 = rt.memo_ref("envoy.config.endpoint.v3.Endpoint", globals(), "K5")
-K8 = rt.later("envoy.config.endpoint.v3.ClusterLoadAssignment.Policy", globals(), "K8")
-K9, K10 = rt.memo_ref("envoy.config.endpoint.v3.ClusterLoadAssignment.Policy", globals(), "K8")
-K11 = rt.keep_fields(("envoy.config.endpoint.v3.ClusterLoadAssignment",))
-K12 = rt.later(
-    "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy.DropOverload", globals(), "K12"
+CHECK_LOCALITY_LB_ENDPOINTS = rt.later(
+    "envoy.config.endpoint.v3.LocalityLbEndpoints", globals(), "CHECK_LOCALITY_LB_ENDPOINTS"
 )
-K13 = "must be greater than 0"
-K14 = "must be greater than 0s"
-K15 = rt.keep_fields(("envoy.config.endpoint.v3.ClusterLoadAssignment.Policy",))
-K16 = ("length must be at least 1 characters", ["category"])
-K17 = frozenset({0, 1, 2})
-K18 = "must be one of the defined enum values"
-K19 = rt.keep_fields(
+CHECK_LOCALITY_LB_ENDPOINTS_MEMO, CHECK_LOCALITY_LB_ENDPOINTS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.endpoint.v3.LocalityLbEndpoints", globals(), "CHECK_LOCALITY_LB_ENDPOINTS"
+)
+CHECK_ENDPOINT = rt.later("envoy.config.endpoint.v3.Endpoint", globals(), "CHECK_ENDPOINT")
+CHECK_ENDPOINT_MEMO, CHECK_ENDPOINT_MEMO_STATE = rt.memo_ref(
+    "envoy.config.endpoint.v3.Endpoint", globals(), "CHECK_ENDPOINT"
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY = rt.later(
+    "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy",
+    globals(),
+    "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY",
+)
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO, CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy",
+        globals(),
+        "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY",
+    )
+)
+FIELDS = rt.keep_fields(("envoy.config.endpoint.v3.ClusterLoadAssignment",))
+CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_DROP_OVERLOAD = rt.later(
+    "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy.DropOverload",
+    globals(),
+    "CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_DROP_OVERLOAD",
+)
+FIELDS_2 = rt.keep_fields(("envoy.config.endpoint.v3.ClusterLoadAssignment.Policy",))
+FIELDS_3 = rt.keep_fields(
     (
         "envoy.config.endpoint.v3.ClusterLoadAssignment.Policy.DropOverload",
         "envoy.type.v3.FractionalPercent",
     )
 )
-K20 = rt.later("envoy.config.core.v3.Address", globals(), "K20")
-K21 = "must be less than or equal to 65535"
-K22 = rt.keep_fields(
+CHECK_ADDRESS = rt.later("envoy.config.core.v3.Address", globals(), "CHECK_ADDRESS")
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.config.endpoint.v3.Endpoint",
         "envoy.config.endpoint.v3.Endpoint.AdditionalAddress",
         "envoy.config.endpoint.v3.Endpoint.HealthCheckConfig",
     )
 )
-K23, K24 = rt.memo_ref("envoy.config.endpoint.v3.Endpoint", globals(), "K5")
-K25 = rt.later("envoy.config.core.v3.Metadata", globals(), "K25")
-K26 = "must be greater than or equal to 1"
-K27 = rt.keep_fields(("envoy.config.endpoint.v3.LbEndpoint",))
-K28 = rt.later("envoy.config.endpoint.v3.LbEndpoint", globals(), "K28")
-K29 = rt.later("envoy.config.core.v3.ConfigSource", globals(), "K29")
-K30, K31 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K29")
-K32 = "must be less than or equal to 128"
-K33 = rt.keep_fields(
+CHECK_ENDPOINT_MEMO_2, CHECK_ENDPOINT_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.endpoint.v3.Endpoint", globals(), "CHECK_ENDPOINT"
+)
+CHECK_METADATA = rt.later("envoy.config.core.v3.Metadata", globals(), "CHECK_METADATA")
+FIELDS_5 = rt.keep_fields(("envoy.config.endpoint.v3.LbEndpoint",))
+CHECK_LB_ENDPOINT = rt.later("envoy.config.endpoint.v3.LbEndpoint", globals(), "CHECK_LB_ENDPOINT")
+CHECK_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE_MEMO, CHECK_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+FIELDS_6 = rt.keep_fields(
     (
         "envoy.config.endpoint.v3.LedsClusterLocalityConfig",
         "envoy.config.endpoint.v3.LocalityLbEndpoints",
@@ -69,23 +83,23 @@ def check_cluster_load_assignment(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("cluster_name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["cluster_name"])
     c0 = m0.endpoints
     if c0:
         try:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K4[2]:
-                        K4[2] -= 1
-                        K2(m1, ctx)
+                    if CHECK_LOCALITY_LB_ENDPOINTS_MEMO_STATE[2]:
+                        CHECK_LOCALITY_LB_ENDPOINTS_MEMO_STATE[2] -= 1
+                        CHECK_LOCALITY_LB_ENDPOINTS(m1, ctx)
                     else:
-                        K3(m1, ctx)
+                        CHECK_LOCALITY_LB_ENDPOINTS_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -100,11 +114,11 @@ def check_cluster_load_assignment(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    if K7[2]:
-                        K7[2] -= 1
-                        K5(m1, ctx)
+                    if CHECK_ENDPOINT_MEMO_STATE[2]:
+                        CHECK_ENDPOINT_MEMO_STATE[2] -= 1
+                        CHECK_ENDPOINT(m1, ctx)
                     else:
-                        K6(m1, ctx)
+                        CHECK_ENDPOINT_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -116,11 +130,11 @@ def check_cluster_load_assignment(m0: Any, ctx: list[Any]) -> None:
     if m0.HasField("policy"):
         m1 = m0.policy
         try:
-            if K10[2]:
-                K10[2] -= 1
-                K8(m1, ctx)
+            if CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_STATE[2]:
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO_STATE[2] -= 1
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY(m1, ctx)
             else:
-                K9(m1, ctx)
+                CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_MEMO(m1, ctx)
         except E as e:
             e.segments.append("policy")
             raise
@@ -135,7 +149,7 @@ def check_cluster_load_assignment_policy(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K12(m1, ctx)
+                    CHECK_CLUSTER_LOAD_ASSIGNMENT_POLICY_DROP_OVERLOAD(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -149,7 +163,7 @@ def check_cluster_load_assignment_policy(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v > 0):
-                raise broken(K13)
+                raise broken("must be greater than 0")
         except E as e:
             e.segments.append("overprovisioning_factor")
             raise
@@ -157,7 +171,7 @@ def check_cluster_load_assignment_policy(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.endpoint_stale_after
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K14)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("endpoint_stale_after")
             raise
@@ -169,20 +183,20 @@ def check_cluster_load_assignment_policy_drop_overload(m0: Any, ctx: list[Any]) 
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("category")
             raise
     else:
-        raise broken(*K16)
+        raise broken("length must be at least 1 characters", ["category"])
     if m0.HasField("drop_percentage"):
         m1 = m0.drop_percentage
         try:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K17):
-                        raise broken(K18)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -197,7 +211,7 @@ def check_endpoint(m0: Any, ctx: list[Any]) -> None:
     if h0("address"):
         m1 = m0.address
         try:
-            K20(m1, ctx)
+            CHECK_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("address")
             raise
@@ -208,14 +222,14 @@ def check_endpoint(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (v <= 65535):
-                        raise broken(K21)
+                        raise broken("must be less than or equal to 65535")
                 except E as e:
                     e.segments.append("port_value")
                     raise
             if m1.HasField("address"):
                 m2 = m1.address
                 try:
-                    K20(m2, ctx)
+                    CHECK_ADDRESS(m2, ctx)
                 except E as e:
                     e.segments.append("address")
                     raise
@@ -231,7 +245,7 @@ def check_endpoint(m0: Any, ctx: list[Any]) -> None:
                     if m1.HasField("address"):
                         m2 = m1.address
                         try:
-                            K20(m2, ctx)
+                            CHECK_ADDRESS(m2, ctx)
                         except E as e:
                             e.segments.append("address")
                             raise
@@ -251,18 +265,18 @@ def check_lb_endpoint(m0: Any, ctx: list[Any]) -> None:
     if h0("endpoint"):
         m1 = m0.endpoint
         try:
-            if K24[2]:
-                K24[2] -= 1
-                K5(m1, ctx)
+            if CHECK_ENDPOINT_MEMO_2_STATE[2]:
+                CHECK_ENDPOINT_MEMO_2_STATE[2] -= 1
+                CHECK_ENDPOINT(m1, ctx)
             else:
-                K23(m1, ctx)
+                CHECK_ENDPOINT_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("endpoint")
             raise
     if h0("metadata"):
         m1 = m0.metadata
         try:
-            K25(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
@@ -271,7 +285,7 @@ def check_lb_endpoint(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K26)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("load_balancing_weight")
             raise
@@ -283,7 +297,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
     if h0("metadata"):
         m1 = m0.metadata
         try:
-            K25(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
@@ -293,7 +307,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K28(m1, ctx)
+                    CHECK_LB_ENDPOINT(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -312,7 +326,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K28(m2, ctx)
+                            CHECK_LB_ENDPOINT(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -330,11 +344,11 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("leds_config"):
                 m2 = m1.leds_config
                 try:
-                    if K31[2]:
-                        K31[2] -= 1
-                        K29(m2, ctx)
+                    if CHECK_CONFIG_SOURCE_MEMO_STATE[2]:
+                        CHECK_CONFIG_SOURCE_MEMO_STATE[2] -= 1
+                        CHECK_CONFIG_SOURCE(m2, ctx)
                     else:
-                        K30(m2, ctx)
+                        CHECK_CONFIG_SOURCE_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("leds_config")
                     raise
@@ -346,7 +360,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K26)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("load_balancing_weight")
             raise
@@ -354,7 +368,7 @@ def check_locality_lb_endpoints(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (v <= 128):
-                raise broken(K32)
+                raise broken("must be less than or equal to 128")
         except E as e:
             e.segments.append("priority")
             raise

@@ -13,52 +13,38 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = frozenset({0, 1, 2})
-K1 = "must be one of the defined enum values"
-K2 = "length must be at least 1 bytes"
-K3 = ("length must be at least 1 bytes", ["runtime_key"])
-K4 = rt.later("envoy.config.filter.accesslog.v2.ComparisonFilter", globals(), "K4")
-K5 = ("is required", ["comparison"])
-K6 = rt.later("envoy.config.filter.accesslog.v2.RuntimeFilter", globals(), "K6")
-K7 = rt.later("envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "K7")
-K8, K9 = rt.memo_ref("envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "K7")
-K10 = "must contain at least 2 item(s)"
-K11 = ("must contain at least 2 item(s)", ["filters"])
-K12 = rt.later("envoy.config.filter.accesslog.v2.AndFilter", globals(), "K12")
-K13, K14 = rt.memo_ref("envoy.config.filter.accesslog.v2.AndFilter", globals(), "K12")
-K15, K16 = rt.memo_ref("envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "K7")
-K17 = rt.later("envoy.config.filter.accesslog.v2.OrFilter", globals(), "K17")
-K18, K19 = rt.memo_ref("envoy.config.filter.accesslog.v2.OrFilter", globals(), "K17")
-K20 = rt.later("envoy.api.v2.route.HeaderMatcher", globals(), "K20")
-K21 = ("is required", ["header"])
-K22 = frozenset(
-    {
-        "DC",
-        "DI",
-        "DPE",
-        "FI",
-        "IH",
-        "LH",
-        "LR",
-        "NR",
-        "RL",
-        "RLSE",
-        "SI",
-        "UAEX",
-        "UC",
-        "UF",
-        "UH",
-        "UO",
-        "UR",
-        "URX",
-        "UT",
-    }
+CHECK_COMPARISON_FILTER = rt.later(
+    "envoy.config.filter.accesslog.v2.ComparisonFilter", globals(), "CHECK_COMPARISON_FILTER"
 )
-K23 = "must be in list ['DC', 'DI', 'DPE', 'FI', 'IH', 'LH', 'LR', 'NR', 'RL', 'RLSE', 'SI', 'UAEX', 'UC', 'UF', 'UH', 'UO', 'UR', 'URX', 'UT']"
-K24 = frozenset({0, 1, 10, 11, 12, 13, 14, 15, 16, 2, 3, 4, 5, 6, 7, 8, 9})
-K25 = rt.any_check(frozenset(), frozenset())
-K26 = ("is required (set one of its fields)", ["filter_specifier"])
-K27 = rt.keep_fields(
+CHECK_RUNTIME_FILTER = rt.later(
+    "envoy.config.filter.accesslog.v2.RuntimeFilter", globals(), "CHECK_RUNTIME_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER = rt.later(
+    "envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER_MEMO, CHECK_ACCESS_LOG_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_AND_FILTER = rt.later(
+    "envoy.config.filter.accesslog.v2.AndFilter", globals(), "CHECK_AND_FILTER"
+)
+CHECK_AND_FILTER_MEMO, CHECK_AND_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.filter.accesslog.v2.AndFilter", globals(), "CHECK_AND_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER_MEMO_2, CHECK_ACCESS_LOG_FILTER_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_OR_FILTER = rt.later(
+    "envoy.config.filter.accesslog.v2.OrFilter", globals(), "CHECK_OR_FILTER"
+)
+CHECK_OR_FILTER_MEMO, CHECK_OR_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.filter.accesslog.v2.OrFilter", globals(), "CHECK_OR_FILTER"
+)
+CHECK_HEADER_MATCHER = rt.later(
+    "envoy.api.v2.route.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS = rt.keep_fields(
     (
         "envoy.api.v2.core.RuntimeUInt32",
         "envoy.config.filter.accesslog.v2.AccessLogFilter",
@@ -75,14 +61,18 @@ K27 = rt.keep_fields(
         "envoy.type.FractionalPercent",
     )
 )
-K28, K29 = rt.memo_ref("envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "K7")
-K30 = rt.keep_fields(("envoy.config.filter.accesslog.v2.AndFilter",))
-K31 = rt.keep_fields(
+CHECK_ACCESS_LOG_FILTER_MEMO_3, CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE = rt.memo_ref(
+    "envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+FIELDS_2 = rt.keep_fields(("envoy.config.filter.accesslog.v2.AndFilter",))
+FIELDS_3 = rt.keep_fields(
     ("envoy.api.v2.core.RuntimeUInt32", "envoy.config.filter.accesslog.v2.ComparisonFilter")
 )
-K32, K33 = rt.memo_ref("envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "K7")
-K34 = rt.keep_fields(("envoy.config.filter.accesslog.v2.OrFilter",))
-K35 = rt.keep_fields(
+CHECK_ACCESS_LOG_FILTER_MEMO_4, CHECK_ACCESS_LOG_FILTER_MEMO_4_STATE = rt.memo_ref(
+    "envoy.config.filter.accesslog.v2.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+FIELDS_4 = rt.keep_fields(("envoy.config.filter.accesslog.v2.OrFilter",))
+FIELDS_5 = rt.keep_fields(
     ("envoy.config.filter.accesslog.v2.RuntimeFilter", "envoy.type.FractionalPercent")
 )
 
@@ -96,12 +86,12 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("comparison"):
                 m2 = m1.comparison
                 try:
-                    K4(m2, ctx)
+                    CHECK_COMPARISON_FILTER(m2, ctx)
                 except E as e:
                     e.segments.append("comparison")
                     raise
             else:
-                raise broken(*K5)
+                raise broken("is required", ["comparison"])
         except E as e:
             e.segments.append("status_code_filter")
             raise
@@ -111,41 +101,41 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("comparison"):
                 m2 = m1.comparison
                 try:
-                    K4(m2, ctx)
+                    CHECK_COMPARISON_FILTER(m2, ctx)
                 except E as e:
                     e.segments.append("comparison")
                     raise
             else:
-                raise broken(*K5)
+                raise broken("is required", ["comparison"])
         except E as e:
             e.segments.append("duration_filter")
             raise
     elif w0_0 == "runtime_filter":
         m1 = m0.runtime_filter
         try:
-            K6(m1, ctx)
+            CHECK_RUNTIME_FILTER(m1, ctx)
         except E as e:
             e.segments.append("runtime_filter")
             raise
     elif w0_0 == "and_filter":
         m1 = m0.and_filter
         try:
-            if K14[2]:
-                K14[2] -= 1
-                K12(m1, ctx)
+            if CHECK_AND_FILTER_MEMO_STATE[2]:
+                CHECK_AND_FILTER_MEMO_STATE[2] -= 1
+                CHECK_AND_FILTER(m1, ctx)
             else:
-                K13(m1, ctx)
+                CHECK_AND_FILTER_MEMO(m1, ctx)
         except E as e:
             e.segments.append("and_filter")
             raise
     elif w0_0 == "or_filter":
         m1 = m0.or_filter
         try:
-            if K19[2]:
-                K19[2] -= 1
-                K17(m1, ctx)
+            if CHECK_OR_FILTER_MEMO_STATE[2]:
+                CHECK_OR_FILTER_MEMO_STATE[2] -= 1
+                CHECK_OR_FILTER(m1, ctx)
             else:
-                K18(m1, ctx)
+                CHECK_OR_FILTER_MEMO(m1, ctx)
         except E as e:
             e.segments.append("or_filter")
             raise
@@ -155,12 +145,12 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("header"):
                 m2 = m1.header
                 try:
-                    K20(m2, ctx)
+                    CHECK_HEADER_MATCHER(m2, ctx)
                 except E as e:
                     e.segments.append("header")
                     raise
             else:
-                raise broken(*K21)
+                raise broken("is required", ["header"])
         except E as e:
             e.segments.append("header_filter")
             raise
@@ -173,8 +163,33 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         v = c1[i1]
                         try:
-                            if not (v in K22):
-                                raise broken(K23)
+                            if not (
+                                v
+                                in {
+                                    "DC",
+                                    "DI",
+                                    "DPE",
+                                    "FI",
+                                    "IH",
+                                    "LH",
+                                    "LR",
+                                    "NR",
+                                    "RL",
+                                    "RLSE",
+                                    "SI",
+                                    "UAEX",
+                                    "UC",
+                                    "UF",
+                                    "UH",
+                                    "UO",
+                                    "UR",
+                                    "URX",
+                                    "UT",
+                                }
+                            ):
+                                raise broken(
+                                    "must be in list ['DC', 'DI', 'DPE', 'FI', 'IH', 'LH', 'LR', 'NR', 'RL', 'RLSE', 'SI', 'UAEX', 'UC', 'UF', 'UH', 'UO', 'UR', 'URX', 'UT']"
+                                )
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -195,8 +210,10 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
                     for i1 in range(len(c1)):
                         v = c1[i1]
                         try:
-                            if not (v in K24):
-                                raise broken(K1)
+                            if not (
+                                v in {0, 1, 10, 11, 12, 13, 14, 15, 16, 2, 3, 4, 5, 6, 7, 8, 9}
+                            ):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -214,7 +231,7 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K25(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -222,7 +239,7 @@ def check_access_log_filter(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("extension_filter")
             raise
     if w0_0 is None:
-        raise broken(*K26)
+        raise broken("is required (set one of its fields)", ["filter_specifier"])
 
 
 def check_and_filter(m0: Any, ctx: list[Any]) -> None:
@@ -231,15 +248,15 @@ def check_and_filter(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 2):
-                raise broken(K10)
+                raise broken("must contain at least 2 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K29[2]:
-                        K29[2] -= 1
-                        K7(m1, ctx)
+                    if CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE[2]:
+                        CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE[2] -= 1
+                        CHECK_ACCESS_LOG_FILTER(m1, ctx)
                     else:
-                        K28(m1, ctx)
+                        CHECK_ACCESS_LOG_FILTER_MEMO_3(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -247,7 +264,7 @@ def check_and_filter(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("filters")
             raise
     else:
-        raise broken(*K11)
+        raise broken("must contain at least 2 item(s)", ["filters"])
 
 
 def check_comparison_filter(m0: Any, ctx: list[Any]) -> None:
@@ -255,8 +272,8 @@ def check_comparison_filter(m0: Any, ctx: list[Any]) -> None:
     v = m0.op
     if v:
         try:
-            if not (v in K0):
-                raise broken(K1)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("op")
             raise
@@ -267,12 +284,12 @@ def check_comparison_filter(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K2)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("runtime_key")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("length must be at least 1 bytes", ["runtime_key"])
         except E as e:
             e.segments.append("value")
             raise
@@ -284,15 +301,15 @@ def check_or_filter(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 2):
-                raise broken(K10)
+                raise broken("must contain at least 2 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K33[2]:
-                        K33[2] -= 1
-                        K7(m1, ctx)
+                    if CHECK_ACCESS_LOG_FILTER_MEMO_4_STATE[2]:
+                        CHECK_ACCESS_LOG_FILTER_MEMO_4_STATE[2] -= 1
+                        CHECK_ACCESS_LOG_FILTER(m1, ctx)
                     else:
-                        K32(m1, ctx)
+                        CHECK_ACCESS_LOG_FILTER_MEMO_4(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -300,7 +317,7 @@ def check_or_filter(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("filters")
             raise
     else:
-        raise broken(*K11)
+        raise broken("must contain at least 2 item(s)", ["filters"])
 
 
 def check_runtime_filter(m0: Any, ctx: list[Any]) -> None:
@@ -309,20 +326,20 @@ def check_runtime_filter(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("runtime_key")
             raise
     else:
-        raise broken(*K3)
+        raise broken("length must be at least 1 bytes", ["runtime_key"])
     if m0.HasField("percent_sampled"):
         m1 = m0.percent_sampled
         try:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K0):
-                        raise broken(K1)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise

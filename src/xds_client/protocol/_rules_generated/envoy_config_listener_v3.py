@@ -13,21 +13,20 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 characters"
-K1 = ("length must be at least 1 characters", ["name"])
-K2 = rt.any_check(frozenset(), frozenset())
-K3 = rt.later("envoy.config.core.v3.ExtensionConfigSource", globals(), "K3")
-K4 = rt.keep_fields(("envoy.config.listener.v3.Filter",))
-K5 = "must be inside range [1, 65535]"
-K6 = ("length must be at least 1 characters", ["address_prefix"])
-K7 = "must be less than or equal to 128"
-K8 = frozenset({0, 1, 2})
-K9 = "must be one of the defined enum values"
-K10 = rt.later("envoy.config.listener.v3.FilterChainMatch", globals(), "K10")
-K11, K12 = rt.memo_ref("envoy.config.listener.v3.FilterChainMatch", globals(), "K10")
-K13 = rt.later("envoy.config.listener.v3.Filter", globals(), "K13")
-K14 = rt.later("envoy.config.core.v3.Metadata", globals(), "K14")
-K15 = rt.keep_fields(
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+CHECK_EXTENSION_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ExtensionConfigSource", globals(), "CHECK_EXTENSION_CONFIG_SOURCE"
+)
+FIELDS = rt.keep_fields(("envoy.config.listener.v3.Filter",))
+CHECK_FILTER_CHAIN_MATCH = rt.later(
+    "envoy.config.listener.v3.FilterChainMatch", globals(), "CHECK_FILTER_CHAIN_MATCH"
+)
+CHECK_FILTER_CHAIN_MATCH_MEMO, CHECK_FILTER_CHAIN_MATCH_MEMO_STATE = rt.memo_ref(
+    "envoy.config.listener.v3.FilterChainMatch", globals(), "CHECK_FILTER_CHAIN_MATCH"
+)
+CHECK_FILTER = rt.later("envoy.config.listener.v3.Filter", globals(), "CHECK_FILTER")
+CHECK_METADATA = rt.later("envoy.config.core.v3.Metadata", globals(), "CHECK_METADATA")
+FIELDS_2 = rt.keep_fields(
     (
         "envoy.config.core.v3.CidrRange",
         "envoy.config.core.v3.TransportSocket",
@@ -36,37 +35,64 @@ K15 = rt.keep_fields(
         "envoy.config.listener.v3.FilterChainMatch",
     )
 )
-K16 = rt.keep_fields(
+FIELDS_3 = rt.keep_fields(
     ("envoy.config.core.v3.CidrRange", "envoy.config.listener.v3.FilterChainMatch")
 )
-K17 = rt.later("envoy.config.core.v3.Address", globals(), "K17")
-K18 = rt.later("envoy.config.core.v3.SocketOptionsOverride", globals(), "K18")
-K19, K20 = rt.memo_ref("envoy.config.core.v3.SocketOptionsOverride", globals(), "K18")
-K21, K22 = rt.memo_ref("envoy.config.listener.v3.FilterChainMatch", globals(), "K10")
-K23 = rt.later("envoy.config.listener.v3.FilterChain", globals(), "K23")
-K24, K25 = rt.memo_ref("envoy.config.listener.v3.FilterChain", globals(), "K23")
-K26 = rt.later("envoy.config.core.v3.ConfigSource", globals(), "K26")
-K27, K28 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K26")
-K29 = rt.later("xds.type.matcher.v3.Matcher", globals(), "K29")
-K30, K31 = rt.memo_ref("envoy.config.listener.v3.FilterChain", globals(), "K23")
-K32 = rt.later("envoy.config.listener.v3.ListenerFilterChainMatchPredicate", globals(), "K32")
-K33 = "must contain at least 2 item(s)"
-K34 = ("must contain at least 2 item(s)", ["rules"])
-K35 = "must equal True"
-K36 = ("is required (set one of its fields)", ["rule"])
-K37 = rt.later("envoy.config.listener.v3.ListenerFilter", globals(), "K37")
-K38 = ("is required (set one of its fields)", ["value"])
-K39 = "must be inside range (0, 65536)"
-K40 = rt.later("envoy.config.listener.v3.QuicProtocolOptions", globals(), "K40")
-K41, K42 = rt.memo_ref("envoy.config.listener.v3.QuicProtocolOptions", globals(), "K40")
-K43 = ("is required", ["typed_config"])
-K44 = rt.later("envoy.config.listener.v3.UdpListenerConfig", globals(), "K44")
-K45 = ("is required (set one of its fields)", ["balance_type"])
-K46 = rt.later("envoy.config.listener.v3.Listener.ConnectionBalanceConfig", globals(), "K46")
-K47 = rt.later("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K47")
-K48, K49 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K47")
-K50 = "must be greater than 0"
-K51 = rt.keep_fields(
+CHECK_ADDRESS = rt.later("envoy.config.core.v3.Address", globals(), "CHECK_ADDRESS")
+CHECK_SOCKET_OPTIONS_OVERRIDE = rt.later(
+    "envoy.config.core.v3.SocketOptionsOverride", globals(), "CHECK_SOCKET_OPTIONS_OVERRIDE"
+)
+CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO, CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.SocketOptionsOverride", globals(), "CHECK_SOCKET_OPTIONS_OVERRIDE"
+)
+CHECK_FILTER_CHAIN_MATCH_MEMO_2, CHECK_FILTER_CHAIN_MATCH_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.listener.v3.FilterChainMatch", globals(), "CHECK_FILTER_CHAIN_MATCH"
+)
+CHECK_FILTER_CHAIN = rt.later(
+    "envoy.config.listener.v3.FilterChain", globals(), "CHECK_FILTER_CHAIN"
+)
+CHECK_FILTER_CHAIN_MEMO, CHECK_FILTER_CHAIN_MEMO_STATE = rt.memo_ref(
+    "envoy.config.listener.v3.FilterChain", globals(), "CHECK_FILTER_CHAIN"
+)
+CHECK_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE_MEMO, CHECK_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_MATCHER = rt.later("xds.type.matcher.v3.Matcher", globals(), "CHECK_MATCHER")
+CHECK_FILTER_CHAIN_MEMO_2, CHECK_FILTER_CHAIN_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.listener.v3.FilterChain", globals(), "CHECK_FILTER_CHAIN"
+)
+CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE = rt.later(
+    "envoy.config.listener.v3.ListenerFilterChainMatchPredicate",
+    globals(),
+    "CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE",
+)
+CHECK_LISTENER_FILTER = rt.later(
+    "envoy.config.listener.v3.ListenerFilter", globals(), "CHECK_LISTENER_FILTER"
+)
+CHECK_QUIC_PROTOCOL_OPTIONS = rt.later(
+    "envoy.config.listener.v3.QuicProtocolOptions", globals(), "CHECK_QUIC_PROTOCOL_OPTIONS"
+)
+CHECK_QUIC_PROTOCOL_OPTIONS_MEMO, CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.listener.v3.QuicProtocolOptions", globals(), "CHECK_QUIC_PROTOCOL_OPTIONS"
+)
+CHECK_UDP_LISTENER_CONFIG = rt.later(
+    "envoy.config.listener.v3.UdpListenerConfig", globals(), "CHECK_UDP_LISTENER_CONFIG"
+)
+CHECK_LISTENER_CONNECTION_BALANCE_CONFIG = rt.later(
+    "envoy.config.listener.v3.Listener.ConnectionBalanceConfig",
+    globals(),
+    "CHECK_LISTENER_CONNECTION_BALANCE_CONFIG",
+)
+CHECK_ACCESS_LOG_FILTER = rt.later(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER_MEMO, CHECK_ACCESS_LOG_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.config.accesslog.v3.AccessLog",
         "envoy.config.core.v3.SocketOption",
@@ -85,30 +111,26 @@ K51 = rt.keep_fields(
         "envoy.config.listener.v3.UdpListenerConfig",
     )
 )
-K52 = rt.keep_fields(
+FIELDS_5 = rt.keep_fields(
     (
         "envoy.config.core.v3.TypedExtensionConfig",
         "envoy.config.listener.v3.Listener.ConnectionBalanceConfig",
     )
 )
-K53 = rt.keep_fields(("envoy.config.listener.v3.ListenerFilter",))
-K54 = rt.keep_fields(
+FIELDS_6 = rt.keep_fields(("envoy.config.listener.v3.ListenerFilter",))
+FIELDS_7 = rt.keep_fields(
     (
         "envoy.config.listener.v3.ListenerFilterChainMatchPredicate",
         "envoy.config.listener.v3.ListenerFilterChainMatchPredicate.MatchSet",
     )
 )
-K55 = "must be greater than or equal to 1"
-K56 = "must be inside range [1, 16777216]"
-K57 = "must be inside range [1, 25165824]"
-K58 = "must be inside range [0, 5]"
-K59 = "must be outside range (0s, 0.001s)"
-K60 = "must be greater than or equal to 1s"
-K61 = rt.later("envoy.config.core.v3.QuicProtocolOptions", globals(), "K61")
-K62, K63 = rt.memo_ref("envoy.config.core.v3.QuicProtocolOptions", globals(), "K61")
-K64 = ("is required", ["default_value"])
-K65 = "must contain at most 1 item(s)"
-K66 = rt.keep_fields(
+CHECK_QUIC_PROTOCOL_OPTIONS_2 = rt.later(
+    "envoy.config.core.v3.QuicProtocolOptions", globals(), "CHECK_QUIC_PROTOCOL_OPTIONS_2"
+)
+CHECK_QUIC_PROTOCOL_OPTIONS_2_MEMO, CHECK_QUIC_PROTOCOL_OPTIONS_2_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.QuicProtocolOptions", globals(), "CHECK_QUIC_PROTOCOL_OPTIONS_2"
+)
+FIELDS_8 = rt.keep_fields(
     (
         "envoy.config.core.v3.QuicKeepAliveSettings",
         "envoy.config.core.v3.QuicProtocolOptions",
@@ -117,8 +139,10 @@ K66 = rt.keep_fields(
         "envoy.config.listener.v3.QuicProtocolOptions",
     )
 )
-K67, K68 = rt.memo_ref("envoy.config.listener.v3.QuicProtocolOptions", globals(), "K40")
-K69 = rt.keep_fields(
+CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_2, CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.listener.v3.QuicProtocolOptions", globals(), "CHECK_QUIC_PROTOCOL_OPTIONS"
+)
+FIELDS_9 = rt.keep_fields(
     (
         "envoy.config.core.v3.TypedExtensionConfig",
         "envoy.config.core.v3.UdpSocketConfig",
@@ -133,24 +157,24 @@ def check_filter(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
     w0_0 = m0.WhichOneof("config_type")
     if w0_0 == "typed_config":
         m1 = m0.typed_config
         try:
-            K2(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("typed_config")
             raise
     elif w0_0 == "config_discovery":
         m1 = m0.config_discovery
         try:
-            K3(m1, ctx)
+            CHECK_EXTENSION_CONFIG_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("config_discovery")
             raise
@@ -162,11 +186,11 @@ def check_filter_chain(m0: Any, ctx: list[Any]) -> None:
     if h0("filter_chain_match"):
         m1 = m0.filter_chain_match
         try:
-            if K12[2]:
-                K12[2] -= 1
-                K10(m1, ctx)
+            if CHECK_FILTER_CHAIN_MATCH_MEMO_STATE[2]:
+                CHECK_FILTER_CHAIN_MATCH_MEMO_STATE[2] -= 1
+                CHECK_FILTER_CHAIN_MATCH(m1, ctx)
             else:
-                K11(m1, ctx)
+                CHECK_FILTER_CHAIN_MATCH_MEMO(m1, ctx)
         except E as e:
             e.segments.append("filter_chain_match")
             raise
@@ -176,7 +200,7 @@ def check_filter_chain(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K13(m1, ctx)
+                    CHECK_FILTER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -188,7 +212,7 @@ def check_filter_chain(m0: Any, ctx: list[Any]) -> None:
     if h0("metadata"):
         m1 = m0.metadata
         try:
-            K14(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
@@ -199,16 +223,16 @@ def check_filter_chain(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -224,7 +248,7 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1 and v <= 65535):
-                raise broken(K5)
+                raise broken("must be inside range [1, 65535]")
         except E as e:
             e.segments.append("destination_port")
             raise
@@ -238,18 +262,18 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K6)
+                        raise broken("length must be at least 1 characters", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K7)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -271,18 +295,18 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K6)
+                        raise broken("length must be at least 1 characters", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K7)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -297,8 +321,8 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
     v = m0.source_type
     if v:
         try:
-            if not (v in K8):
-                raise broken(K9)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("source_type")
             raise
@@ -312,18 +336,18 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K6)
+                        raise broken("length must be at least 1 characters", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K7)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -342,7 +366,7 @@ def check_filter_chain_match(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (v >= 1 and v <= 65535):
-                        raise broken(K5)
+                        raise broken("must be inside range [1, 65535]")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -359,7 +383,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
     if h0("address"):
         m1 = m0.address
         try:
-            K17(m1, ctx)
+            CHECK_ADDRESS(m1, ctx)
         except E as e:
             e.segments.append("address")
             raise
@@ -369,11 +393,11 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K25[2]:
-                        K25[2] -= 1
-                        K23(m1, ctx)
+                    if CHECK_FILTER_CHAIN_MEMO_STATE[2]:
+                        CHECK_FILTER_CHAIN_MEMO_STATE[2] -= 1
+                        CHECK_FILTER_CHAIN(m1, ctx)
                     else:
-                        K24(m1, ctx)
+                        CHECK_FILTER_CHAIN_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -385,7 +409,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
     if h0("metadata"):
         m1 = m0.metadata
         try:
-            K14(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
@@ -395,7 +419,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K37(m1, ctx)
+                    CHECK_LISTENER_FILTER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -413,13 +437,13 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
                     v = m1.state
                     if v:
                         try:
-                            if not (v in K8):
-                                raise broken(K9)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("state")
                             raise
                     if m1.WhichOneof("value") is None:
-                        raise broken(*K38)
+                        raise broken("is required (set one of its fields)", ["value"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -431,7 +455,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
     if h0("udp_listener_config"):
         m1 = m0.udp_listener_config
         try:
-            K44(m1, ctx)
+            CHECK_UDP_LISTENER_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("udp_listener_config")
             raise
@@ -441,7 +465,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("api_listener"):
                 m2 = m1.api_listener
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("api_listener")
                     raise
@@ -451,7 +475,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
     if h0("connection_balance_config"):
         m1 = m0.connection_balance_config
         try:
-            K46(m1, ctx)
+            CHECK_LISTENER_CONNECTION_BALANCE_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("connection_balance_config")
             raise
@@ -465,18 +489,18 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
                     if h1("filter"):
                         m2 = m1.filter
                         try:
-                            if K49[2]:
-                                K49[2] -= 1
-                                K47(m2, ctx)
+                            if CHECK_ACCESS_LOG_FILTER_MEMO_STATE[2]:
+                                CHECK_ACCESS_LOG_FILTER_MEMO_STATE[2] -= 1
+                                CHECK_ACCESS_LOG_FILTER(m2, ctx)
                             else:
-                                K48(m2, ctx)
+                                CHECK_ACCESS_LOG_FILTER_MEMO(m2, ctx)
                         except E as e:
                             e.segments.append("filter")
                             raise
                     if h1("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K2(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -491,18 +515,18 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
     if h0("default_filter_chain"):
         m1 = m0.default_filter_chain
         try:
-            if K31[2]:
-                K31[2] -= 1
-                K23(m1, ctx)
+            if CHECK_FILTER_CHAIN_MEMO_2_STATE[2]:
+                CHECK_FILTER_CHAIN_MEMO_2_STATE[2] -= 1
+                CHECK_FILTER_CHAIN(m1, ctx)
             else:
-                K30(m1, ctx)
+                CHECK_FILTER_CHAIN_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("default_filter_chain")
             raise
     if h0("filter_chain_matcher"):
         m1 = m0.filter_chain_matcher
         try:
-            K29(m1, ctx)
+            CHECK_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("filter_chain_matcher")
             raise
@@ -516,18 +540,18 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
                     if h1("address"):
                         m2 = m1.address
                         try:
-                            K17(m2, ctx)
+                            CHECK_ADDRESS(m2, ctx)
                         except E as e:
                             e.segments.append("address")
                             raise
                     if h1("socket_options"):
                         m2 = m1.socket_options
                         try:
-                            if K20[2]:
-                                K20[2] -= 1
-                                K18(m2, ctx)
+                            if CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO_STATE[2]:
+                                CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO_STATE[2] -= 1
+                                CHECK_SOCKET_OPTIONS_OVERRIDE(m2, ctx)
                             else:
-                                K19(m2, ctx)
+                                CHECK_SOCKET_OPTIONS_OVERRIDE_MEMO(m2, ctx)
                         except E as e:
                             e.segments.append("socket_options")
                             raise
@@ -544,7 +568,7 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v > 0):
-                raise broken(K50)
+                raise broken("must be greater than 0")
         except E as e:
             e.segments.append("max_connections_to_accept_per_socket_event")
             raise
@@ -554,11 +578,11 @@ def check_listener(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("config_source"):
                 m2 = m1.config_source
                 try:
-                    if K28[2]:
-                        K28[2] -= 1
-                        K26(m2, ctx)
+                    if CHECK_CONFIG_SOURCE_MEMO_STATE[2]:
+                        CHECK_CONFIG_SOURCE_MEMO_STATE[2] -= 1
+                        CHECK_CONFIG_SOURCE(m2, ctx)
                     else:
-                        K27(m2, ctx)
+                        CHECK_CONFIG_SOURCE_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("config_source")
                     raise
@@ -577,26 +601,26 @@ def check_listener_connection_balance_config(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K43)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("extend_balance")
             raise
     if w0_0 is None:
-        raise broken(*K45)
+        raise broken("is required (set one of its fields)", ["balance_type"])
 
 
 def check_listener_filter(m0: Any, ctx: list[Any]) -> None:
@@ -605,31 +629,31 @@ def check_listener_filter(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
     w0_0 = m0.WhichOneof("config_type")
     if w0_0 == "typed_config":
         m1 = m0.typed_config
         try:
-            K2(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("typed_config")
             raise
     elif w0_0 == "config_discovery":
         m1 = m0.config_discovery
         try:
-            K3(m1, ctx)
+            CHECK_EXTENSION_CONFIG_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("config_discovery")
             raise
     if m0.HasField("filter_disabled"):
         m1 = m0.filter_disabled
         try:
-            K32(m1, ctx)
+            CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE(m1, ctx)
         except E as e:
             e.segments.append("filter_disabled")
             raise
@@ -645,11 +669,11 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
             if c1:
                 try:
                     if not (len(c1) >= 2):
-                        raise broken(K33)
+                        raise broken("must contain at least 2 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K32(m2, ctx)
+                            CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -657,7 +681,7 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
                     e.segments.append("rules")
                     raise
             else:
-                raise broken(*K34)
+                raise broken("must contain at least 2 item(s)", ["rules"])
         except E as e:
             e.segments.append("or_match")
             raise
@@ -668,11 +692,11 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
             if c1:
                 try:
                     if not (len(c1) >= 2):
-                        raise broken(K33)
+                        raise broken("must contain at least 2 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K32(m2, ctx)
+                            CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -680,14 +704,14 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
                     e.segments.append("rules")
                     raise
             else:
-                raise broken(*K34)
+                raise broken("must contain at least 2 item(s)", ["rules"])
         except E as e:
             e.segments.append("and_match")
             raise
     elif w0_0 == "not_match":
         m1 = m0.not_match
         try:
-            K32(m1, ctx)
+            CHECK_LISTENER_FILTER_CHAIN_MATCH_PREDICATE(m1, ctx)
         except E as e:
             e.segments.append("not_match")
             raise
@@ -695,12 +719,12 @@ def check_listener_filter_chain_match_predicate(m0: Any, ctx: list[Any]) -> None
         v = m0.any_match
         try:
             if not (v == True):
-                raise broken(K35)
+                raise broken("must equal True")
         except E as e:
             e.segments.append("any_match")
             raise
     if w0_0 is None:
-        raise broken(*K36)
+        raise broken("is required (set one of its fields)", ["rule"])
 
 
 def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
@@ -709,11 +733,11 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
     if h0("quic_protocol_options"):
         m1 = m0.quic_protocol_options
         try:
-            if K63[2]:
-                K63[2] -= 1
-                K61(m1, ctx)
+            if CHECK_QUIC_PROTOCOL_OPTIONS_2_MEMO_STATE[2]:
+                CHECK_QUIC_PROTOCOL_OPTIONS_2_MEMO_STATE[2] -= 1
+                CHECK_QUIC_PROTOCOL_OPTIONS_2(m1, ctx)
             else:
-                K62(m1, ctx)
+                CHECK_QUIC_PROTOCOL_OPTIONS_2_MEMO(m1, ctx)
         except E as e:
             e.segments.append("quic_protocol_options")
             raise
@@ -721,7 +745,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.enabled
         try:
             if not m1.HasField("default_value"):
-                raise broken(*K64)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("enabled")
             raise
@@ -730,7 +754,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K55)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("packets_to_read_to_connection_count_ratio")
             raise
@@ -741,21 +765,21 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K43)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("crypto_stream_config")
             raise
@@ -766,21 +790,21 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K43)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("proof_source_config")
             raise
@@ -791,21 +815,21 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K43)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("connection_id_generator_config")
             raise
@@ -816,21 +840,21 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K43)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("server_preferred_address_config")
             raise
@@ -841,21 +865,21 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K43)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("connection_debug_visitor_config")
             raise
@@ -863,7 +887,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1):
-                raise broken(K65)
+                raise broken("must contain at most 1 item(s)")
         except E as e:
             e.segments.append("save_cmsg_config")
             raise
@@ -874,7 +898,7 @@ def check_quic_protocol_options(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v > 0):
-                raise broken(K50)
+                raise broken("must be greater than 0")
         except E as e:
             e.segments.append("max_sessions_per_event_loop")
             raise
@@ -891,7 +915,7 @@ def check_udp_listener_config(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v > 0 and v < 65536):
-                        raise broken(K39)
+                        raise broken("must be inside range (0, 65536)")
                 except E as e:
                     e.segments.append("max_rx_datagram_size")
                     raise
@@ -901,11 +925,11 @@ def check_udp_listener_config(m0: Any, ctx: list[Any]) -> None:
     if h0("quic_options"):
         m1 = m0.quic_options
         try:
-            if K68[2]:
-                K68[2] -= 1
-                K40(m1, ctx)
+            if CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_2_STATE[2]:
+                CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_2_STATE[2] -= 1
+                CHECK_QUIC_PROTOCOL_OPTIONS(m1, ctx)
             else:
-                K67(m1, ctx)
+                CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("quic_options")
             raise
@@ -916,21 +940,21 @@ def check_udp_listener_config(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K43)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("udp_packet_packet_writer_config")
             raise

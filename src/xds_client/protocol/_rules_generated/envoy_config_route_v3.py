@@ -15,57 +15,50 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 characters"
-K1 = ("length must be at least 1 characters", ["name"])
-K2 = rt.any_check(frozenset(), frozenset())
-K3 = ("is required", ["typed_config"])
-K4 = ("is required", ["extension"])
-K5 = rt.keep_fields(
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS = rt.keep_fields(
     ("envoy.config.core.v3.TypedExtensionConfig", "envoy.config.route.v3.ClusterSpecifierPlugin")
 )
-K6 = rt.later("envoy.type.matcher.v3.StringMatcher", globals(), "K6")
-K7 = frozenset({0, 1, 2})
-K8 = "must be one of the defined enum values"
-K9 = ("is required", ["default_value"])
-K10 = rt.keep_fields(
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+FIELDS_2 = rt.keep_fields(
     (
         "envoy.config.core.v3.RuntimeFractionalPercent",
         "envoy.config.route.v3.CorsPolicy",
         "envoy.type.v3.FractionalPercent",
     )
 )
-K11 = "must be inside range [200, 600)"
-K12 = ("must be inside range [200, 600)", ["status"])
-K13 = rt.later("envoy.config.core.v3.DataSource", globals(), "K13")
-K14 = rt.later("envoy.config.core.v3.SubstitutionFormatString", globals(), "K14")
-K15, K16 = rt.memo_ref("envoy.config.core.v3.SubstitutionFormatString", globals(), "K14")
-K17 = rt.keep_fields(("envoy.config.route.v3.DirectResponseAction",))
-K18 = rules._HEADER_LOOSE.match
-K19 = "must be a valid HTTP header"
-K20 = ("length must be at least 1 characters", ["regex"])
-K21 = rt.keep_fields(("envoy.config.route.v3.HeaderMatcher", "envoy.type.matcher.v3.RegexMatcher"))
-K22 = "must be greater than or equal to 1"
-K23 = rt.keep_fields(("envoy.config.route.v3.HedgePolicy", "envoy.type.v3.FractionalPercent"))
-K24 = "must contain at most 5 item(s)"
-K25 = "must contain unique items"
-K26 = rt.keep_fields(
+CHECK_DATA_SOURCE = rt.later("envoy.config.core.v3.DataSource", globals(), "CHECK_DATA_SOURCE")
+CHECK_SUBSTITUTION_FORMAT_STRING = rt.later(
+    "envoy.config.core.v3.SubstitutionFormatString", globals(), "CHECK_SUBSTITUTION_FORMAT_STRING"
+)
+CHECK_SUBSTITUTION_FORMAT_STRING_MEMO, CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.SubstitutionFormatString", globals(), "CHECK_SUBSTITUTION_FORMAT_STRING"
+)
+FIELDS_3 = rt.keep_fields(("envoy.config.route.v3.DirectResponseAction",))
+MATCH_HEADER = rules._HEADER_LOOSE.match
+FIELDS_4 = rt.keep_fields(
+    ("envoy.config.route.v3.HeaderMatcher", "envoy.type.matcher.v3.RegexMatcher")
+)
+FIELDS_5 = rt.keep_fields(("envoy.config.route.v3.HedgePolicy", "envoy.type.v3.FractionalPercent"))
+FIELDS_6 = rt.keep_fields(
     ("envoy.config.core.v3.TypedExtensionConfig", "envoy.config.route.v3.InternalRedirectPolicy")
 )
-K27 = "must be less than or equal to 10"
-K28 = rt.later("envoy.config.route.v3.RateLimit.Action", globals(), "K28")
-K29, K30 = rt.memo_ref("envoy.config.route.v3.RateLimit.Action", globals(), "K28")
-K31 = "must contain at least 1 item(s)"
-K32 = ("must contain at least 1 item(s)", ["actions"])
-K33 = rt.later("envoy.type.metadata.v3.MetadataKey", globals(), "K33")
-K34, K35 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K33")
-K36 = ("is required", ["metadata_key"])
-K37 = ("is required (set one of its fields)", ["override_specifier"])
-K38 = rt.later("envoy.config.route.v3.RateLimit.Override", globals(), "K38")
-K39 = "must be less than or equal to 1000000000"
-K40 = "%"
-K41 = "does not have prefix '%'"
-K42 = "does not have suffix '%'"
-K43 = rt.keep_fields(
+CHECK_RATE_LIMIT_ACTION = rt.later(
+    "envoy.config.route.v3.RateLimit.Action", globals(), "CHECK_RATE_LIMIT_ACTION"
+)
+CHECK_RATE_LIMIT_ACTION_MEMO, CHECK_RATE_LIMIT_ACTION_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RateLimit.Action", globals(), "CHECK_RATE_LIMIT_ACTION"
+)
+CHECK_METADATA_KEY = rt.later("envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY")
+CHECK_METADATA_KEY_MEMO, CHECK_METADATA_KEY_MEMO_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+CHECK_RATE_LIMIT_OVERRIDE = rt.later(
+    "envoy.config.route.v3.RateLimit.Override", globals(), "CHECK_RATE_LIMIT_OVERRIDE"
+)
+FIELDS_7 = rt.keep_fields(
     (
         "envoy.config.route.v3.RateLimit",
         "envoy.config.route.v3.RateLimit.HitsAddend",
@@ -73,31 +66,60 @@ K43 = rt.keep_fields(
         "envoy.config.route.v3.RateLimit.Override.DynamicMetadata",
     )
 )
-K44 = ("length must be at least 1 characters", ["header_name"])
-K45 = ("length must be at least 1 characters", ["descriptor_key"])
-K46 = rt.later("envoy.config.route.v3.RateLimit.Action.RequestHeaders", globals(), "K46")
-K47 = ("length must be at least 1 characters", ["query_parameter_name"])
-K48 = ("length must be at least 1 characters", ["descriptor_value"])
-K49 = rt.later("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K50, K51 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K52 = ("must contain at least 1 item(s)", ["headers"])
-K53 = rt.later("envoy.config.route.v3.RateLimit.Action.HeaderValueMatch", globals(), "K53")
-K54, K55 = rt.memo_ref("envoy.config.route.v3.RateLimit.Action.HeaderValueMatch", globals(), "K53")
-K56, K57 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K33")
-K58 = rt.later("envoy.config.route.v3.RateLimit.Action.DynamicMetaData", globals(), "K58")
-K59, K60 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K33")
-K61 = frozenset({0, 1})
-K62 = rt.later("envoy.config.route.v3.RateLimit.Action.MetaData", globals(), "K62")
-K63 = "must be less than or equal to 32"
-K64 = "must be less than or equal to 128"
-K65 = "length must be at most 1024 bytes"
-K66 = ("must contain at least 1 item(s)", ["query_parameters"])
-K67 = rt.later("envoy.config.route.v3.RateLimit.Action.QueryParameterValueMatch", globals(), "K67")
-K68, K69 = rt.memo_ref(
-    "envoy.config.route.v3.RateLimit.Action.QueryParameterValueMatch", globals(), "K67"
+CHECK_RATE_LIMIT_ACTION_REQUEST_HEADERS = rt.later(
+    "envoy.config.route.v3.RateLimit.Action.RequestHeaders",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_REQUEST_HEADERS",
 )
-K70 = ("is required (set one of its fields)", ["action_specifier"])
-K71 = rt.keep_fields(
+CHECK_HEADER_MATCHER = rt.later(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_HEADER_MATCHER_MEMO, CHECK_HEADER_MATCHER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH = rt.later(
+    "envoy.config.route.v3.RateLimit.Action.HeaderValueMatch",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH",
+)
+(
+    CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO,
+    CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_STATE,
+) = rt.memo_ref(
+    "envoy.config.route.v3.RateLimit.Action.HeaderValueMatch",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH",
+)
+CHECK_METADATA_KEY_MEMO_2, CHECK_METADATA_KEY_MEMO_2_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+CHECK_RATE_LIMIT_ACTION_DYNAMIC_META_DATA = rt.later(
+    "envoy.config.route.v3.RateLimit.Action.DynamicMetaData",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_DYNAMIC_META_DATA",
+)
+CHECK_METADATA_KEY_MEMO_3, CHECK_METADATA_KEY_MEMO_3_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+CHECK_RATE_LIMIT_ACTION_META_DATA = rt.later(
+    "envoy.config.route.v3.RateLimit.Action.MetaData",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_META_DATA",
+)
+CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH = rt.later(
+    "envoy.config.route.v3.RateLimit.Action.QueryParameterValueMatch",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH",
+)
+(
+    CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH_MEMO,
+    CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH_MEMO_STATE,
+) = rt.memo_ref(
+    "envoy.config.route.v3.RateLimit.Action.QueryParameterValueMatch",
+    globals(),
+    "CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH",
+)
+FIELDS_8 = rt.keep_fields(
     (
         "envoy.config.core.v3.TypedExtensionConfig",
         "envoy.config.route.v3.QueryParameterMatcher",
@@ -112,46 +134,64 @@ K71 = rt.keep_fields(
         "envoy.config.route.v3.RateLimit.Action.RequestHeaders",
     )
 )
-K72, K73 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K33")
-K74 = rt.keep_fields(("envoy.config.route.v3.RateLimit.Action.DynamicMetaData",))
-K75, K76 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K77 = rt.keep_fields(("envoy.config.route.v3.RateLimit.Action.HeaderValueMatch",))
-K78, K79 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K33")
-K80 = rt.keep_fields(("envoy.config.route.v3.RateLimit.Action.MetaData",))
-K81 = rt.keep_fields(
+CHECK_METADATA_KEY_MEMO_4, CHECK_METADATA_KEY_MEMO_4_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+FIELDS_9 = rt.keep_fields(("envoy.config.route.v3.RateLimit.Action.DynamicMetaData",))
+CHECK_HEADER_MATCHER_MEMO_2, CHECK_HEADER_MATCHER_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+FIELDS_10 = rt.keep_fields(("envoy.config.route.v3.RateLimit.Action.HeaderValueMatch",))
+CHECK_METADATA_KEY_MEMO_5, CHECK_METADATA_KEY_MEMO_5_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+FIELDS_11 = rt.keep_fields(("envoy.config.route.v3.RateLimit.Action.MetaData",))
+FIELDS_12 = rt.keep_fields(
     (
         "envoy.config.route.v3.QueryParameterMatcher",
         "envoy.config.route.v3.RateLimit.Action.QueryParameterValueMatch",
     )
 )
-K82 = rt.keep_fields(("envoy.config.route.v3.RateLimit.Action.RequestHeaders",))
-K83, K84 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K33")
-K85 = rt.keep_fields(
+FIELDS_13 = rt.keep_fields(("envoy.config.route.v3.RateLimit.Action.RequestHeaders",))
+CHECK_METADATA_KEY_MEMO_6, CHECK_METADATA_KEY_MEMO_6_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+FIELDS_14 = rt.keep_fields(
     (
         "envoy.config.route.v3.RateLimit.Override",
         "envoy.config.route.v3.RateLimit.Override.DynamicMetadata",
     )
 )
-K86 = ("is required", ["pattern"])
-K87 = rt.later("envoy.type.matcher.v3.RegexMatchAndSubstitute", globals(), "K87")
-K88 = frozenset({0, 1, 2, 3, 4})
-K89 = rt.keep_fields(
+CHECK_REGEX_MATCH_AND_SUBSTITUTE = rt.later(
+    "envoy.type.matcher.v3.RegexMatchAndSubstitute", globals(), "CHECK_REGEX_MATCH_AND_SUBSTITUTE"
+)
+FIELDS_15 = rt.keep_fields(
     (
         "envoy.config.route.v3.RedirectAction",
         "envoy.type.matcher.v3.RegexMatchAndSubstitute",
         "envoy.type.matcher.v3.RegexMatcher",
     )
 )
-K90 = "must be greater than 0s"
-K91 = ("is required", ["base_interval"])
-K92 = ("must contain at least 1 item(s)", ["reset_headers"])
-K93 = rt.later("envoy.config.route.v3.RetryPolicy.RateLimitedRetryBackOff", globals(), "K93")
-K94, K95 = rt.memo_ref(
-    "envoy.config.route.v3.RetryPolicy.RateLimitedRetryBackOff", globals(), "K93"
+CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF = rt.later(
+    "envoy.config.route.v3.RetryPolicy.RateLimitedRetryBackOff",
+    globals(),
+    "CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF",
 )
-K96, K97 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K98, K99 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K100 = rt.keep_fields(
+(
+    CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF_MEMO,
+    CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF_MEMO_STATE,
+) = rt.memo_ref(
+    "envoy.config.route.v3.RetryPolicy.RateLimitedRetryBackOff",
+    globals(),
+    "CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF",
+)
+CHECK_HEADER_MATCHER_MEMO_3, CHECK_HEADER_MATCHER_MEMO_3_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_HEADER_MATCHER_MEMO_4, CHECK_HEADER_MATCHER_MEMO_4_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+FIELDS_16 = rt.keep_fields(
     (
         "envoy.config.core.v3.TypedExtensionConfig",
         "envoy.config.route.v3.RetryPolicy",
@@ -162,48 +202,63 @@ K100 = rt.keep_fields(
         "envoy.config.route.v3.RetryPolicy.RetryPriority",
     )
 )
-K101 = rt.keep_fields(
+FIELDS_17 = rt.keep_fields(
     (
         "envoy.config.route.v3.RetryPolicy.RateLimitedRetryBackOff",
         "envoy.config.route.v3.RetryPolicy.ResetHeader",
     )
 )
-K102 = re2.compile("^[^?#]+[^?#/]$").search
-K103 = "does not match regex pattern '^[^?#]+[^?#/]$'"
-K104, K105 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K106 = rt.later("envoy.type.matcher.v3.MetadataMatcher", globals(), "K106")
-K107, K108 = rt.memo_ref("envoy.type.matcher.v3.MetadataMatcher", globals(), "K106")
-K109 = ("length must be at least 1 characters", ["key"])
-K110 = ("length must be at least 1 characters", ["address_prefix"])
-K111 = rt.later("envoy.type.matcher.v3.AddressMatcher", globals(), "K111")
-K112, K113 = rt.memo_ref("envoy.type.matcher.v3.AddressMatcher", globals(), "K111")
-K114 = ("is required (set one of its fields)", ["matcher"])
-K115 = rt.later("envoy.type.matcher.v3.FilterStateMatcher", globals(), "K115")
-K116 = ("is required (set one of its fields)", ["path_specifier"])
-K117 = rt.later("envoy.config.route.v3.RouteMatch", globals(), "K117")
-K118, K119 = rt.memo_ref("envoy.config.route.v3.RouteMatch", globals(), "K117")
-K120 = ("is required", ["match"])
-K121 = rt.later("envoy.config.route.v3.RouteAction", globals(), "K121")
-K122, K123 = rt.memo_ref("envoy.config.route.v3.RouteAction", globals(), "K121")
-K124 = rt.later("envoy.config.route.v3.RedirectAction", globals(), "K124")
-K125, K126 = rt.memo_ref("envoy.config.core.v3.SubstitutionFormatString", globals(), "K14")
-K127 = rt.later("envoy.config.route.v3.DirectResponseAction", globals(), "K127")
-K128 = rt.later("envoy.config.core.v3.Metadata", globals(), "K128")
-K129 = ("length must be at least 1 characters", ["operation"])
-K130 = rt.later("envoy.config.core.v3.HeaderValue", globals(), "K130")
-K131 = ("is required", ["header"])
-K132 = frozenset({0, 1, 2, 3})
-K133 = "must contain at most 1000 item(s)"
-K134 = ("length must be at least 1 characters", ["tag"])
-K135 = ("length must be at least 1 characters", ["value"])
-K136 = ("is required (set one of its fields)", ["kind"])
-K137, K138 = rt.memo_ref("envoy.type.metadata.v3.MetadataKey", globals(), "K33")
-K139 = ("is required (set one of its fields)", ["type"])
-K140 = rt.later("envoy.type.tracing.v3.CustomTag", globals(), "K140")
-K141 = rt.later("envoy.config.route.v3.Tracing", globals(), "K141")
-K142, K143 = rt.memo_ref("envoy.config.route.v3.Tracing", globals(), "K141")
-K144 = ("is required (set one of its fields)", ["action"])
-K145 = rt.keep_fields(
+SEARCH = re2.compile("^[^?#]+[^?#/]$").search
+CHECK_HEADER_MATCHER_MEMO_5, CHECK_HEADER_MATCHER_MEMO_5_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_METADATA_MATCHER = rt.later(
+    "envoy.type.matcher.v3.MetadataMatcher", globals(), "CHECK_METADATA_MATCHER"
+)
+CHECK_METADATA_MATCHER_MEMO, CHECK_METADATA_MATCHER_MEMO_STATE = rt.memo_ref(
+    "envoy.type.matcher.v3.MetadataMatcher", globals(), "CHECK_METADATA_MATCHER"
+)
+CHECK_ADDRESS_MATCHER = rt.later(
+    "envoy.type.matcher.v3.AddressMatcher", globals(), "CHECK_ADDRESS_MATCHER"
+)
+CHECK_ADDRESS_MATCHER_MEMO, CHECK_ADDRESS_MATCHER_MEMO_STATE = rt.memo_ref(
+    "envoy.type.matcher.v3.AddressMatcher", globals(), "CHECK_ADDRESS_MATCHER"
+)
+CHECK_FILTER_STATE_MATCHER = rt.later(
+    "envoy.type.matcher.v3.FilterStateMatcher", globals(), "CHECK_FILTER_STATE_MATCHER"
+)
+CHECK_ROUTE_MATCH = rt.later("envoy.config.route.v3.RouteMatch", globals(), "CHECK_ROUTE_MATCH")
+CHECK_ROUTE_MATCH_MEMO, CHECK_ROUTE_MATCH_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RouteMatch", globals(), "CHECK_ROUTE_MATCH"
+)
+CHECK_ROUTE_ACTION = rt.later("envoy.config.route.v3.RouteAction", globals(), "CHECK_ROUTE_ACTION")
+CHECK_ROUTE_ACTION_MEMO, CHECK_ROUTE_ACTION_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RouteAction", globals(), "CHECK_ROUTE_ACTION"
+)
+CHECK_REDIRECT_ACTION = rt.later(
+    "envoy.config.route.v3.RedirectAction", globals(), "CHECK_REDIRECT_ACTION"
+)
+CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2, CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.config.core.v3.SubstitutionFormatString",
+        globals(),
+        "CHECK_SUBSTITUTION_FORMAT_STRING",
+    )
+)
+CHECK_DIRECT_RESPONSE_ACTION = rt.later(
+    "envoy.config.route.v3.DirectResponseAction", globals(), "CHECK_DIRECT_RESPONSE_ACTION"
+)
+CHECK_METADATA = rt.later("envoy.config.core.v3.Metadata", globals(), "CHECK_METADATA")
+CHECK_HEADER_VALUE = rt.later("envoy.config.core.v3.HeaderValue", globals(), "CHECK_HEADER_VALUE")
+CHECK_METADATA_KEY_MEMO_7, CHECK_METADATA_KEY_MEMO_7_STATE = rt.memo_ref(
+    "envoy.type.metadata.v3.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+CHECK_CUSTOM_TAG = rt.later("envoy.type.tracing.v3.CustomTag", globals(), "CHECK_CUSTOM_TAG")
+CHECK_TRACING = rt.later("envoy.config.route.v3.Tracing", globals(), "CHECK_TRACING")
+CHECK_TRACING_MEMO, CHECK_TRACING_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.Tracing", globals(), "CHECK_TRACING"
+)
+FIELDS_18 = rt.keep_fields(
     (
         "envoy.config.core.v3.HeaderValueOption",
         "envoy.config.core.v3.RuntimeFractionalPercent",
@@ -229,43 +284,111 @@ K145 = rt.keep_fields(
         "xds.core.v3.CidrRange",
     )
 )
-K146 = rt.later("envoy.config.route.v3.WeightedCluster.ClusterWeight", globals(), "K146")
-K147, K148 = rt.memo_ref("envoy.config.route.v3.WeightedCluster.ClusterWeight", globals(), "K146")
-K149 = ("must contain at least 1 item(s)", ["clusters"])
-K150 = rt.later("envoy.config.route.v3.WeightedCluster", globals(), "K150")
-K151, K152 = rt.memo_ref("envoy.config.route.v3.WeightedCluster", globals(), "K150")
-K153 = rt.later("envoy.config.route.v3.ClusterSpecifierPlugin", globals(), "K153")
-K154, K155 = rt.memo_ref(
-    "envoy.config.route.v3.RetryPolicy.RateLimitedRetryBackOff", globals(), "K93"
+CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT = rt.later(
+    "envoy.config.route.v3.WeightedCluster.ClusterWeight",
+    globals(),
+    "CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT",
 )
-K156, K157 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K158, K159 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K160 = rt.later("envoy.config.route.v3.RetryPolicy", globals(), "K160")
-K161, K162 = rt.memo_ref("envoy.config.route.v3.RetryPolicy", globals(), "K160")
-K163 = ("is required", ["key_matcher"])
-K164 = rt.later("envoy.config.common.mutation_rules.v3.HeaderMutation", globals(), "K164")
-K165 = rt.later("envoy.config.route.v3.RouteAction.RequestMirrorPolicy", globals(), "K165")
-K166, K167 = rt.memo_ref("envoy.config.route.v3.RouteAction.RequestMirrorPolicy", globals(), "K165")
-K168, K169 = rt.memo_ref("envoy.config.route.v3.RateLimit.Action", globals(), "K28")
-K170 = rt.later("envoy.config.route.v3.RateLimit", globals(), "K170")
-K171, K172 = rt.memo_ref("envoy.config.route.v3.RateLimit", globals(), "K170")
-K173 = "length must be at most 16384 bytes"
-K174 = rt.later("envoy.config.route.v3.RouteAction.HashPolicy.CookieAttribute", globals(), "K174")
-K175 = rt.later("envoy.config.route.v3.RouteAction.HashPolicy.Cookie", globals(), "K175")
-K176, K177 = rt.memo_ref("envoy.config.route.v3.RouteAction.HashPolicy.Cookie", globals(), "K175")
-K178 = ("is required (set one of its fields)", ["policy_specifier"])
-K179 = rt.later("envoy.config.route.v3.RouteAction.HashPolicy", globals(), "K179")
-K180 = rt.later("envoy.config.route.v3.CorsPolicy", globals(), "K180")
-K181, K182 = rt.memo_ref("envoy.config.route.v3.CorsPolicy", globals(), "K180")
-K183 = ("length must be at least 1 characters", ["upgrade_type"])
-K184 = rt.later("envoy.config.core.v3.ProxyProtocolConfig", globals(), "K184")
-K185, K186 = rt.memo_ref("envoy.config.core.v3.ProxyProtocolConfig", globals(), "K184")
-K187 = rt.later("envoy.config.route.v3.RouteAction.UpgradeConfig", globals(), "K187")
-K188 = rt.later("envoy.config.route.v3.InternalRedirectPolicy", globals(), "K188")
-K189, K190 = rt.memo_ref("envoy.config.route.v3.InternalRedirectPolicy", globals(), "K188")
-K191 = rt.later("envoy.config.route.v3.HedgePolicy", globals(), "K191")
-K192 = ("is required (set one of its fields)", ["cluster_specifier"])
-K193 = rt.keep_fields(
+CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO, CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.config.route.v3.WeightedCluster.ClusterWeight",
+        globals(),
+        "CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT",
+    )
+)
+CHECK_WEIGHTED_CLUSTER = rt.later(
+    "envoy.config.route.v3.WeightedCluster", globals(), "CHECK_WEIGHTED_CLUSTER"
+)
+CHECK_WEIGHTED_CLUSTER_MEMO, CHECK_WEIGHTED_CLUSTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.WeightedCluster", globals(), "CHECK_WEIGHTED_CLUSTER"
+)
+CHECK_CLUSTER_SPECIFIER_PLUGIN = rt.later(
+    "envoy.config.route.v3.ClusterSpecifierPlugin", globals(), "CHECK_CLUSTER_SPECIFIER_PLUGIN"
+)
+(
+    CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF_MEMO_2,
+    CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF_MEMO_2_STATE,
+) = rt.memo_ref(
+    "envoy.config.route.v3.RetryPolicy.RateLimitedRetryBackOff",
+    globals(),
+    "CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF",
+)
+CHECK_HEADER_MATCHER_MEMO_6, CHECK_HEADER_MATCHER_MEMO_6_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_HEADER_MATCHER_MEMO_7, CHECK_HEADER_MATCHER_MEMO_7_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_RETRY_POLICY = rt.later("envoy.config.route.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY")
+CHECK_RETRY_POLICY_MEMO, CHECK_RETRY_POLICY_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY"
+)
+CHECK_HEADER_MUTATION = rt.later(
+    "envoy.config.common.mutation_rules.v3.HeaderMutation", globals(), "CHECK_HEADER_MUTATION"
+)
+CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY = rt.later(
+    "envoy.config.route.v3.RouteAction.RequestMirrorPolicy",
+    globals(),
+    "CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY",
+)
+(
+    CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO,
+    CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_STATE,
+) = rt.memo_ref(
+    "envoy.config.route.v3.RouteAction.RequestMirrorPolicy",
+    globals(),
+    "CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY",
+)
+CHECK_RATE_LIMIT_ACTION_MEMO_2, CHECK_RATE_LIMIT_ACTION_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RateLimit.Action", globals(), "CHECK_RATE_LIMIT_ACTION"
+)
+CHECK_RATE_LIMIT = rt.later("envoy.config.route.v3.RateLimit", globals(), "CHECK_RATE_LIMIT")
+CHECK_RATE_LIMIT_MEMO, CHECK_RATE_LIMIT_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RateLimit", globals(), "CHECK_RATE_LIMIT"
+)
+CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_ATTRIBUTE = rt.later(
+    "envoy.config.route.v3.RouteAction.HashPolicy.CookieAttribute",
+    globals(),
+    "CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_ATTRIBUTE",
+)
+CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE = rt.later(
+    "envoy.config.route.v3.RouteAction.HashPolicy.Cookie",
+    globals(),
+    "CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE",
+)
+CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_MEMO, CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.config.route.v3.RouteAction.HashPolicy.Cookie",
+        globals(),
+        "CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE",
+    )
+)
+CHECK_ROUTE_ACTION_HASH_POLICY = rt.later(
+    "envoy.config.route.v3.RouteAction.HashPolicy", globals(), "CHECK_ROUTE_ACTION_HASH_POLICY"
+)
+CHECK_CORS_POLICY = rt.later("envoy.config.route.v3.CorsPolicy", globals(), "CHECK_CORS_POLICY")
+CHECK_CORS_POLICY_MEMO, CHECK_CORS_POLICY_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.CorsPolicy", globals(), "CHECK_CORS_POLICY"
+)
+CHECK_PROXY_PROTOCOL_CONFIG = rt.later(
+    "envoy.config.core.v3.ProxyProtocolConfig", globals(), "CHECK_PROXY_PROTOCOL_CONFIG"
+)
+CHECK_PROXY_PROTOCOL_CONFIG_MEMO, CHECK_PROXY_PROTOCOL_CONFIG_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ProxyProtocolConfig", globals(), "CHECK_PROXY_PROTOCOL_CONFIG"
+)
+CHECK_ROUTE_ACTION_UPGRADE_CONFIG = rt.later(
+    "envoy.config.route.v3.RouteAction.UpgradeConfig",
+    globals(),
+    "CHECK_ROUTE_ACTION_UPGRADE_CONFIG",
+)
+CHECK_INTERNAL_REDIRECT_POLICY = rt.later(
+    "envoy.config.route.v3.InternalRedirectPolicy", globals(), "CHECK_INTERNAL_REDIRECT_POLICY"
+)
+CHECK_INTERNAL_REDIRECT_POLICY_MEMO, CHECK_INTERNAL_REDIRECT_POLICY_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.InternalRedirectPolicy", globals(), "CHECK_INTERNAL_REDIRECT_POLICY"
+)
+CHECK_HEDGE_POLICY = rt.later("envoy.config.route.v3.HedgePolicy", globals(), "CHECK_HEDGE_POLICY")
+FIELDS_19 = rt.keep_fields(
     (
         "envoy.config.common.mutation_rules.v3.HeaderMutation",
         "envoy.config.common.mutation_rules.v3.HeaderMutation.RemoveOnMatch",
@@ -297,8 +420,14 @@ K193 = rt.keep_fields(
         "envoy.type.v3.FractionalPercent",
     )
 )
-K194, K195 = rt.memo_ref("envoy.config.route.v3.RouteAction.HashPolicy.Cookie", globals(), "K175")
-K196 = rt.keep_fields(
+CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_MEMO_2, CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.config.route.v3.RouteAction.HashPolicy.Cookie",
+        globals(),
+        "CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE",
+    )
+)
+FIELDS_20 = rt.keep_fields(
     (
         "envoy.config.route.v3.RouteAction.HashPolicy",
         "envoy.config.route.v3.RouteAction.HashPolicy.FilterState",
@@ -306,38 +435,56 @@ K196 = rt.keep_fields(
         "envoy.config.route.v3.RouteAction.HashPolicy.QueryParameter",
     )
 )
-K197 = rt.keep_fields(("envoy.config.route.v3.RouteAction.HashPolicy.Cookie",))
-K198 = rt.keep_fields(("envoy.config.route.v3.RouteAction.HashPolicy.CookieAttribute",))
-K199 = rt.keep_fields(
+FIELDS_21 = rt.keep_fields(("envoy.config.route.v3.RouteAction.HashPolicy.Cookie",))
+FIELDS_22 = rt.keep_fields(("envoy.config.route.v3.RouteAction.HashPolicy.CookieAttribute",))
+FIELDS_23 = rt.keep_fields(
     (
         "envoy.config.core.v3.RuntimeFractionalPercent",
         "envoy.config.route.v3.RouteAction.RequestMirrorPolicy",
         "envoy.type.v3.FractionalPercent",
     )
 )
-K200, K201 = rt.memo_ref("envoy.config.core.v3.ProxyProtocolConfig", globals(), "K184")
-K202 = rt.keep_fields(
+CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2, CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ProxyProtocolConfig", globals(), "CHECK_PROXY_PROTOCOL_CONFIG"
+)
+FIELDS_24 = rt.keep_fields(
     (
         "envoy.config.route.v3.RouteAction.UpgradeConfig",
         "envoy.config.route.v3.RouteAction.UpgradeConfig.ConnectConfig",
     )
 )
-K203 = rt.later("envoy.config.route.v3.VirtualHost", globals(), "K203")
-K204, K205 = rt.memo_ref("envoy.config.route.v3.VirtualHost", globals(), "K203")
-K206 = rt.later("envoy.config.core.v3.ConfigSource", globals(), "K206")
-K207, K208 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K206")
-K209 = ("is required", ["config_source"])
-K210, K211 = rt.memo_ref("envoy.config.route.v3.RouteAction.RequestMirrorPolicy", globals(), "K165")
-K212 = rt.keep_fields(
+CHECK_VIRTUAL_HOST = rt.later("envoy.config.route.v3.VirtualHost", globals(), "CHECK_VIRTUAL_HOST")
+CHECK_VIRTUAL_HOST_MEMO, CHECK_VIRTUAL_HOST_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.VirtualHost", globals(), "CHECK_VIRTUAL_HOST"
+)
+CHECK_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE_MEMO, CHECK_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+(
+    CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_2,
+    CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_2_STATE,
+) = rt.memo_ref(
+    "envoy.config.route.v3.RouteAction.RequestMirrorPolicy",
+    globals(),
+    "CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY",
+)
+FIELDS_25 = rt.keep_fields(
     (
         "envoy.config.core.v3.HeaderValueOption",
         "envoy.config.route.v3.RouteConfiguration",
         "envoy.config.route.v3.Vhds",
     )
 )
-K213, K214 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K215, K216 = rt.memo_ref("envoy.type.matcher.v3.MetadataMatcher", globals(), "K106")
-K217 = rt.keep_fields(
+CHECK_HEADER_MATCHER_MEMO_8, CHECK_HEADER_MATCHER_MEMO_8_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_METADATA_MATCHER_MEMO_2, CHECK_METADATA_MATCHER_MEMO_2_STATE = rt.memo_ref(
+    "envoy.type.matcher.v3.MetadataMatcher", globals(), "CHECK_METADATA_MATCHER"
+)
+FIELDS_26 = rt.keep_fields(
     (
         "envoy.config.core.v3.RuntimeFractionalPercent",
         "envoy.config.core.v3.TypedExtensionConfig",
@@ -347,41 +494,71 @@ K217 = rt.keep_fields(
         "envoy.type.v3.FractionalPercent",
     )
 )
-K218 = rt.later("envoy.config.route.v3.RouteConfiguration", globals(), "K218")
-K219, K220 = rt.memo_ref("envoy.config.route.v3.RouteConfiguration", globals(), "K218")
-K221 = ("must contain at least 1 item(s)", ["fragments"])
-K222 = ("is required", ["key"])
-K223 = rt.keep_fields(
+CHECK_ROUTE_CONFIGURATION = rt.later(
+    "envoy.config.route.v3.RouteConfiguration", globals(), "CHECK_ROUTE_CONFIGURATION"
+)
+CHECK_ROUTE_CONFIGURATION_MEMO, CHECK_ROUTE_CONFIGURATION_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RouteConfiguration", globals(), "CHECK_ROUTE_CONFIGURATION"
+)
+FIELDS_27 = rt.keep_fields(
     (
         "envoy.config.route.v3.ScopedRouteConfiguration",
         "envoy.config.route.v3.ScopedRouteConfiguration.Key",
         "envoy.config.route.v3.ScopedRouteConfiguration.Key.Fragment",
     )
 )
-K224 = rt.keep_fields(("envoy.config.route.v3.Tracing", "envoy.type.v3.FractionalPercent"))
-K225, K226 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K227 = rt.keep_fields(("envoy.config.route.v3.VirtualCluster",))
-K228 = ("must contain at least 1 item(s)", ["domains"])
-K229 = rt.later("envoy.config.route.v3.Route", globals(), "K229")
-K230, K231 = rt.memo_ref("envoy.config.route.v3.Route", globals(), "K229")
-K232 = rt.later("xds.type.matcher.v3.Matcher", globals(), "K232")
-K233, K234 = rt.memo_ref("envoy.config.route.v3.HeaderMatcher", globals(), "K49")
-K235 = rt.later("envoy.config.route.v3.VirtualCluster", globals(), "K235")
-K236, K237 = rt.memo_ref("envoy.config.route.v3.VirtualCluster", globals(), "K235")
-K238, K239 = rt.memo_ref("envoy.config.route.v3.RateLimit", globals(), "K170")
-K240, K241 = rt.memo_ref("envoy.config.route.v3.CorsPolicy", globals(), "K180")
-K242, K243 = rt.memo_ref("envoy.config.route.v3.RetryPolicy", globals(), "K160")
-K244, K245 = rt.memo_ref("envoy.config.route.v3.RouteAction.RequestMirrorPolicy", globals(), "K165")
-K246 = rt.keep_fields(
+FIELDS_28 = rt.keep_fields(("envoy.config.route.v3.Tracing", "envoy.type.v3.FractionalPercent"))
+CHECK_HEADER_MATCHER_MEMO_9, CHECK_HEADER_MATCHER_MEMO_9_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+FIELDS_29 = rt.keep_fields(("envoy.config.route.v3.VirtualCluster",))
+CHECK_ROUTE = rt.later("envoy.config.route.v3.Route", globals(), "CHECK_ROUTE")
+CHECK_ROUTE_MEMO, CHECK_ROUTE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.Route", globals(), "CHECK_ROUTE"
+)
+CHECK_MATCHER = rt.later("xds.type.matcher.v3.Matcher", globals(), "CHECK_MATCHER")
+CHECK_HEADER_MATCHER_MEMO_10, CHECK_HEADER_MATCHER_MEMO_10_STATE = rt.memo_ref(
+    "envoy.config.route.v3.HeaderMatcher", globals(), "CHECK_HEADER_MATCHER"
+)
+CHECK_VIRTUAL_CLUSTER = rt.later(
+    "envoy.config.route.v3.VirtualCluster", globals(), "CHECK_VIRTUAL_CLUSTER"
+)
+CHECK_VIRTUAL_CLUSTER_MEMO, CHECK_VIRTUAL_CLUSTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.VirtualCluster", globals(), "CHECK_VIRTUAL_CLUSTER"
+)
+CHECK_RATE_LIMIT_MEMO_2, CHECK_RATE_LIMIT_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RateLimit", globals(), "CHECK_RATE_LIMIT"
+)
+CHECK_CORS_POLICY_MEMO_2, CHECK_CORS_POLICY_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.route.v3.CorsPolicy", globals(), "CHECK_CORS_POLICY"
+)
+CHECK_RETRY_POLICY_MEMO_2, CHECK_RETRY_POLICY_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RetryPolicy", globals(), "CHECK_RETRY_POLICY"
+)
+(
+    CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_3,
+    CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_3_STATE,
+) = rt.memo_ref(
+    "envoy.config.route.v3.RouteAction.RequestMirrorPolicy",
+    globals(),
+    "CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY",
+)
+FIELDS_30 = rt.keep_fields(
     (
         "envoy.config.core.v3.HeaderValueOption",
         "envoy.config.route.v3.VirtualCluster",
         "envoy.config.route.v3.VirtualHost",
     )
 )
-K247, K248 = rt.memo_ref("envoy.config.route.v3.WeightedCluster.ClusterWeight", globals(), "K146")
-K249 = rt.keep_fields(("envoy.config.route.v3.WeightedCluster",))
-K250 = rt.keep_fields(
+CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2, CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.config.route.v3.WeightedCluster.ClusterWeight",
+        globals(),
+        "CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT",
+    )
+)
+FIELDS_31 = rt.keep_fields(("envoy.config.route.v3.WeightedCluster",))
+FIELDS_32 = rt.keep_fields(
     (
         "envoy.config.core.v3.HeaderValueOption",
         "envoy.config.route.v3.WeightedCluster.ClusterWeight",
@@ -398,26 +575,26 @@ def check_cluster_specifier_plugin(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("extension")
             raise
     else:
-        raise broken(*K4)
+        raise broken("is required", ["extension"])
 
 
 def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
@@ -429,7 +606,7 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K6(m1, ctx)
+                    CHECK_STRING_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -447,8 +624,8 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                     v = m2.denominator
                     if v:
                         try:
-                            if not (v in K7):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("denominator")
                             raise
@@ -456,7 +633,7 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("default_value")
                     raise
             else:
-                raise broken(*K9)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("filter_enabled")
             raise
@@ -469,8 +646,8 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                     v = m2.denominator
                     if v:
                         try:
-                            if not (v in K7):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("denominator")
                             raise
@@ -478,7 +655,7 @@ def check_cors_policy(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("default_value")
                     raise
             else:
-                raise broken(*K9)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("shadow_enabled")
             raise
@@ -491,27 +668,27 @@ def check_direct_response_action(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (v >= 200 and v < 600):
-                raise broken(K11)
+                raise broken("must be inside range [200, 600)")
         except E as e:
             e.segments.append("status")
             raise
     else:
-        raise broken(*K12)
+        raise broken("must be inside range [200, 600)", ["status"])
     if h0("body"):
         m1 = m0.body
         try:
-            K13(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("body")
             raise
     if h0("body_format"):
         m1 = m0.body_format
         try:
-            if K16[2]:
-                K16[2] -= 1
-                K14(m1, ctx)
+            if CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_STATE[2]:
+                CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_STATE[2] -= 1
+                CHECK_SUBSTITUTION_FORMAT_STRING(m1, ctx)
             else:
-                K15(m1, ctx)
+                CHECK_SUBSTITUTION_FORMAT_STRING_MEMO(m1, ctx)
         except E as e:
             e.segments.append("body_format")
             raise
@@ -523,14 +700,14 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+                raise broken("length must be at least 1 characters")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
     w0_0 = m0.WhichOneof("header_match_specifier")
     if w0_0 == "safe_regex_match":
         m1 = m0.safe_regex_match
@@ -539,12 +716,12 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("regex")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("length must be at least 1 characters", ["regex"])
         except E as e:
             e.segments.append("safe_regex_match")
             raise
@@ -552,7 +729,7 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.prefix_match
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("prefix_match")
             raise
@@ -560,7 +737,7 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.suffix_match
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("suffix_match")
             raise
@@ -568,14 +745,14 @@ def check_header_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.contains_match
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("contains_match")
             raise
     elif w0_0 == "string_match":
         m1 = m0.string_match
         try:
-            K6(m1, ctx)
+            CHECK_STRING_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("string_match")
             raise
@@ -589,7 +766,7 @@ def check_hedge_policy(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v >= 1):
-                raise broken(K22)
+                raise broken("must be greater than or equal to 1")
         except E as e:
             e.segments.append("initial_requests")
             raise
@@ -599,8 +776,8 @@ def check_hedge_policy(m0: Any, ctx: list[Any]) -> None:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K7):
-                        raise broken(K8)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -615,7 +792,7 @@ def check_internal_redirect_policy(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 5):
-                raise broken(K24)
+                raise broken("must contain at most 5 item(s)")
         except E as e:
             e.segments.append("redirect_response_codes")
             raise
@@ -631,21 +808,21 @@ def check_internal_redirect_policy(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K1)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K2(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
                     else:
-                        raise broken(*K3)
+                        raise broken("is required", ["typed_config"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -658,12 +835,12 @@ def check_internal_redirect_policy(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(set(c0)) == len(c0)):
-                raise broken(K25)
+                raise broken("must contain unique items")
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -682,7 +859,7 @@ def check_rate_limit(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 10):
-                raise broken(K27)
+                raise broken("must be less than or equal to 10")
         except E as e:
             e.segments.append("stage")
             raise
@@ -690,15 +867,15 @@ def check_rate_limit(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K31)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K30[2]:
-                        K30[2] -= 1
-                        K28(m1, ctx)
+                    if CHECK_RATE_LIMIT_ACTION_MEMO_STATE[2]:
+                        CHECK_RATE_LIMIT_ACTION_MEMO_STATE[2] -= 1
+                        CHECK_RATE_LIMIT_ACTION(m1, ctx)
                     else:
-                        K29(m1, ctx)
+                        CHECK_RATE_LIMIT_ACTION_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -706,11 +883,11 @@ def check_rate_limit(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("actions")
             raise
     else:
-        raise broken(*K32)
+        raise broken("must contain at least 1 item(s)", ["actions"])
     if h0("limit"):
         m1 = m0.limit
         try:
-            K38(m1, ctx)
+            CHECK_RATE_LIMIT_OVERRIDE(m1, ctx)
         except E as e:
             e.segments.append("limit")
             raise
@@ -722,7 +899,7 @@ def check_rate_limit(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v <= 1000000000):
-                        raise broken(K39)
+                        raise broken("must be less than or equal to 1000000000")
                 except E as e:
                     e.segments.append("number")
                     raise
@@ -730,10 +907,10 @@ def check_rate_limit(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if v:
-                        if not (v.startswith(K40)):
-                            raise broken(K41)
-                        if not (v.endswith(K40)):
-                            raise broken(K42)
+                        if not (v.startswith("%")):
+                            raise broken("does not have prefix '%'")
+                        if not (v.endswith("%")):
+                            raise broken("does not have suffix '%'")
                 except E as e:
                     e.segments.append("format")
                     raise
@@ -748,7 +925,7 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "request_headers":
         m1 = m0.request_headers
         try:
-            K46(m1, ctx)
+            CHECK_RATE_LIMIT_ACTION_REQUEST_HEADERS(m1, ctx)
         except E as e:
             e.segments.append("request_headers")
             raise
@@ -759,37 +936,37 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("descriptor_value")
                     raise
             else:
-                raise broken(*K48)
+                raise broken("length must be at least 1 characters", ["descriptor_value"])
         except E as e:
             e.segments.append("generic_key")
             raise
     elif w0_0 == "header_value_match":
         m1 = m0.header_value_match
         try:
-            if K55[2]:
-                K55[2] -= 1
-                K53(m1, ctx)
+            if CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_STATE[2]:
+                CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO_STATE[2] -= 1
+                CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH(m1, ctx)
             else:
-                K54(m1, ctx)
+                CHECK_RATE_LIMIT_ACTION_HEADER_VALUE_MATCH_MEMO(m1, ctx)
         except E as e:
             e.segments.append("header_value_match")
             raise
     elif w0_0 == "dynamic_metadata":
         m1 = m0.dynamic_metadata
         try:
-            K58(m1, ctx)
+            CHECK_RATE_LIMIT_ACTION_DYNAMIC_META_DATA(m1, ctx)
         except E as e:
             e.segments.append("dynamic_metadata")
             raise
     elif w0_0 == "metadata":
         m1 = m0.metadata
         try:
-            K62(m1, ctx)
+            CHECK_RATE_LIMIT_ACTION_META_DATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
@@ -800,21 +977,21 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("extension")
             raise
@@ -827,7 +1004,7 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v <= 32):
-                        raise broken(K63)
+                        raise broken("must be less than or equal to 32")
                 except E as e:
                     e.segments.append("v4_prefix_mask_len")
                     raise
@@ -836,7 +1013,7 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v <= 128):
-                        raise broken(K64)
+                        raise broken("must be less than or equal to 128")
                 except E as e:
                     e.segments.append("v6_prefix_mask_len")
                     raise
@@ -846,11 +1023,11 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
     elif w0_0 == "query_parameter_value_match":
         m1 = m0.query_parameter_value_match
         try:
-            if K69[2]:
-                K69[2] -= 1
-                K67(m1, ctx)
+            if CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH_MEMO_STATE[2]:
+                CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH_MEMO_STATE[2] -= 1
+                CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH(m1, ctx)
             else:
-                K68(m1, ctx)
+                CHECK_RATE_LIMIT_ACTION_QUERY_PARAMETER_VALUE_MATCH_MEMO(m1, ctx)
         except E as e:
             e.segments.append("query_parameter_value_match")
             raise
@@ -861,27 +1038,27 @@ def check_rate_limit_action(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("query_parameter_name")
                     raise
             else:
-                raise broken(*K47)
+                raise broken("length must be at least 1 characters", ["query_parameter_name"])
             v = m1.descriptor_key
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("descriptor_key")
                     raise
             else:
-                raise broken(*K45)
+                raise broken("length must be at least 1 characters", ["descriptor_key"])
         except E as e:
             e.segments.append("query_parameters")
             raise
     if w0_0 is None:
-        raise broken(*K70)
+        raise broken("is required (set one of its fields)", ["action_specifier"])
 
 
 def check_rate_limit_action_dynamic_meta_data(m0: Any, ctx: list[Any]) -> None:
@@ -890,25 +1067,25 @@ def check_rate_limit_action_dynamic_meta_data(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("descriptor_key")
             raise
     else:
-        raise broken(*K45)
+        raise broken("length must be at least 1 characters", ["descriptor_key"])
     if m0.HasField("metadata_key"):
         m1 = m0.metadata_key
         try:
-            if K73[2]:
-                K73[2] -= 1
-                K33(m1, ctx)
+            if CHECK_METADATA_KEY_MEMO_4_STATE[2]:
+                CHECK_METADATA_KEY_MEMO_4_STATE[2] -= 1
+                CHECK_METADATA_KEY(m1, ctx)
             else:
-                K72(m1, ctx)
+                CHECK_METADATA_KEY_MEMO_4(m1, ctx)
         except E as e:
             e.segments.append("metadata_key")
             raise
     else:
-        raise broken(*K36)
+        raise broken("is required", ["metadata_key"])
 
 
 def check_rate_limit_action_header_value_match(m0: Any, ctx: list[Any]) -> None:
@@ -917,25 +1094,25 @@ def check_rate_limit_action_header_value_match(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("descriptor_value")
             raise
     else:
-        raise broken(*K48)
+        raise broken("length must be at least 1 characters", ["descriptor_value"])
     c0 = m0.headers
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K31)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K76[2]:
-                        K76[2] -= 1
-                        K49(m1, ctx)
+                    if CHECK_HEADER_MATCHER_MEMO_2_STATE[2]:
+                        CHECK_HEADER_MATCHER_MEMO_2_STATE[2] -= 1
+                        CHECK_HEADER_MATCHER(m1, ctx)
                     else:
-                        K75(m1, ctx)
+                        CHECK_HEADER_MATCHER_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -943,7 +1120,7 @@ def check_rate_limit_action_header_value_match(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("headers")
             raise
     else:
-        raise broken(*K52)
+        raise broken("must contain at least 1 item(s)", ["headers"])
 
 
 def check_rate_limit_action_meta_data(m0: Any, ctx: list[Any]) -> None:
@@ -952,30 +1129,30 @@ def check_rate_limit_action_meta_data(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("descriptor_key")
             raise
     else:
-        raise broken(*K45)
+        raise broken("length must be at least 1 characters", ["descriptor_key"])
     if m0.HasField("metadata_key"):
         m1 = m0.metadata_key
         try:
-            if K79[2]:
-                K79[2] -= 1
-                K33(m1, ctx)
+            if CHECK_METADATA_KEY_MEMO_5_STATE[2]:
+                CHECK_METADATA_KEY_MEMO_5_STATE[2] -= 1
+                CHECK_METADATA_KEY(m1, ctx)
             else:
-                K78(m1, ctx)
+                CHECK_METADATA_KEY_MEMO_5(m1, ctx)
         except E as e:
             e.segments.append("metadata_key")
             raise
     else:
-        raise broken(*K36)
+        raise broken("is required", ["metadata_key"])
     v = m0.source
     if v:
         try:
-            if not (v in K61):
-                raise broken(K8)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("source")
             raise
@@ -987,17 +1164,17 @@ def check_rate_limit_action_query_parameter_value_match(m0: Any, ctx: list[Any])
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("descriptor_value")
             raise
     else:
-        raise broken(*K48)
+        raise broken("length must be at least 1 characters", ["descriptor_value"])
     c0 = m0.query_parameters
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K31)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
@@ -1005,18 +1182,18 @@ def check_rate_limit_action_query_parameter_value_match(m0: Any, ctx: list[Any])
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                             if not (len(v) <= 256 or len(v.encode()) <= 1024):
-                                raise broken(K65)
+                                raise broken("length must be at most 1024 bytes")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K1)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("string_match"):
                         m2 = m1.string_match
                         try:
-                            K6(m2, ctx)
+                            CHECK_STRING_MATCHER(m2, ctx)
                         except E as e:
                             e.segments.append("string_match")
                             raise
@@ -1027,7 +1204,7 @@ def check_rate_limit_action_query_parameter_value_match(m0: Any, ctx: list[Any])
             e.segments.append("query_parameters")
             raise
     else:
-        raise broken(*K66)
+        raise broken("must contain at least 1 item(s)", ["query_parameters"])
 
 
 def check_rate_limit_action_request_headers(m0: Any, ctx: list[Any]) -> None:
@@ -1036,24 +1213,24 @@ def check_rate_limit_action_request_headers(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+                raise broken("length must be at least 1 characters")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("header_name")
             raise
     else:
-        raise broken(*K44)
+        raise broken("length must be at least 1 characters", ["header_name"])
     v = m0.descriptor_key
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("descriptor_key")
             raise
     else:
-        raise broken(*K45)
+        raise broken("length must be at least 1 characters", ["descriptor_key"])
 
 
 def check_rate_limit_override(m0: Any, ctx: list[Any]) -> None:
@@ -1065,21 +1242,21 @@ def check_rate_limit_override(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("metadata_key"):
                 m2 = m1.metadata_key
                 try:
-                    if K84[2]:
-                        K84[2] -= 1
-                        K33(m2, ctx)
+                    if CHECK_METADATA_KEY_MEMO_6_STATE[2]:
+                        CHECK_METADATA_KEY_MEMO_6_STATE[2] -= 1
+                        CHECK_METADATA_KEY(m2, ctx)
                     else:
-                        K83(m2, ctx)
+                        CHECK_METADATA_KEY_MEMO_6(m2, ctx)
                 except E as e:
                     e.segments.append("metadata_key")
                     raise
             else:
-                raise broken(*K36)
+                raise broken("is required", ["metadata_key"])
         except E as e:
             e.segments.append("dynamic_metadata")
             raise
     if w0_0 is None:
-        raise broken(*K37)
+        raise broken("is required (set one of its fields)", ["override_specifier"])
 
 
 def check_redirect_action(m0: Any, ctx: list[Any]) -> None:
@@ -1087,8 +1264,8 @@ def check_redirect_action(m0: Any, ctx: list[Any]) -> None:
     v = m0.host_redirect
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("host_redirect")
             raise
@@ -1096,31 +1273,31 @@ def check_redirect_action(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "path_redirect":
         v = m0.path_redirect
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("path_redirect")
             raise
     elif w0_0 == "prefix_rewrite":
         v = m0.prefix_rewrite
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("prefix_rewrite")
             raise
     elif w0_0 == "regex_rewrite":
         m1 = m0.regex_rewrite
         try:
-            K87(m1, ctx)
+            CHECK_REGEX_MATCH_AND_SUBSTITUTE(m1, ctx)
         except E as e:
             e.segments.append("regex_rewrite")
             raise
     v = m0.response_code
     if v:
         try:
-            if not (v in K88):
-                raise broken(K8)
+            if not (v in {0, 1, 2, 3, 4}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("response_code")
             raise
@@ -1136,16 +1313,16 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -1162,16 +1339,16 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K1)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K2(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -1193,21 +1370,21 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K1)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K2(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
                     else:
-                        raise broken(*K3)
+                        raise broken("is required", ["typed_config"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1224,17 +1401,17 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.base_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 0):
-                        raise broken(K90)
+                        raise broken("must be greater than 0s")
                 except E as e:
                     e.segments.append("base_interval")
                     raise
             else:
-                raise broken(*K91)
+                raise broken("is required", ["base_interval"])
             if h1("max_interval"):
                 m2 = m1.max_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos > 0):
-                        raise broken(K90)
+                        raise broken("must be greater than 0s")
                 except E as e:
                     e.segments.append("max_interval")
                     raise
@@ -1244,11 +1421,11 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
     if h0("rate_limited_retry_back_off"):
         m1 = m0.rate_limited_retry_back_off
         try:
-            if K95[2]:
-                K95[2] -= 1
-                K93(m1, ctx)
+            if CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF_MEMO_STATE[2]:
+                CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF_MEMO_STATE[2] -= 1
+                CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF(m1, ctx)
             else:
-                K94(m1, ctx)
+                CHECK_RETRY_POLICY_RATE_LIMITED_RETRY_BACK_OFF_MEMO(m1, ctx)
         except E as e:
             e.segments.append("rate_limited_retry_back_off")
             raise
@@ -1258,11 +1435,11 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K97[2]:
-                        K97[2] -= 1
-                        K49(m1, ctx)
+                    if CHECK_HEADER_MATCHER_MEMO_3_STATE[2]:
+                        CHECK_HEADER_MATCHER_MEMO_3_STATE[2] -= 1
+                        CHECK_HEADER_MATCHER(m1, ctx)
                     else:
-                        K96(m1, ctx)
+                        CHECK_HEADER_MATCHER_MEMO_3(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1277,11 +1454,11 @@ def check_retry_policy(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K99[2]:
-                        K99[2] -= 1
-                        K49(m1, ctx)
+                    if CHECK_HEADER_MATCHER_MEMO_4_STATE[2]:
+                        CHECK_HEADER_MATCHER_MEMO_4_STATE[2] -= 1
+                        CHECK_HEADER_MATCHER(m1, ctx)
                     else:
-                        K98(m1, ctx)
+                        CHECK_HEADER_MATCHER_MEMO_4(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1298,7 +1475,7 @@ def check_retry_policy_rate_limited_retry_back_off(m0: Any, ctx: list[Any]) -> N
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K31)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
@@ -1306,19 +1483,21 @@ def check_retry_policy_rate_limited_retry_back_off(m0: Any, ctx: list[Any]) -> N
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
-                            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                                raise broken(K19)
+                                raise broken("length must be at least 1 characters")
+                            if not (
+                                (v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None
+                            ):
+                                raise broken("must be a valid HTTP header")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K1)
+                        raise broken("length must be at least 1 characters", ["name"])
                     v = m1.format
                     if v:
                         try:
-                            if not (v in K61):
-                                raise broken(K8)
+                            if not (v in {0, 1}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("format")
                             raise
@@ -1329,12 +1508,12 @@ def check_retry_policy_rate_limited_retry_back_off(m0: Any, ctx: list[Any]) -> N
             e.segments.append("reset_headers")
             raise
     else:
-        raise broken(*K92)
+        raise broken("must contain at least 1 item(s)", ["reset_headers"])
     if m0.HasField("max_interval"):
         m1 = m0.max_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos > 0):
-                raise broken(K90)
+                raise broken("must be greater than 0s")
         except E as e:
             e.segments.append("max_interval")
             raise
@@ -1347,11 +1526,11 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if p0_1:
         m1 = m0.match
         try:
-            if K119[2]:
-                K119[2] -= 1
-                K117(m1, ctx)
+            if CHECK_ROUTE_MATCH_MEMO_STATE[2]:
+                CHECK_ROUTE_MATCH_MEMO_STATE[2] -= 1
+                CHECK_ROUTE_MATCH(m1, ctx)
             else:
-                K118(m1, ctx)
+                CHECK_ROUTE_MATCH_MEMO(m1, ctx)
         except E as e:
             e.segments.append("match")
             raise
@@ -1359,25 +1538,25 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "route":
         m1 = m0.route
         try:
-            if K123[2]:
-                K123[2] -= 1
-                K121(m1, ctx)
+            if CHECK_ROUTE_ACTION_MEMO_STATE[2]:
+                CHECK_ROUTE_ACTION_MEMO_STATE[2] -= 1
+                CHECK_ROUTE_ACTION(m1, ctx)
             else:
-                K122(m1, ctx)
+                CHECK_ROUTE_ACTION_MEMO(m1, ctx)
         except E as e:
             e.segments.append("route")
             raise
     elif w0_0 == "redirect":
         m1 = m0.redirect
         try:
-            K124(m1, ctx)
+            CHECK_REDIRECT_ACTION(m1, ctx)
         except E as e:
             e.segments.append("redirect")
             raise
     if h0("metadata"):
         m1 = m0.metadata
         try:
-            K128(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
@@ -1388,19 +1567,19 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("operation")
                     raise
             else:
-                raise broken(*K129)
+                raise broken("length must be at least 1 characters", ["operation"])
         except E as e:
             e.segments.append("decorator")
             raise
     if w0_0 == "direct_response":
         m1 = m0.direct_response
         try:
-            K127(m1, ctx)
+            CHECK_DIRECT_RESPONSE_ACTION(m1, ctx)
         except E as e:
             e.segments.append("direct_response")
             raise
@@ -1408,24 +1587,24 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K130(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K131)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K132):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -1441,24 +1620,24 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K130(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K131)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K132):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -1477,9 +1656,9 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                        raise broken("length must be at least 1 characters")
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1495,9 +1674,9 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                        raise broken("length must be at least 1 characters")
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1512,7 +1691,7 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K2(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -1524,11 +1703,11 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
     if h0("tracing"):
         m1 = m0.tracing
         try:
-            if K143[2]:
-                K143[2] -= 1
-                K141(m1, ctx)
+            if CHECK_TRACING_MEMO_STATE[2]:
+                CHECK_TRACING_MEMO_STATE[2] -= 1
+                CHECK_TRACING(m1, ctx)
             else:
-                K142(m1, ctx)
+                CHECK_TRACING_MEMO(m1, ctx)
         except E as e:
             e.segments.append("tracing")
             raise
@@ -1538,7 +1717,7 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("action"):
                 m2 = m1.action
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("action")
                     raise
@@ -1546,9 +1725,9 @@ def check_route(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("filter_action")
             raise
     if not p0_1:
-        raise broken(*K120)
+        raise broken("is required", ["match"])
     if w0_0 is None:
-        raise broken(*K144)
+        raise broken("is required (set one of its fields)", ["action"])
 
 
 def check_route_action(m0: Any, ctx: list[Any]) -> None:
@@ -1559,7 +1738,7 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
         v = m0.cluster
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("cluster")
             raise
@@ -1567,35 +1746,35 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
         v = m0.cluster_header
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+                raise broken("length must be at least 1 characters")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("cluster_header")
             raise
     elif w0_0 == "weighted_clusters":
         m1 = m0.weighted_clusters
         try:
-            if K152[2]:
-                K152[2] -= 1
-                K150(m1, ctx)
+            if CHECK_WEIGHTED_CLUSTER_MEMO_STATE[2]:
+                CHECK_WEIGHTED_CLUSTER_MEMO_STATE[2] -= 1
+                CHECK_WEIGHTED_CLUSTER(m1, ctx)
             else:
-                K151(m1, ctx)
+                CHECK_WEIGHTED_CLUSTER_MEMO(m1, ctx)
         except E as e:
             e.segments.append("weighted_clusters")
             raise
     if h0("metadata_match"):
         m1 = m0.metadata_match
         try:
-            K128(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata_match")
             raise
     v = m0.prefix_rewrite
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("prefix_rewrite")
             raise
@@ -1603,27 +1782,27 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
     if w0_1 == "host_rewrite_literal":
         v = m0.host_rewrite_literal
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("host_rewrite_literal")
             raise
     if h0("retry_policy"):
         m1 = m0.retry_policy
         try:
-            if K162[2]:
-                K162[2] -= 1
-                K160(m1, ctx)
+            if CHECK_RETRY_POLICY_MEMO_STATE[2]:
+                CHECK_RETRY_POLICY_MEMO_STATE[2] -= 1
+                CHECK_RETRY_POLICY(m1, ctx)
             else:
-                K161(m1, ctx)
+                CHECK_RETRY_POLICY_MEMO(m1, ctx)
         except E as e:
             e.segments.append("retry_policy")
             raise
     v = m0.priority
     if v:
         try:
-            if not (v in K61):
-                raise broken(K8)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("priority")
             raise
@@ -1633,11 +1812,11 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K172[2]:
-                        K172[2] -= 1
-                        K170(m1, ctx)
+                    if CHECK_RATE_LIMIT_MEMO_STATE[2]:
+                        CHECK_RATE_LIMIT_MEMO_STATE[2] -= 1
+                        CHECK_RATE_LIMIT(m1, ctx)
                     else:
-                        K171(m1, ctx)
+                        CHECK_RATE_LIMIT_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1652,7 +1831,7 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K179(m1, ctx)
+                    CHECK_ROUTE_ACTION_HASH_POLICY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1664,19 +1843,19 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
     if h0("cors"):
         m1 = m0.cors
         try:
-            if K182[2]:
-                K182[2] -= 1
-                K180(m1, ctx)
+            if CHECK_CORS_POLICY_MEMO_STATE[2]:
+                CHECK_CORS_POLICY_MEMO_STATE[2] -= 1
+                CHECK_CORS_POLICY(m1, ctx)
             else:
-                K181(m1, ctx)
+                CHECK_CORS_POLICY_MEMO(m1, ctx)
         except E as e:
             e.segments.append("cors")
             raise
     v = m0.cluster_not_found_response_code
     if v:
         try:
-            if not (v in K7):
-                raise broken(K8)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("cluster_not_found_response_code")
             raise
@@ -1686,7 +1865,7 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K187(m1, ctx)
+                    CHECK_ROUTE_ACTION_UPGRADE_CONFIG(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1698,15 +1877,15 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
     if h0("hedge_policy"):
         m1 = m0.hedge_policy
         try:
-            K191(m1, ctx)
+            CHECK_HEDGE_POLICY(m1, ctx)
         except E as e:
             e.segments.append("hedge_policy")
             raise
     if w0_1 == "host_rewrite_header":
         v = m0.host_rewrite_header
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("host_rewrite_header")
             raise
@@ -1716,11 +1895,11 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K167[2]:
-                        K167[2] -= 1
-                        K165(m1, ctx)
+                    if CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_STATE[2]:
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_STATE[2] -= 1
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY(m1, ctx)
                     else:
-                        K166(m1, ctx)
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1732,39 +1911,39 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
     if h0("regex_rewrite"):
         m1 = m0.regex_rewrite
         try:
-            K87(m1, ctx)
+            CHECK_REGEX_MATCH_AND_SUBSTITUTE(m1, ctx)
         except E as e:
             e.segments.append("regex_rewrite")
             raise
     if h0("retry_policy_typed_config"):
         m1 = m0.retry_policy_typed_config
         try:
-            K2(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("retry_policy_typed_config")
             raise
     if h0("internal_redirect_policy"):
         m1 = m0.internal_redirect_policy
         try:
-            if K190[2]:
-                K190[2] -= 1
-                K188(m1, ctx)
+            if CHECK_INTERNAL_REDIRECT_POLICY_MEMO_STATE[2]:
+                CHECK_INTERNAL_REDIRECT_POLICY_MEMO_STATE[2] -= 1
+                CHECK_INTERNAL_REDIRECT_POLICY(m1, ctx)
             else:
-                K189(m1, ctx)
+                CHECK_INTERNAL_REDIRECT_POLICY_MEMO(m1, ctx)
         except E as e:
             e.segments.append("internal_redirect_policy")
             raise
     if w0_1 == "host_rewrite_path_regex":
         m1 = m0.host_rewrite_path_regex
         try:
-            K87(m1, ctx)
+            CHECK_REGEX_MATCH_AND_SUBSTITUTE(m1, ctx)
         except E as e:
             e.segments.append("host_rewrite_path_regex")
             raise
     if w0_0 == "inline_cluster_specifier_plugin":
         m1 = m0.inline_cluster_specifier_plugin
         try:
-            K153(m1, ctx)
+            CHECK_CLUSTER_SPECIFIER_PLUGIN(m1, ctx)
         except E as e:
             e.segments.append("inline_cluster_specifier_plugin")
             raise
@@ -1775,21 +1954,21 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("early_data_policy")
             raise
@@ -1800,26 +1979,26 @@ def check_route_action(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("path_rewrite_policy")
             raise
     if w0_0 is None:
-        raise broken(*K192)
+        raise broken("is required (set one of its fields)", ["cluster_specifier"])
 
 
 def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
@@ -1832,18 +2011,18 @@ def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                        raise broken("length must be at least 1 characters")
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append("header_name")
                     raise
             else:
-                raise broken(*K44)
+                raise broken("length must be at least 1 characters", ["header_name"])
             if m1.HasField("regex_rewrite"):
                 m2 = m1.regex_rewrite
                 try:
-                    K87(m2, ctx)
+                    CHECK_REGEX_MATCH_AND_SUBSTITUTE(m2, ctx)
                 except E as e:
                     e.segments.append("regex_rewrite")
                     raise
@@ -1853,11 +2032,11 @@ def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
     elif w0_0 == "cookie":
         m1 = m0.cookie
         try:
-            if K195[2]:
-                K195[2] -= 1
-                K175(m1, ctx)
+            if CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_MEMO_2_STATE[2]:
+                CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_MEMO_2_STATE[2] -= 1
+                CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE(m1, ctx)
             else:
-                K194(m1, ctx)
+                CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("cookie")
             raise
@@ -1868,12 +2047,12 @@ def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
         except E as e:
             e.segments.append("query_parameter")
             raise
@@ -1884,17 +2063,17 @@ def check_route_action_hash_policy(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("key")
                     raise
             else:
-                raise broken(*K109)
+                raise broken("length must be at least 1 characters", ["key"])
         except E as e:
             e.segments.append("filter_state")
             raise
     if w0_0 is None:
-        raise broken(*K178)
+        raise broken("is required (set one of its fields)", ["policy_specifier"])
 
 
 def check_route_action_hash_policy_cookie(m0: Any, ctx: list[Any]) -> None:
@@ -1903,19 +2082,19 @@ def check_route_action_hash_policy_cookie(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
     c0 = m0.attributes
     if c0:
         try:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K174(m1, ctx)
+                    CHECK_ROUTE_ACTION_HASH_POLICY_COOKIE_ATTRIBUTE(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1932,23 +2111,23 @@ def check_route_action_hash_policy_cookie_attribute(m0: Any, ctx: list[Any]) -> 
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
             if not (len(v) <= 4096 or len(v.encode()) <= 16384):
-                raise broken(K173)
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+                raise broken("length must be at most 16384 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
     v = m0.value
     if v:
         try:
             if not (len(v) <= 4096 or len(v.encode()) <= 16384):
-                raise broken(K173)
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+                raise broken("length must be at most 16384 bytes")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("value")
             raise
@@ -1959,8 +2138,8 @@ def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
     v = m0.cluster_header
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("cluster_header")
             raise
@@ -1973,8 +2152,8 @@ def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
                     v = m2.denominator
                     if v:
                         try:
-                            if not (v in K7):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("denominator")
                             raise
@@ -1982,7 +2161,7 @@ def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("default_value")
                     raise
             else:
-                raise broken(*K9)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("runtime_fraction")
             raise
@@ -1990,11 +2169,11 @@ def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K164(m1, ctx)
+                    CHECK_HEADER_MUTATION(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2006,8 +2185,8 @@ def check_route_action_request_mirror_policy(m0: Any, ctx: list[Any]) -> None:
     v = m0.host_rewrite_literal
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("host_rewrite_literal")
             raise
@@ -2019,25 +2198,25 @@ def check_route_action_upgrade_config(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+                raise broken("length must be at least 1 characters")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("upgrade_type")
             raise
     else:
-        raise broken(*K183)
+        raise broken("length must be at least 1 characters", ["upgrade_type"])
     if m0.HasField("connect_config"):
         m1 = m0.connect_config
         try:
             if m1.HasField("proxy_protocol_config"):
                 m2 = m1.proxy_protocol_config
                 try:
-                    if K201[2]:
-                        K201[2] -= 1
-                        K184(m2, ctx)
+                    if CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2_STATE[2]:
+                        CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2_STATE[2] -= 1
+                        CHECK_PROXY_PROTOCOL_CONFIG(m2, ctx)
                     else:
-                        K200(m2, ctx)
+                        CHECK_PROXY_PROTOCOL_CONFIG_MEMO_2(m2, ctx)
                 except E as e:
                     e.segments.append("proxy_protocol_config")
                     raise
@@ -2055,11 +2234,11 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K205[2]:
-                        K205[2] -= 1
-                        K203(m1, ctx)
+                    if CHECK_VIRTUAL_HOST_MEMO_STATE[2]:
+                        CHECK_VIRTUAL_HOST_MEMO_STATE[2] -= 1
+                        CHECK_VIRTUAL_HOST(m1, ctx)
                     else:
-                        K204(m1, ctx)
+                        CHECK_VIRTUAL_HOST_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2074,8 +2253,8 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2088,24 +2267,24 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K130(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K131)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K132):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -2123,8 +2302,8 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2137,24 +2316,24 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K130(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K131)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K132):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -2172,8 +2351,8 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2188,16 +2367,16 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("config_source"):
                 m2 = m1.config_source
                 try:
-                    if K208[2]:
-                        K208[2] -= 1
-                        K206(m2, ctx)
+                    if CHECK_CONFIG_SOURCE_MEMO_STATE[2]:
+                        CHECK_CONFIG_SOURCE_MEMO_STATE[2] -= 1
+                        CHECK_CONFIG_SOURCE(m2, ctx)
                     else:
-                        K207(m2, ctx)
+                        CHECK_CONFIG_SOURCE_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("config_source")
                     raise
             else:
-                raise broken(*K209)
+                raise broken("is required", ["config_source"])
         except E as e:
             e.segments.append("vhds")
             raise
@@ -2207,7 +2386,7 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K153(m1, ctx)
+                    CHECK_CLUSTER_SPECIFIER_PLUGIN(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2222,11 +2401,11 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K211[2]:
-                        K211[2] -= 1
-                        K165(m1, ctx)
+                    if CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_2_STATE[2]:
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_2_STATE[2] -= 1
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY(m1, ctx)
                     else:
-                        K210(m1, ctx)
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2241,7 +2420,7 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K2(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -2253,15 +2432,15 @@ def check_route_configuration(m0: Any, ctx: list[Any]) -> None:
     if h0("metadata"):
         m1 = m0.metadata
         try:
-            K128(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
     v = m0.vhost_header
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("vhost_header")
             raise
@@ -2277,20 +2456,20 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("regex")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("length must be at least 1 characters", ["regex"])
         except E as e:
             e.segments.append("safe_regex")
             raise
     elif w0_0 == "path_separated_prefix":
         v = m0.path_separated_prefix
         try:
-            if not (K102(v) is not None):
-                raise broken(K103)
+            if not (SEARCH(v) is not None):
+                raise broken("does not match regex pattern '^[^?#]+[^?#/]$'")
         except E as e:
             e.segments.append("path_separated_prefix")
             raise
@@ -2301,21 +2480,21 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K1)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K2(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("path_match_policy")
             raise
@@ -2328,8 +2507,8 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
                     v = m2.denominator
                     if v:
                         try:
-                            if not (v in K7):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("denominator")
                             raise
@@ -2337,7 +2516,7 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("default_value")
                     raise
             else:
-                raise broken(*K9)
+                raise broken("is required", ["default_value"])
         except E as e:
             e.segments.append("runtime_fraction")
             raise
@@ -2347,11 +2526,11 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K214[2]:
-                        K214[2] -= 1
-                        K49(m1, ctx)
+                    if CHECK_HEADER_MATCHER_MEMO_8_STATE[2]:
+                        CHECK_HEADER_MATCHER_MEMO_8_STATE[2] -= 1
+                        CHECK_HEADER_MATCHER(m1, ctx)
                     else:
-                        K213(m1, ctx)
+                        CHECK_HEADER_MATCHER_MEMO_8(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2370,18 +2549,18 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                             if not (len(v) <= 256 or len(v.encode()) <= 1024):
-                                raise broken(K65)
+                                raise broken("length must be at most 1024 bytes")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K1)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("string_match"):
                         m2 = m1.string_match
                         try:
-                            K6(m2, ctx)
+                            CHECK_STRING_MATCHER(m2, ctx)
                         except E as e:
                             e.segments.append("string_match")
                             raise
@@ -2399,11 +2578,11 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K216[2]:
-                        K216[2] -= 1
-                        K106(m1, ctx)
+                    if CHECK_METADATA_MATCHER_MEMO_2_STATE[2]:
+                        CHECK_METADATA_MATCHER_MEMO_2_STATE[2] -= 1
+                        CHECK_METADATA_MATCHER(m1, ctx)
                     else:
-                        K215(m1, ctx)
+                        CHECK_METADATA_MATCHER_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2418,7 +2597,7 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K115(m1, ctx)
+                    CHECK_FILTER_STATE_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2428,7 +2607,7 @@ def check_route_match(m0: Any, ctx: list[Any]) -> None:
     else:
         ctx[2] = True
     if w0_0 is None:
-        raise broken(*K116)
+        raise broken("is required (set one of its fields)", ["path_specifier"])
 
 
 def check_scoped_route_configuration(m0: Any, ctx: list[Any]) -> None:
@@ -2438,20 +2617,20 @@ def check_scoped_route_configuration(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
     if h0("route_configuration"):
         m1 = m0.route_configuration
         try:
-            if K220[2]:
-                K220[2] -= 1
-                K218(m1, ctx)
+            if CHECK_ROUTE_CONFIGURATION_MEMO_STATE[2]:
+                CHECK_ROUTE_CONFIGURATION_MEMO_STATE[2] -= 1
+                CHECK_ROUTE_CONFIGURATION(m1, ctx)
             else:
-                K219(m1, ctx)
+                CHECK_ROUTE_CONFIGURATION_MEMO(m1, ctx)
         except E as e:
             e.segments.append("route_configuration")
             raise
@@ -2462,12 +2641,12 @@ def check_scoped_route_configuration(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K31)
+                        raise broken("must contain at least 1 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
                             if m2.WhichOneof("type") is None:
-                                raise broken(*K139)
+                                raise broken("is required (set one of its fields)", ["type"])
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -2475,12 +2654,12 @@ def check_scoped_route_configuration(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("fragments")
                     raise
             else:
-                raise broken(*K221)
+                raise broken("must contain at least 1 item(s)", ["fragments"])
         except E as e:
             e.segments.append("key")
             raise
     else:
-        raise broken(*K222)
+        raise broken("is required", ["key"])
 
 
 def check_tracing(m0: Any, ctx: list[Any]) -> None:
@@ -2492,8 +2671,8 @@ def check_tracing(m0: Any, ctx: list[Any]) -> None:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K7):
-                        raise broken(K8)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -2506,8 +2685,8 @@ def check_tracing(m0: Any, ctx: list[Any]) -> None:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K7):
-                        raise broken(K8)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -2520,8 +2699,8 @@ def check_tracing(m0: Any, ctx: list[Any]) -> None:
             v = m1.denominator
             if v:
                 try:
-                    if not (v in K7):
-                        raise broken(K8)
+                    if not (v in {0, 1, 2}):
+                        raise broken("must be one of the defined enum values")
                 except E as e:
                     e.segments.append("denominator")
                     raise
@@ -2534,7 +2713,7 @@ def check_tracing(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K140(m1, ctx)
+                    CHECK_CUSTOM_TAG(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2553,11 +2732,11 @@ def check_virtual_cluster(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K226[2]:
-                        K226[2] -= 1
-                        K49(m1, ctx)
+                    if CHECK_HEADER_MATCHER_MEMO_9_STATE[2]:
+                        CHECK_HEADER_MATCHER_MEMO_9_STATE[2] -= 1
+                        CHECK_HEADER_MATCHER(m1, ctx)
                     else:
-                        K225(m1, ctx)
+                        CHECK_HEADER_MATCHER_MEMO_9(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2570,12 +2749,12 @@ def check_virtual_cluster(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
 
 
 def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
@@ -2585,7 +2764,7 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
@@ -2593,12 +2772,12 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K31)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2611,11 +2790,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K231[2]:
-                        K231[2] -= 1
-                        K229(m1, ctx)
+                    if CHECK_ROUTE_MEMO_STATE[2]:
+                        CHECK_ROUTE_MEMO_STATE[2] -= 1
+                        CHECK_ROUTE(m1, ctx)
                     else:
-                        K230(m1, ctx)
+                        CHECK_ROUTE_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2627,8 +2806,8 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     v = m0.require_tls
     if v:
         try:
-            if not (v in K7):
-                raise broken(K8)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("require_tls")
             raise
@@ -2638,11 +2817,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K237[2]:
-                        K237[2] -= 1
-                        K235(m1, ctx)
+                    if CHECK_VIRTUAL_CLUSTER_MEMO_STATE[2]:
+                        CHECK_VIRTUAL_CLUSTER_MEMO_STATE[2] -= 1
+                        CHECK_VIRTUAL_CLUSTER(m1, ctx)
                     else:
-                        K236(m1, ctx)
+                        CHECK_VIRTUAL_CLUSTER_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2657,11 +2836,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K239[2]:
-                        K239[2] -= 1
-                        K170(m1, ctx)
+                    if CHECK_RATE_LIMIT_MEMO_2_STATE[2]:
+                        CHECK_RATE_LIMIT_MEMO_2_STATE[2] -= 1
+                        CHECK_RATE_LIMIT(m1, ctx)
                     else:
-                        K238(m1, ctx)
+                        CHECK_RATE_LIMIT_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2674,24 +2853,24 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K130(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K131)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K132):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -2706,11 +2885,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if h0("cors"):
         m1 = m0.cors
         try:
-            if K241[2]:
-                K241[2] -= 1
-                K180(m1, ctx)
+            if CHECK_CORS_POLICY_MEMO_2_STATE[2]:
+                CHECK_CORS_POLICY_MEMO_2_STATE[2] -= 1
+                CHECK_CORS_POLICY(m1, ctx)
             else:
-                K240(m1, ctx)
+                CHECK_CORS_POLICY_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("cors")
             raise
@@ -2718,24 +2897,24 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K130(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K131)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K132):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -2754,9 +2933,9 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                        raise broken("length must be at least 1 characters")
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2772,9 +2951,9 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                        raise broken("length must be at least 1 characters")
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2789,7 +2968,7 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K2(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -2801,32 +2980,32 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if h0("retry_policy"):
         m1 = m0.retry_policy
         try:
-            if K243[2]:
-                K243[2] -= 1
-                K160(m1, ctx)
+            if CHECK_RETRY_POLICY_MEMO_2_STATE[2]:
+                CHECK_RETRY_POLICY_MEMO_2_STATE[2] -= 1
+                CHECK_RETRY_POLICY(m1, ctx)
             else:
-                K242(m1, ctx)
+                CHECK_RETRY_POLICY_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("retry_policy")
             raise
     if h0("hedge_policy"):
         m1 = m0.hedge_policy
         try:
-            K191(m1, ctx)
+            CHECK_HEDGE_POLICY(m1, ctx)
         except E as e:
             e.segments.append("hedge_policy")
             raise
     if h0("retry_policy_typed_config"):
         m1 = m0.retry_policy_typed_config
         try:
-            K2(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("retry_policy_typed_config")
             raise
     if h0("matcher"):
         m1 = m0.matcher
         try:
-            K232(m1, ctx)
+            CHECK_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("matcher")
             raise
@@ -2836,11 +3015,11 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K245[2]:
-                        K245[2] -= 1
-                        K165(m1, ctx)
+                    if CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_3_STATE[2]:
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_3_STATE[2] -= 1
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY(m1, ctx)
                     else:
-                        K244(m1, ctx)
+                        CHECK_ROUTE_ACTION_REQUEST_MIRROR_POLICY_MEMO_3(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2852,14 +3031,14 @@ def check_virtual_host(m0: Any, ctx: list[Any]) -> None:
     if h0("metadata"):
         m1 = m0.metadata
         try:
-            K128(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata")
             raise
     if not p0_1:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["name"])
     if not p0_2:
-        raise broken(*K228)
+        raise broken("must contain at least 1 item(s)", ["domains"])
 
 
 def check_weighted_cluster(m0: Any, ctx: list[Any]) -> None:
@@ -2868,15 +3047,15 @@ def check_weighted_cluster(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K31)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K248[2]:
-                        K248[2] -= 1
-                        K146(m1, ctx)
+                    if CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2_STATE[2]:
+                        CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2_STATE[2] -= 1
+                        CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT(m1, ctx)
                     else:
-                        K247(m1, ctx)
+                        CHECK_WEIGHTED_CLUSTER_CLUSTER_WEIGHT_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2884,12 +3063,12 @@ def check_weighted_cluster(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("clusters")
             raise
     else:
-        raise broken(*K149)
+        raise broken("must contain at least 1 item(s)", ["clusters"])
     if m0.HasField("header_name"):
         v = m0.header_name
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("header_name")
             raise
@@ -2901,15 +3080,15 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
     v = m0.cluster_header
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("cluster_header")
             raise
     if h0("metadata_match"):
         m1 = m0.metadata_match
         try:
-            K128(m1, ctx)
+            CHECK_METADATA(m1, ctx)
         except E as e:
             e.segments.append("metadata_match")
             raise
@@ -2917,24 +3096,24 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K130(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K131)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K132):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -2952,8 +3131,8 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -2966,24 +3145,24 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K133)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K130(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K131)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K132):
-                                raise broken(K8)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -3001,8 +3180,8 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                        raise broken(K19)
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -3017,7 +3196,7 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K2(m1, ctx)
+                    CHECK_ANY(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -3029,8 +3208,8 @@ def check_weighted_cluster_cluster_weight(m0: Any, ctx: list[Any]) -> None:
     if h0("host_rewrite_literal"):
         v = m0.host_rewrite_literal
         try:
-            if not ((v.isascii() and v.isprintable()) or K18(v) is not None):
-                raise broken(K19)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("host_rewrite_literal")
             raise

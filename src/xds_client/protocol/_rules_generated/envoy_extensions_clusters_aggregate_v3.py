@@ -13,9 +13,7 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "must contain at least 1 item(s)"
-K1 = ("must contain at least 1 item(s)", ["clusters"])
-K2 = rt.keep_fields(("envoy.extensions.clusters.aggregate.v3.ClusterConfig",))
+FIELDS = rt.keep_fields(("envoy.extensions.clusters.aggregate.v3.ClusterConfig",))
 
 
 def check_cluster_config(m0: Any, ctx: list[Any]) -> None:
@@ -24,12 +22,12 @@ def check_cluster_config(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K0)
+                raise broken("must contain at least 1 item(s)")
         except E as e:
             e.segments.append("clusters")
             raise
     else:
-        raise broken(*K1)
+        raise broken("must contain at least 1 item(s)", ["clusters"])
 
 
 CHECKS = {

@@ -13,27 +13,22 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rt.later("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K0")
-K1, K2 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K0")
-K3 = rt.any_check(frozenset(), frozenset())
-K4 = "must be greater than or equal to 0.001s"
-K5 = frozenset(
-    {
-        "x-envoy-max-retries",
-        "x-envoy-retry-grpc-on",
-        "x-envoy-retry-on",
-        "x-envoy-upstream-rq-per-try-timeout-ms",
-        "x-envoy-upstream-rq-timeout-ms",
-    }
+CHECK_ACCESS_LOG_FILTER = rt.later(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
 )
-K6 = "must be in list ['x-envoy-max-retries', 'x-envoy-retry-grpc-on', 'x-envoy-retry-on', 'x-envoy-upstream-rq-per-try-timeout-ms', 'x-envoy-upstream-rq-timeout-ms']"
-K7 = "length must be at least 1 characters"
-K8 = ("length must be at least 1 characters", ["name"])
-K9 = rt.later("envoy.config.core.v3.ExtensionConfigSource", globals(), "K9")
-K10 = rt.later(
-    "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter", globals(), "K10"
+CHECK_ACCESS_LOG_FILTER_MEMO, CHECK_ACCESS_LOG_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
 )
-K11 = rt.keep_fields(
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+CHECK_EXTENSION_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ExtensionConfigSource", globals(), "CHECK_EXTENSION_CONFIG_SOURCE"
+)
+CHECK_HTTP_FILTER = rt.later(
+    "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter",
+    globals(),
+    "CHECK_HTTP_FILTER",
+)
+FIELDS = rt.keep_fields(
     (
         "envoy.config.accesslog.v3.AccessLog",
         "envoy.extensions.filters.http.router.v3.Router",
@@ -55,18 +50,18 @@ def check_router(m0: Any, ctx: list[Any]) -> None:
                     if h1("filter"):
                         m2 = m1.filter
                         try:
-                            if K2[2]:
-                                K2[2] -= 1
-                                K0(m2, ctx)
+                            if CHECK_ACCESS_LOG_FILTER_MEMO_STATE[2]:
+                                CHECK_ACCESS_LOG_FILTER_MEMO_STATE[2] -= 1
+                                CHECK_ACCESS_LOG_FILTER(m2, ctx)
                             else:
-                                K1(m2, ctx)
+                                CHECK_ACCESS_LOG_FILTER_MEMO(m2, ctx)
                         except E as e:
                             e.segments.append("filter")
                             raise
                     if h1("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K3(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -85,7 +80,7 @@ def check_router(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.upstream_log_flush_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos >= 1000000):
-                        raise broken(K4)
+                        raise broken("must be greater than or equal to 0.001s")
                 except E as e:
                     e.segments.append("upstream_log_flush_interval")
                     raise
@@ -98,8 +93,19 @@ def check_router(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 v = c0[i0]
                 try:
-                    if not (v in K5):
-                        raise broken(K6)
+                    if not (
+                        v
+                        in {
+                            "x-envoy-max-retries",
+                            "x-envoy-retry-grpc-on",
+                            "x-envoy-retry-on",
+                            "x-envoy-upstream-rq-per-try-timeout-ms",
+                            "x-envoy-upstream-rq-timeout-ms",
+                        }
+                    ):
+                        raise broken(
+                            "must be in list ['x-envoy-max-retries', 'x-envoy-retry-grpc-on', 'x-envoy-retry-on', 'x-envoy-upstream-rq-per-try-timeout-ms', 'x-envoy-upstream-rq-timeout-ms']"
+                        )
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -114,7 +120,7 @@ def check_router(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K10(m1, ctx)
+                    CHECK_HTTP_FILTER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise

@@ -13,125 +13,154 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = frozenset({0, 1, 2, 3})
-K1 = "must be one of the defined enum values"
-K2 = "length must be at least 1 characters"
-K3 = ("length must be at least 1 characters", ["stat_prefix"])
-K4 = rt.later("envoy.config.core.v3.ConfigSource", globals(), "K4")
-K5, K6 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K4")
-K7 = rt.later("envoy.config.route.v3.RouteConfiguration", globals(), "K7")
-K8, K9 = rt.memo_ref("envoy.config.route.v3.RouteConfiguration", globals(), "K7")
-K10 = ("length must be at least 1 characters", ["name"])
-K11 = rules._HEADER_LOOSE.match
-K12 = "must be a valid HTTP header"
-K13 = ("length must be at least 1 characters", ["separator"])
-K14 = ("length must be at least 1 characters", ["key"])
-K15 = rt.later(
+CHECK_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE_MEMO, CHECK_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_ROUTE_CONFIGURATION = rt.later(
+    "envoy.config.route.v3.RouteConfiguration", globals(), "CHECK_ROUTE_CONFIGURATION"
+)
+CHECK_ROUTE_CONFIGURATION_MEMO, CHECK_ROUTE_CONFIGURATION_MEMO_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RouteConfiguration", globals(), "CHECK_ROUTE_CONFIGURATION"
+)
+MATCH_HEADER = rules._HEADER_LOOSE.match
+CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_FRAGMENT_BUILDER_HEADER_VALUE_EXTRACTOR = rt.later(
     "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder.FragmentBuilder.HeaderValueExtractor",
     globals(),
-    "K15",
+    "CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_FRAGMENT_BUILDER_HEADER_VALUE_EXTRACTOR",
 )
-K16 = ("is required (set one of its fields)", ["type"])
-K17 = "must contain at least 1 item(s)"
-K18 = ("must contain at least 1 item(s)", ["fragments"])
-K19 = rt.later(
+CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER = rt.later(
     "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder",
     globals(),
-    "K19",
+    "CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER",
 )
-K20, K21 = rt.memo_ref(
-    "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder",
+CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_MEMO, CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder",
+        globals(),
+        "CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER",
+    )
+)
+CHECK_CONFIG_SOURCE_MEMO_2, CHECK_CONFIG_SOURCE_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_ROUTE_CONFIGURATION_MEMO_2, CHECK_ROUTE_CONFIGURATION_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.route.v3.RouteConfiguration", globals(), "CHECK_ROUTE_CONFIGURATION"
+)
+CHECK_SCOPED_ROUTE_CONFIGURATION = rt.later(
+    "envoy.config.route.v3.ScopedRouteConfiguration", globals(), "CHECK_SCOPED_ROUTE_CONFIGURATION"
+)
+CHECK_CONFIG_SOURCE_MEMO_3, CHECK_CONFIG_SOURCE_MEMO_3_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_SCOPED_ROUTES = rt.later(
+    "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes",
     globals(),
-    "K19",
+    "CHECK_SCOPED_ROUTES",
 )
-K22 = ("is required", ["scope_key_builder"])
-K23, K24 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K4")
-K25, K26 = rt.memo_ref("envoy.config.route.v3.RouteConfiguration", globals(), "K7")
-K27 = ("is required", ["key"])
-K28 = rt.later("envoy.config.route.v3.ScopedRouteConfiguration", globals(), "K28")
-K29 = ("must contain at least 1 item(s)", ["scoped_route_configurations"])
-K30, K31 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K4")
-K32 = ("is required", ["scoped_rds_config_source"])
-K33 = ("is required (set one of its fields)", ["config_specifier"])
-K34 = rt.later(
-    "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes", globals(), "K34"
+CHECK_HTTP_FILTER = rt.later(
+    "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter",
+    globals(),
+    "CHECK_HTTP_FILTER",
 )
-K35 = rt.later(
-    "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter", globals(), "K35"
-)
-K36 = "must be inside range [0, 100]"
-K37 = rt.later("envoy.type.tracing.v3.CustomTag", globals(), "K37")
-K38 = rt.any_check(frozenset(), frozenset())
-K39 = rt.later(
+CHECK_CUSTOM_TAG = rt.later("envoy.type.tracing.v3.CustomTag", globals(), "CHECK_CUSTOM_TAG")
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+CHECK_HTTP_CONNECTION_MANAGER_TRACING = rt.later(
     "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.Tracing",
     globals(),
-    "K39",
+    "CHECK_HTTP_CONNECTION_MANAGER_TRACING",
 )
-K40, K41 = rt.memo_ref(
-    "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.Tracing",
-    globals(),
-    "K39",
+CHECK_HTTP_CONNECTION_MANAGER_TRACING_MEMO, CHECK_HTTP_CONNECTION_MANAGER_TRACING_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.Tracing",
+        globals(),
+        "CHECK_HTTP_CONNECTION_MANAGER_TRACING",
+    )
 )
-K42 = "must be greater than or equal to 1"
-K43 = "must be inside range (0, 8192]"
-K44 = rt.later("envoy.config.core.v3.Http1ProtocolOptions", globals(), "K44")
-K45, K46 = rt.memo_ref("envoy.config.core.v3.Http1ProtocolOptions", globals(), "K44")
-K47 = rt.later("envoy.config.core.v3.Http2ProtocolOptions", globals(), "K47")
-K48, K49 = rt.memo_ref("envoy.config.core.v3.Http2ProtocolOptions", globals(), "K47")
-K50 = rt.later("envoy.config.core.v3.QuicProtocolOptions", globals(), "K50")
-K51, K52 = rt.memo_ref("envoy.config.core.v3.QuicProtocolOptions", globals(), "K50")
-K53 = frozenset({0, 1, 2})
-K54 = frozenset({"http", "https"})
-K55 = "must be in list ['http', 'https']"
-K56 = "must be greater than or equal to 0s"
-K57 = rt.later("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K57")
-K58, K59 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K57")
-K60 = "must be greater than or equal to 0.001s"
-K61 = ("is required", ["typed_config"])
-K62 = ("length must be at least 1 characters", ["address_prefix"])
-K63 = "must be less than or equal to 128"
-K64 = rt.later(
+CHECK_HTTP1_PROTOCOL_OPTIONS = rt.later(
+    "envoy.config.core.v3.Http1ProtocolOptions", globals(), "CHECK_HTTP1_PROTOCOL_OPTIONS"
+)
+CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO, CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.Http1ProtocolOptions", globals(), "CHECK_HTTP1_PROTOCOL_OPTIONS"
+)
+CHECK_HTTP2_PROTOCOL_OPTIONS = rt.later(
+    "envoy.config.core.v3.Http2ProtocolOptions", globals(), "CHECK_HTTP2_PROTOCOL_OPTIONS"
+)
+CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO, CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.Http2ProtocolOptions", globals(), "CHECK_HTTP2_PROTOCOL_OPTIONS"
+)
+CHECK_QUIC_PROTOCOL_OPTIONS = rt.later(
+    "envoy.config.core.v3.QuicProtocolOptions", globals(), "CHECK_QUIC_PROTOCOL_OPTIONS"
+)
+CHECK_QUIC_PROTOCOL_OPTIONS_MEMO, CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.QuicProtocolOptions", globals(), "CHECK_QUIC_PROTOCOL_OPTIONS"
+)
+CHECK_ACCESS_LOG_FILTER = rt.later(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_ACCESS_LOG_FILTER_MEMO, CHECK_ACCESS_LOG_FILTER_MEMO_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG = rt.later(
     "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.InternalAddressConfig",
     globals(),
-    "K64",
+    "CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG",
 )
-K65, K66 = rt.memo_ref(
+(
+    CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG_MEMO,
+    CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG_MEMO_STATE,
+) = rt.memo_ref(
     "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.InternalAddressConfig",
     globals(),
-    "K64",
+    "CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG",
 )
-K67 = frozenset({0, 1, 2, 3, 4})
-K68 = rt.later("xds.type.matcher.v3.Matcher", globals(), "K68")
-K69, K70 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K57")
-K71 = ("is required", ["filter"])
-K72 = "must be inside range [200, 600)"
-K73 = rt.later("envoy.config.core.v3.DataSource", globals(), "K73")
-K74 = rt.later("envoy.config.core.v3.SubstitutionFormatString", globals(), "K74")
-K75, K76 = rt.memo_ref("envoy.config.core.v3.SubstitutionFormatString", globals(), "K74")
-K77 = rt.later("envoy.config.core.v3.HeaderValue", globals(), "K77")
-K78 = ("is required", ["header"])
-K79 = "must contain at most 1000 item(s)"
-K80 = rt.later(
-    "envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper", globals(), "K80"
+CHECK_MATCHER = rt.later("xds.type.matcher.v3.Matcher", globals(), "CHECK_MATCHER")
+CHECK_ACCESS_LOG_FILTER_MEMO_2, CHECK_ACCESS_LOG_FILTER_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
 )
-K81, K82 = rt.memo_ref(
-    "envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper", globals(), "K80"
+CHECK_DATA_SOURCE = rt.later("envoy.config.core.v3.DataSource", globals(), "CHECK_DATA_SOURCE")
+CHECK_SUBSTITUTION_FORMAT_STRING = rt.later(
+    "envoy.config.core.v3.SubstitutionFormatString", globals(), "CHECK_SUBSTITUTION_FORMAT_STRING"
 )
-K83, K84 = rt.memo_ref("envoy.config.core.v3.SubstitutionFormatString", globals(), "K74")
-K85 = rt.later(
-    "envoy.extensions.filters.network.http_connection_manager.v3.LocalReplyConfig", globals(), "K85"
+CHECK_SUBSTITUTION_FORMAT_STRING_MEMO, CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.SubstitutionFormatString", globals(), "CHECK_SUBSTITUTION_FORMAT_STRING"
 )
-K86, K87 = rt.memo_ref(
-    "envoy.extensions.filters.network.http_connection_manager.v3.LocalReplyConfig", globals(), "K85"
+CHECK_HEADER_VALUE = rt.later("envoy.config.core.v3.HeaderValue", globals(), "CHECK_HEADER_VALUE")
+CHECK_RESPONSE_MAPPER = rt.later(
+    "envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper",
+    globals(),
+    "CHECK_RESPONSE_MAPPER",
 )
-K88 = ("is required (set one of its fields)", ["operation_specifier"])
-K89 = rt.later(
+CHECK_RESPONSE_MAPPER_MEMO, CHECK_RESPONSE_MAPPER_MEMO_STATE = rt.memo_ref(
+    "envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper",
+    globals(),
+    "CHECK_RESPONSE_MAPPER",
+)
+CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2, CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.config.core.v3.SubstitutionFormatString",
+        globals(),
+        "CHECK_SUBSTITUTION_FORMAT_STRING",
+    )
+)
+CHECK_LOCAL_REPLY_CONFIG = rt.later(
+    "envoy.extensions.filters.network.http_connection_manager.v3.LocalReplyConfig",
+    globals(),
+    "CHECK_LOCAL_REPLY_CONFIG",
+)
+CHECK_LOCAL_REPLY_CONFIG_MEMO, CHECK_LOCAL_REPLY_CONFIG_MEMO_STATE = rt.memo_ref(
+    "envoy.extensions.filters.network.http_connection_manager.v3.LocalReplyConfig",
+    globals(),
+    "CHECK_LOCAL_REPLY_CONFIG",
+)
+CHECK_HTTP_CONNECTION_MANAGER_PATH_NORMALIZATION_OPTIONS = rt.later(
     "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.PathNormalizationOptions",
     globals(),
-    "K89",
+    "CHECK_HTTP_CONNECTION_MANAGER_PATH_NORMALIZATION_OPTIONS",
 )
-K90 = ("is required (set one of its fields)", ["route_specifier"])
-K91 = rt.keep_fields(
+FIELDS = rt.keep_fields(
     (
         "envoy.config.accesslog.v3.AccessLog",
         "envoy.config.core.v3.CidrRange",
@@ -166,64 +195,90 @@ K91 = rt.keep_fields(
         "envoy.type.v3.Percent",
     )
 )
-K92 = rt.keep_fields(
+FIELDS_2 = rt.keep_fields(
     (
         "envoy.config.core.v3.CidrRange",
         "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.InternalAddressConfig",
     )
 )
-K93 = rt.keep_fields(
+FIELDS_3 = rt.keep_fields(
     (
         "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.PathNormalizationOptions",
         "envoy.type.http.v3.PathTransformation",
         "envoy.type.http.v3.PathTransformation.Operation",
     )
 )
-K94 = rt.keep_fields(
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.config.trace.v3.Tracing.Http",
         "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.Tracing",
         "envoy.type.v3.Percent",
     )
 )
-K95 = rt.later("envoy.config.core.v3.ExtensionConfigSource", globals(), "K95")
-K96 = rt.keep_fields(("envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter",))
-K97, K98 = rt.memo_ref(
-    "envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper", globals(), "K80"
+CHECK_EXTENSION_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ExtensionConfigSource", globals(), "CHECK_EXTENSION_CONFIG_SOURCE"
 )
-K99, K100 = rt.memo_ref("envoy.config.core.v3.SubstitutionFormatString", globals(), "K74")
-K101 = rt.keep_fields(
+FIELDS_5 = rt.keep_fields(
+    ("envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter",)
+)
+CHECK_RESPONSE_MAPPER_MEMO_2, CHECK_RESPONSE_MAPPER_MEMO_2_STATE = rt.memo_ref(
+    "envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper",
+    globals(),
+    "CHECK_RESPONSE_MAPPER",
+)
+CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_3, CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_3_STATE = (
+    rt.memo_ref(
+        "envoy.config.core.v3.SubstitutionFormatString",
+        globals(),
+        "CHECK_SUBSTITUTION_FORMAT_STRING",
+    )
+)
+FIELDS_6 = rt.keep_fields(
     ("envoy.extensions.filters.network.http_connection_manager.v3.LocalReplyConfig",)
 )
-K102, K103 = rt.memo_ref("envoy.config.accesslog.v3.AccessLogFilter", globals(), "K57")
-K104, K105 = rt.memo_ref("envoy.config.core.v3.SubstitutionFormatString", globals(), "K74")
-K106 = rt.keep_fields(
+CHECK_ACCESS_LOG_FILTER_MEMO_3, CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE = rt.memo_ref(
+    "envoy.config.accesslog.v3.AccessLogFilter", globals(), "CHECK_ACCESS_LOG_FILTER"
+)
+CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_4, CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_4_STATE = (
+    rt.memo_ref(
+        "envoy.config.core.v3.SubstitutionFormatString",
+        globals(),
+        "CHECK_SUBSTITUTION_FORMAT_STRING",
+    )
+)
+FIELDS_7 = rt.keep_fields(
     (
         "envoy.config.core.v3.HeaderValueOption",
         "envoy.extensions.filters.network.http_connection_manager.v3.ResponseMapper",
     )
 )
-K107, K108 = rt.memo_ref(
-    "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder",
-    globals(),
-    "K19",
+CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_MEMO_2, CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder",
+        globals(),
+        "CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER",
+    )
 )
-K109, K110 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K4")
-K111, K112 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K4")
-K113 = rt.keep_fields(
+CHECK_CONFIG_SOURCE_MEMO_4, CHECK_CONFIG_SOURCE_MEMO_4_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE_MEMO_5, CHECK_CONFIG_SOURCE_MEMO_5_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+FIELDS_8 = rt.keep_fields(
     (
         "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRds",
         "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRouteConfigurationsList",
         "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes",
     )
 )
-K114 = rt.keep_fields(
+FIELDS_9 = rt.keep_fields(
     (
         "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder",
         "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder.FragmentBuilder",
     )
 )
-K115 = rt.keep_fields(
+FIELDS_10 = rt.keep_fields(
     (
         "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder.FragmentBuilder.HeaderValueExtractor",
         "envoy.extensions.filters.network.http_connection_manager.v3.ScopedRoutes.ScopeKeyBuilder.FragmentBuilder.HeaderValueExtractor.KvElement",
@@ -237,8 +292,8 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
     v = m0.codec_type
     if v:
         try:
-            if not (v in K0):
-                raise broken(K1)
+            if not (v in {0, 1, 2, 3}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("codec_type")
             raise
@@ -246,7 +301,7 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("stat_prefix")
             raise
@@ -257,11 +312,11 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("config_source"):
                 m2 = m1.config_source
                 try:
-                    if K6[2]:
-                        K6[2] -= 1
-                        K4(m2, ctx)
+                    if CHECK_CONFIG_SOURCE_MEMO_STATE[2]:
+                        CHECK_CONFIG_SOURCE_MEMO_STATE[2] -= 1
+                        CHECK_CONFIG_SOURCE(m2, ctx)
                     else:
-                        K5(m2, ctx)
+                        CHECK_CONFIG_SOURCE_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("config_source")
                     raise
@@ -271,11 +326,11 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
     elif w0_0 == "route_config":
         m1 = m0.route_config
         try:
-            if K9[2]:
-                K9[2] -= 1
-                K7(m1, ctx)
+            if CHECK_ROUTE_CONFIGURATION_MEMO_STATE[2]:
+                CHECK_ROUTE_CONFIGURATION_MEMO_STATE[2] -= 1
+                CHECK_ROUTE_CONFIGURATION(m1, ctx)
             else:
-                K8(m1, ctx)
+                CHECK_ROUTE_CONFIGURATION_MEMO(m1, ctx)
         except E as e:
             e.segments.append("route_config")
             raise
@@ -285,7 +340,7 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K35(m1, ctx)
+                    CHECK_HTTP_FILTER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -297,41 +352,41 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
     if h0("tracing"):
         m1 = m0.tracing
         try:
-            if K41[2]:
-                K41[2] -= 1
-                K39(m1, ctx)
+            if CHECK_HTTP_CONNECTION_MANAGER_TRACING_MEMO_STATE[2]:
+                CHECK_HTTP_CONNECTION_MANAGER_TRACING_MEMO_STATE[2] -= 1
+                CHECK_HTTP_CONNECTION_MANAGER_TRACING(m1, ctx)
             else:
-                K40(m1, ctx)
+                CHECK_HTTP_CONNECTION_MANAGER_TRACING_MEMO(m1, ctx)
         except E as e:
             e.segments.append("tracing")
             raise
     if h0("http_protocol_options"):
         m1 = m0.http_protocol_options
         try:
-            if K46[2]:
-                K46[2] -= 1
-                K44(m1, ctx)
+            if CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO_STATE[2]:
+                CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO_STATE[2] -= 1
+                CHECK_HTTP1_PROTOCOL_OPTIONS(m1, ctx)
             else:
-                K45(m1, ctx)
+                CHECK_HTTP1_PROTOCOL_OPTIONS_MEMO(m1, ctx)
         except E as e:
             e.segments.append("http_protocol_options")
             raise
     if h0("http2_protocol_options"):
         m1 = m0.http2_protocol_options
         try:
-            if K49[2]:
-                K49[2] -= 1
-                K47(m1, ctx)
+            if CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE[2]:
+                CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO_STATE[2] -= 1
+                CHECK_HTTP2_PROTOCOL_OPTIONS(m1, ctx)
             else:
-                K48(m1, ctx)
+                CHECK_HTTP2_PROTOCOL_OPTIONS_MEMO(m1, ctx)
         except E as e:
             e.segments.append("http2_protocol_options")
             raise
     v = m0.server_name
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K11(v) is not None):
-                raise broken(K12)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("server_name")
             raise
@@ -345,18 +400,18 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
                     if h1("filter"):
                         m2 = m1.filter
                         try:
-                            if K59[2]:
-                                K59[2] -= 1
-                                K57(m2, ctx)
+                            if CHECK_ACCESS_LOG_FILTER_MEMO_STATE[2]:
+                                CHECK_ACCESS_LOG_FILTER_MEMO_STATE[2] -= 1
+                                CHECK_ACCESS_LOG_FILTER(m2, ctx)
                             else:
-                                K58(m2, ctx)
+                                CHECK_ACCESS_LOG_FILTER_MEMO(m2, ctx)
                         except E as e:
                             e.segments.append("filter")
                             raise
                     if h1("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K38(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
@@ -371,16 +426,16 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
     v = m0.forward_client_cert_details
     if v:
         try:
-            if not (v in K67):
-                raise broken(K1)
+            if not (v in {0, 1, 2, 3, 4}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("forward_client_cert_details")
             raise
     v = m0.via
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K11(v) is not None):
-                raise broken(K12)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("via")
             raise
@@ -396,7 +451,7 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
                             for i1 in range(len(c1)):
                                 m2 = c1[i1]
                                 try:
-                                    K35(m2, ctx)
+                                    CHECK_HTTP_FILTER(m2, ctx)
                                 except E as e:
                                     e.segments.append(f"[{i1}]")
                                     raise
@@ -416,11 +471,11 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
     if h0("internal_address_config"):
         m1 = m0.internal_address_config
         try:
-            if K66[2]:
-                K66[2] -= 1
-                K64(m1, ctx)
+            if CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG_MEMO_STATE[2]:
+                CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG_MEMO_STATE[2] -= 1
+                CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG(m1, ctx)
             else:
-                K65(m1, ctx)
+                CHECK_HTTP_CONNECTION_MANAGER_INTERNAL_ADDRESS_CONFIG_MEMO(m1, ctx)
         except E as e:
             e.segments.append("internal_address_config")
             raise
@@ -429,22 +484,22 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v > 0 and v <= 8192):
-                raise broken(K43)
+                raise broken("must be inside range (0, 8192]")
         except E as e:
             e.segments.append("max_request_headers_kb")
             raise
     if w0_0 == "scoped_routes":
         m1 = m0.scoped_routes
         try:
-            K34(m1, ctx)
+            CHECK_SCOPED_ROUTES(m1, ctx)
         except E as e:
             e.segments.append("scoped_routes")
             raise
     v = m0.server_header_transformation
     if v:
         try:
-            if not (v in K53):
-                raise broken(K1)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("server_header_transformation")
             raise
@@ -457,7 +512,7 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v >= 1):
-                        raise broken(K42)
+                        raise broken("must be greater than or equal to 1")
                 except E as e:
                     e.segments.append("max_headers_count")
                     raise
@@ -466,7 +521,7 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
                 try:
                     v = m2.value
                     if not (v > 0 and v <= 8192):
-                        raise broken(K43)
+                        raise broken("must be inside range (0, 8192]")
                 except E as e:
                     e.segments.append("max_response_headers_kb")
                     raise
@@ -479,7 +534,7 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K38(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -489,11 +544,11 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
     if h0("local_reply_config"):
         m1 = m0.local_reply_config
         try:
-            if K87[2]:
-                K87[2] -= 1
-                K85(m1, ctx)
+            if CHECK_LOCAL_REPLY_CONFIG_MEMO_STATE[2]:
+                CHECK_LOCAL_REPLY_CONFIG_MEMO_STATE[2] -= 1
+                CHECK_LOCAL_REPLY_CONFIG(m1, ctx)
             else:
-                K86(m1, ctx)
+                CHECK_LOCAL_REPLY_CONFIG_MEMO(m1, ctx)
         except E as e:
             e.segments.append("local_reply_config")
             raise
@@ -501,14 +556,14 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.request_headers_timeout
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos >= 0):
-                raise broken(K56)
+                raise broken("must be greater than or equal to 0s")
         except E as e:
             e.segments.append("request_headers_timeout")
             raise
     if h0("path_normalization_options"):
         m1 = m0.path_normalization_options
         try:
-            K89(m1, ctx)
+            CHECK_HTTP_CONNECTION_MANAGER_PATH_NORMALIZATION_OPTIONS(m1, ctx)
         except E as e:
             e.segments.append("path_normalization_options")
             raise
@@ -518,11 +573,11 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("quic_protocol_options"):
                 m2 = m1.quic_protocol_options
                 try:
-                    if K52[2]:
-                        K52[2] -= 1
-                        K50(m2, ctx)
+                    if CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_STATE[2]:
+                        CHECK_QUIC_PROTOCOL_OPTIONS_MEMO_STATE[2] -= 1
+                        CHECK_QUIC_PROTOCOL_OPTIONS(m2, ctx)
                     else:
-                        K51(m2, ctx)
+                        CHECK_QUIC_PROTOCOL_OPTIONS_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("quic_protocol_options")
                     raise
@@ -539,21 +594,21 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K2)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K10)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K38(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
                     else:
-                        raise broken(*K61)
+                        raise broken("is required", ["typed_config"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -568,8 +623,8 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("scheme_to_overwrite"):
                 v = m1.scheme_to_overwrite
                 try:
-                    if not (v in K54):
-                        raise broken(K55)
+                    if not (v in {"http", "https"}):
+                        raise broken("must be in list ['http', 'https']")
                 except E as e:
                     e.segments.append("scheme_to_overwrite")
                     raise
@@ -583,21 +638,21 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K2)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K10)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K38(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K61)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("typed_header_validation_config")
             raise
@@ -611,21 +666,21 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K2)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("name")
                             raise
                     else:
-                        raise broken(*K10)
+                        raise broken("length must be at least 1 characters", ["name"])
                     if m1.HasField("typed_config"):
                         m2 = m1.typed_config
                         try:
-                            K38(m2, ctx)
+                            CHECK_ANY(m2, ctx)
                         except E as e:
                             e.segments.append("typed_config")
                             raise
                     else:
-                        raise broken(*K61)
+                        raise broken("is required", ["typed_config"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -638,7 +693,7 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.access_log_flush_interval
         try:
             if not (m1.seconds > 0 or m1.seconds * 1000000000 + m1.nanos >= 1000000):
-                raise broken(K60)
+                raise broken("must be greater than or equal to 0.001s")
         except E as e:
             e.segments.append("access_log_flush_interval")
             raise
@@ -649,7 +704,7 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.access_log_flush_interval
                 try:
                     if not (m2.seconds > 0 or m2.seconds * 1000000000 + m2.nanos >= 1000000):
-                        raise broken(K60)
+                        raise broken("must be greater than or equal to 0.001s")
                 except E as e:
                     e.segments.append("access_log_flush_interval")
                     raise
@@ -659,14 +714,14 @@ def check_http_connection_manager(m0: Any, ctx: list[Any]) -> None:
     if h0("forward_client_cert_matcher"):
         m1 = m0.forward_client_cert_matcher
         try:
-            K68(m1, ctx)
+            CHECK_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("forward_client_cert_matcher")
             raise
     if not p0_2:
-        raise broken(*K3)
+        raise broken("length must be at least 1 characters", ["stat_prefix"])
     if w0_0 is None:
-        raise broken(*K90)
+        raise broken("is required (set one of its fields)", ["route_specifier"])
 
 
 def check_http_connection_manager_internal_address_config(m0: Any, ctx: list[Any]) -> None:
@@ -681,18 +736,18 @@ def check_http_connection_manager_internal_address_config(m0: Any, ctx: list[Any
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K2)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K62)
+                        raise broken("length must be at least 1 characters", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K63)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -719,7 +774,9 @@ def check_http_connection_manager_path_normalization_options(m0: Any, ctx: list[
                         m2 = c1[i1]
                         try:
                             if m2.WhichOneof("operation_specifier") is None:
-                                raise broken(*K88)
+                                raise broken(
+                                    "is required (set one of its fields)", ["operation_specifier"]
+                                )
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -741,7 +798,9 @@ def check_http_connection_manager_path_normalization_options(m0: Any, ctx: list[
                         m2 = c1[i1]
                         try:
                             if m2.WhichOneof("operation_specifier") is None:
-                                raise broken(*K88)
+                                raise broken(
+                                    "is required (set one of its fields)", ["operation_specifier"]
+                                )
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -765,7 +824,7 @@ def check_http_connection_manager_tracing(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (not (v < 0.0 or v > 100.0)):
-                        raise broken(K36)
+                        raise broken("must be inside range [0, 100]")
                 except E as e:
                     e.segments.append("value")
                     raise
@@ -779,7 +838,7 @@ def check_http_connection_manager_tracing(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (not (v < 0.0 or v > 100.0)):
-                        raise broken(K36)
+                        raise broken("must be inside range [0, 100]")
                 except E as e:
                     e.segments.append("value")
                     raise
@@ -793,7 +852,7 @@ def check_http_connection_manager_tracing(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (not (v < 0.0 or v > 100.0)):
-                        raise broken(K36)
+                        raise broken("must be inside range [0, 100]")
                 except E as e:
                     e.segments.append("value")
                     raise
@@ -806,7 +865,7 @@ def check_http_connection_manager_tracing(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K37(m1, ctx)
+                    CHECK_CUSTOM_TAG(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -822,16 +881,16 @@ def check_http_connection_manager_tracing(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K2)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K10)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K38(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -846,24 +905,24 @@ def check_http_filter(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K10)
+        raise broken("length must be at least 1 characters", ["name"])
     w0_0 = m0.WhichOneof("config_type")
     if w0_0 == "typed_config":
         m1 = m0.typed_config
         try:
-            K38(m1, ctx)
+            CHECK_ANY(m1, ctx)
         except E as e:
             e.segments.append("typed_config")
             raise
     elif w0_0 == "config_discovery":
         m1 = m0.config_discovery
         try:
-            K95(m1, ctx)
+            CHECK_EXTENSION_CONFIG_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("config_discovery")
             raise
@@ -877,11 +936,11 @@ def check_local_reply_config(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K98[2]:
-                        K98[2] -= 1
-                        K80(m1, ctx)
+                    if CHECK_RESPONSE_MAPPER_MEMO_2_STATE[2]:
+                        CHECK_RESPONSE_MAPPER_MEMO_2_STATE[2] -= 1
+                        CHECK_RESPONSE_MAPPER(m1, ctx)
                     else:
-                        K97(m1, ctx)
+                        CHECK_RESPONSE_MAPPER_MEMO_2(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -893,11 +952,11 @@ def check_local_reply_config(m0: Any, ctx: list[Any]) -> None:
     if m0.HasField("body_format"):
         m1 = m0.body_format
         try:
-            if K100[2]:
-                K100[2] -= 1
-                K74(m1, ctx)
+            if CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_3_STATE[2]:
+                CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_3_STATE[2] -= 1
+                CHECK_SUBSTITUTION_FORMAT_STRING(m1, ctx)
             else:
-                K99(m1, ctx)
+                CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_3(m1, ctx)
         except E as e:
             e.segments.append("body_format")
             raise
@@ -909,40 +968,40 @@ def check_response_mapper(m0: Any, ctx: list[Any]) -> None:
     if h0("filter"):
         m1 = m0.filter
         try:
-            if K103[2]:
-                K103[2] -= 1
-                K57(m1, ctx)
+            if CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE[2]:
+                CHECK_ACCESS_LOG_FILTER_MEMO_3_STATE[2] -= 1
+                CHECK_ACCESS_LOG_FILTER(m1, ctx)
             else:
-                K102(m1, ctx)
+                CHECK_ACCESS_LOG_FILTER_MEMO_3(m1, ctx)
         except E as e:
             e.segments.append("filter")
             raise
     else:
-        raise broken(*K71)
+        raise broken("is required", ["filter"])
     if h0("status_code"):
         m1 = m0.status_code
         try:
             v = m1.value
             if not (v >= 200 and v < 600):
-                raise broken(K72)
+                raise broken("must be inside range [200, 600)")
         except E as e:
             e.segments.append("status_code")
             raise
     if h0("body"):
         m1 = m0.body
         try:
-            K73(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("body")
             raise
     if h0("body_format_override"):
         m1 = m0.body_format_override
         try:
-            if K105[2]:
-                K105[2] -= 1
-                K74(m1, ctx)
+            if CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_4_STATE[2]:
+                CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_4_STATE[2] -= 1
+                CHECK_SUBSTITUTION_FORMAT_STRING(m1, ctx)
             else:
-                K104(m1, ctx)
+                CHECK_SUBSTITUTION_FORMAT_STRING_MEMO_4(m1, ctx)
         except E as e:
             e.segments.append("body_format_override")
             raise
@@ -950,24 +1009,24 @@ def check_response_mapper(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1000):
-                raise broken(K79)
+                raise broken("must contain at most 1000 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
                     if m1.HasField("header"):
                         m2 = m1.header
                         try:
-                            K77(m2, ctx)
+                            CHECK_HEADER_VALUE(m2, ctx)
                         except E as e:
                             e.segments.append("header")
                             raise
                     else:
-                        raise broken(*K78)
+                        raise broken("is required", ["header"])
                     v = m1.append_action
                     if v:
                         try:
-                            if not (v in K0):
-                                raise broken(K1)
+                            if not (v in {0, 1, 2, 3}):
+                                raise broken("must be one of the defined enum values")
                         except E as e:
                             e.segments.append("append_action")
                             raise
@@ -988,33 +1047,33 @@ def check_scoped_routes(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K2)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K10)
+        raise broken("length must be at least 1 characters", ["name"])
     if h0("scope_key_builder"):
         m1 = m0.scope_key_builder
         try:
-            if K108[2]:
-                K108[2] -= 1
-                K19(m1, ctx)
+            if CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_MEMO_2_STATE[2]:
+                CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_MEMO_2_STATE[2] -= 1
+                CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER(m1, ctx)
             else:
-                K107(m1, ctx)
+                CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("scope_key_builder")
             raise
     else:
-        raise broken(*K22)
+        raise broken("is required", ["scope_key_builder"])
     if h0("rds_config_source"):
         m1 = m0.rds_config_source
         try:
-            if K110[2]:
-                K110[2] -= 1
-                K4(m1, ctx)
+            if CHECK_CONFIG_SOURCE_MEMO_4_STATE[2]:
+                CHECK_CONFIG_SOURCE_MEMO_4_STATE[2] -= 1
+                CHECK_CONFIG_SOURCE(m1, ctx)
             else:
-                K109(m1, ctx)
+                CHECK_CONFIG_SOURCE_MEMO_4(m1, ctx)
         except E as e:
             e.segments.append("rds_config_source")
             raise
@@ -1026,11 +1085,11 @@ def check_scoped_routes(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K17)
+                        raise broken("must contain at least 1 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K28(m2, ctx)
+                            CHECK_SCOPED_ROUTE_CONFIGURATION(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -1038,7 +1097,7 @@ def check_scoped_routes(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("scoped_route_configurations")
                     raise
             else:
-                raise broken(*K29)
+                raise broken("must contain at least 1 item(s)", ["scoped_route_configurations"])
         except E as e:
             e.segments.append("scoped_route_configurations_list")
             raise
@@ -1048,21 +1107,21 @@ def check_scoped_routes(m0: Any, ctx: list[Any]) -> None:
             if m1.HasField("scoped_rds_config_source"):
                 m2 = m1.scoped_rds_config_source
                 try:
-                    if K112[2]:
-                        K112[2] -= 1
-                        K4(m2, ctx)
+                    if CHECK_CONFIG_SOURCE_MEMO_5_STATE[2]:
+                        CHECK_CONFIG_SOURCE_MEMO_5_STATE[2] -= 1
+                        CHECK_CONFIG_SOURCE(m2, ctx)
                     else:
-                        K111(m2, ctx)
+                        CHECK_CONFIG_SOURCE_MEMO_5(m2, ctx)
                 except E as e:
                     e.segments.append("scoped_rds_config_source")
                     raise
             else:
-                raise broken(*K32)
+                raise broken("is required", ["scoped_rds_config_source"])
         except E as e:
             e.segments.append("scoped_rds")
             raise
     if w0_0 is None:
-        raise broken(*K33)
+        raise broken("is required (set one of its fields)", ["config_specifier"])
 
 
 def check_scoped_routes_scope_key_builder(m0: Any, ctx: list[Any]) -> None:
@@ -1071,7 +1130,7 @@ def check_scoped_routes_scope_key_builder(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K17)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
@@ -1079,12 +1138,14 @@ def check_scoped_routes_scope_key_builder(m0: Any, ctx: list[Any]) -> None:
                     if w1_0 == "header_value_extractor":
                         m2 = m1.header_value_extractor
                         try:
-                            K15(m2, ctx)
+                            CHECK_SCOPED_ROUTES_SCOPE_KEY_BUILDER_FRAGMENT_BUILDER_HEADER_VALUE_EXTRACTOR(
+                                m2, ctx
+                            )
                         except E as e:
                             e.segments.append("header_value_extractor")
                             raise
                     if w1_0 is None:
-                        raise broken(*K16)
+                        raise broken("is required (set one of its fields)", ["type"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -1092,7 +1153,7 @@ def check_scoped_routes_scope_key_builder(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("fragments")
             raise
     else:
-        raise broken(*K18)
+        raise broken("must contain at least 1 item(s)", ["fragments"])
 
 
 def check_scoped_routes_scope_key_builder_fragment_builder_header_value_extractor(
@@ -1103,14 +1164,14 @@ def check_scoped_routes_scope_key_builder_fragment_builder_header_value_extracto
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K2)
-            if not ((v.isascii() and v.isprintable()) or K11(v) is not None):
-                raise broken(K12)
+                raise broken("length must be at least 1 characters")
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K10)
+        raise broken("length must be at least 1 characters", ["name"])
     if m0.HasField("element"):
         m1 = m0.element
         try:
@@ -1118,22 +1179,22 @@ def check_scoped_routes_scope_key_builder_fragment_builder_header_value_extracto
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K2)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("separator")
                     raise
             else:
-                raise broken(*K13)
+                raise broken("length must be at least 1 characters", ["separator"])
             v = m1.key
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K2)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("key")
                     raise
             else:
-                raise broken(*K14)
+                raise broken("length must be at least 1 characters", ["key"])
         except E as e:
             e.segments.append("element")
             raise

@@ -13,28 +13,17 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rt.later("envoy.config.core.v3.DataSource", globals(), "K0")
-K1 = "length must be at least 1 characters"
-K2 = ("length must be at least 1 characters", ["instance_name"])
-K3 = ("length must be at least 1 characters", ["path"])
-K4 = "length must be at least 44 characters"
-K5 = "length must be at most 44 bytes"
-K6 = "length must be at least 64 characters"
-K7 = "length must be at most 95 bytes"
-K8 = frozenset({0})
-K9 = frozenset({0, 1, 2, 3, 4, 5})
-K10 = "must not be in list [0]"
-K11 = "must be one of the defined enum values"
-K12 = ("must not be in list [0]", ["san_type"])
-K13 = rt.later("envoy.type.matcher.v3.StringMatcher", globals(), "K13")
-K14 = ("is required", ["matcher"])
-K15 = rt.later("envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher", globals(), "K15")
-K16 = frozenset({0, 1})
-K17 = ("length must be at least 1 characters", ["name"])
-K18 = rt.any_check(frozenset(), frozenset())
-K19 = ("is required", ["typed_config"])
-K20 = "must be less than or equal to 100"
-K21 = rt.keep_fields(
+CHECK_DATA_SOURCE = rt.later("envoy.config.core.v3.DataSource", globals(), "CHECK_DATA_SOURCE")
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+CHECK_SUBJECT_ALT_NAME_MATCHER = rt.later(
+    "envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher",
+    globals(),
+    "CHECK_SUBJECT_ALT_NAME_MATCHER",
+)
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS = rt.keep_fields(
     (
         "envoy.config.core.v3.TypedExtensionConfig",
         "envoy.config.core.v3.WatchedDirectory",
@@ -43,42 +32,62 @@ K21 = rt.keep_fields(
         "envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher",
     )
 )
-K22 = frozenset({0, 1, 2, 3, 4})
-K23 = "must contain at most 1 item(s)"
-K24 = rt.later("envoy.extensions.transport_sockets.tls.v3.TlsParameters", globals(), "K24")
-K25 = ("length must be at least 1 characters", ["provider_name"])
-K26 = rt.later("envoy.extensions.transport_sockets.tls.v3.TlsCertificate", globals(), "K26")
-K27, K28 = rt.memo_ref("envoy.extensions.transport_sockets.tls.v3.TlsCertificate", globals(), "K26")
-K29 = rt.later("envoy.config.core.v3.ConfigSource", globals(), "K29")
-K30, K31 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K29")
-K32 = rt.later("envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig", globals(), "K32")
-K33 = ("is required (set one of its fields)", ["config"])
-K34 = rt.later(
+CHECK_TLS_PARAMETERS = rt.later(
+    "envoy.extensions.transport_sockets.tls.v3.TlsParameters", globals(), "CHECK_TLS_PARAMETERS"
+)
+CHECK_TLS_CERTIFICATE = rt.later(
+    "envoy.extensions.transport_sockets.tls.v3.TlsCertificate", globals(), "CHECK_TLS_CERTIFICATE"
+)
+CHECK_TLS_CERTIFICATE_MEMO, CHECK_TLS_CERTIFICATE_MEMO_STATE = rt.memo_ref(
+    "envoy.extensions.transport_sockets.tls.v3.TlsCertificate", globals(), "CHECK_TLS_CERTIFICATE"
+)
+CHECK_CONFIG_SOURCE = rt.later(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_CONFIG_SOURCE_MEMO, CHECK_CONFIG_SOURCE_MEMO_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
+)
+CHECK_SDS_SECRET_CONFIG = rt.later(
+    "envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig",
+    globals(),
+    "CHECK_SDS_SECRET_CONFIG",
+)
+CHECK_COMMON_TLS_CONTEXT_CERTIFICATE_PROVIDER = rt.later(
     "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext.CertificateProvider",
     globals(),
-    "K34",
+    "CHECK_COMMON_TLS_CONTEXT_CERTIFICATE_PROVIDER",
 )
-K35 = rt.later(
-    "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext", globals(), "K35"
+CHECK_CERTIFICATE_VALIDATION_CONTEXT = rt.later(
+    "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext",
+    globals(),
+    "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
 )
-K36, K37 = rt.memo_ref(
-    "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext", globals(), "K35"
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_STATE = (
+    rt.memo_ref(
+        "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
 )
-K38, K39 = rt.memo_ref(
-    "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext", globals(), "K35"
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_2_STATE = (
+    rt.memo_ref(
+        "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
 )
-K40 = ("is required", ["default_validation_context"])
-K41 = ("is required", ["validation_context_sds_secret_config"])
-K42 = rt.later(
+CHECK_COMMON_TLS_CONTEXT_COMBINED_CERTIFICATE_VALIDATION_CONTEXT = rt.later(
     "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext.CombinedCertificateValidationContext",
     globals(),
-    "K42",
+    "CHECK_COMMON_TLS_CONTEXT_COMBINED_CERTIFICATE_VALIDATION_CONTEXT",
 )
-K43 = ("length must be at least 1 characters", ["address_prefix"])
-K44 = "must be less than or equal to 128"
-K45 = rt.later("envoy.extensions.transport_sockets.tls.v3.TlsKeyLog", globals(), "K45")
-K46, K47 = rt.memo_ref("envoy.extensions.transport_sockets.tls.v3.TlsKeyLog", globals(), "K45")
-K48 = rt.keep_fields(
+CHECK_TLS_KEY_LOG = rt.later(
+    "envoy.extensions.transport_sockets.tls.v3.TlsKeyLog", globals(), "CHECK_TLS_KEY_LOG"
+)
+CHECK_TLS_KEY_LOG_MEMO, CHECK_TLS_KEY_LOG_MEMO_STATE = rt.memo_ref(
+    "envoy.extensions.transport_sockets.tls.v3.TlsKeyLog", globals(), "CHECK_TLS_KEY_LOG"
+)
+FIELDS_2 = rt.keep_fields(
     (
         "envoy.config.core.v3.CidrRange",
         "envoy.config.core.v3.TypedExtensionConfig",
@@ -94,66 +103,83 @@ K48 = rt.keep_fields(
         "envoy.extensions.transport_sockets.tls.v3.TlsParameters",
     )
 )
-K49 = rt.keep_fields(
+FIELDS_3 = rt.keep_fields(
     (
         "envoy.config.core.v3.TypedExtensionConfig",
         "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext.CertificateProvider",
     )
 )
-K50, K51 = rt.memo_ref(
-    "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext", globals(), "K35"
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3_STATE = (
+    rt.memo_ref(
+        "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
 )
-K52 = rt.keep_fields(
+FIELDS_4 = rt.keep_fields(
     (
         "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext.CombinedCertificateValidationContext",
     )
 )
-K53 = rt.later("envoy.extensions.transport_sockets.tls.v3.CommonTlsContext", globals(), "K53")
-K54, K55 = rt.memo_ref(
-    "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext", globals(), "K53"
+CHECK_COMMON_TLS_CONTEXT = rt.later(
+    "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext",
+    globals(),
+    "CHECK_COMMON_TLS_CONTEXT",
 )
-K56 = "must contain at least 1 item(s)"
-K57 = ("must contain at least 1 item(s)", ["keys"])
-K58 = "must be inside range [0s, 4294967296s)"
-K59 = frozenset({0, 1, 2})
-K60 = rt.keep_fields(
+CHECK_COMMON_TLS_CONTEXT_MEMO, CHECK_COMMON_TLS_CONTEXT_MEMO_STATE = rt.memo_ref(
+    "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext",
+    globals(),
+    "CHECK_COMMON_TLS_CONTEXT",
+)
+FIELDS_5 = rt.keep_fields(
     (
         "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
         "envoy.extensions.transport_sockets.tls.v3.TlsSessionTicketKeys",
     )
 )
-K61 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.GenericSecret",))
-K62, K63 = rt.memo_ref("envoy.config.core.v3.ConfigSource", globals(), "K29")
-K64 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig",))
-K65, K66 = rt.memo_ref("envoy.extensions.transport_sockets.tls.v3.TlsCertificate", globals(), "K26")
-K67, K68 = rt.memo_ref(
-    "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext", globals(), "K35"
+FIELDS_6 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.GenericSecret",))
+CHECK_CONFIG_SOURCE_MEMO_2, CHECK_CONFIG_SOURCE_MEMO_2_STATE = rt.memo_ref(
+    "envoy.config.core.v3.ConfigSource", globals(), "CHECK_CONFIG_SOURCE"
 )
-K69 = rt.later("envoy.extensions.transport_sockets.tls.v3.GenericSecret", globals(), "K69")
-K70 = rt.keep_fields(
+FIELDS_7 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig",))
+CHECK_TLS_CERTIFICATE_MEMO_2, CHECK_TLS_CERTIFICATE_MEMO_2_STATE = rt.memo_ref(
+    "envoy.extensions.transport_sockets.tls.v3.TlsCertificate", globals(), "CHECK_TLS_CERTIFICATE"
+)
+CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_4, CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_4_STATE = (
+    rt.memo_ref(
+        "envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext",
+        globals(),
+        "CHECK_CERTIFICATE_VALIDATION_CONTEXT",
+    )
+)
+CHECK_GENERIC_SECRET = rt.later(
+    "envoy.extensions.transport_sockets.tls.v3.GenericSecret", globals(), "CHECK_GENERIC_SECRET"
+)
+FIELDS_8 = rt.keep_fields(
     (
         "envoy.extensions.transport_sockets.tls.v3.GenericSecret",
         "envoy.extensions.transport_sockets.tls.v3.Secret",
         "envoy.extensions.transport_sockets.tls.v3.TlsSessionTicketKeys",
     )
 )
-K71 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher",))
-K72 = rt.keep_fields(
+FIELDS_9 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher",))
+FIELDS_10 = rt.keep_fields(
     (
         "envoy.config.core.v3.WatchedDirectory",
         "envoy.extensions.transport_sockets.tls.v3.PrivateKeyProvider",
         "envoy.extensions.transport_sockets.tls.v3.TlsCertificate",
     )
 )
-K73 = rt.keep_fields(
+FIELDS_11 = rt.keep_fields(
     ("envoy.config.core.v3.CidrRange", "envoy.extensions.transport_sockets.tls.v3.TlsKeyLog")
 )
-K74 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.TlsParameters",))
-K75, K76 = rt.memo_ref(
-    "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext", globals(), "K53"
+FIELDS_12 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.TlsParameters",))
+CHECK_COMMON_TLS_CONTEXT_MEMO_2, CHECK_COMMON_TLS_CONTEXT_MEMO_2_STATE = rt.memo_ref(
+    "envoy.extensions.transport_sockets.tls.v3.CommonTlsContext",
+    globals(),
+    "CHECK_COMMON_TLS_CONTEXT",
 )
-K77 = "length must be at most 255 bytes"
-K78 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",))
+FIELDS_13 = rt.keep_fields(("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",))
 
 
 def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
@@ -162,7 +188,7 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
     if h0("trusted_ca"):
         m1 = m0.trusted_ca
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("trusted_ca")
             raise
@@ -173,9 +199,9 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) >= 64):
-                        raise broken(K6)
+                        raise broken("length must be at least 64 characters")
                     if not (len(v) <= 23 or len(v.encode()) <= 95):
-                        raise broken(K7)
+                        raise broken("length must be at most 95 bytes")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -191,9 +217,9 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
                 v = c0[i0]
                 try:
                     if not (len(v) >= 44):
-                        raise broken(K4)
+                        raise broken("length must be at least 44 characters")
                     if not (len(v) <= 11 or len(v.encode()) <= 44):
-                        raise broken(K5)
+                        raise broken("length must be at most 44 bytes")
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -205,7 +231,7 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
     if h0("crl"):
         m1 = m0.crl
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("crl")
             raise
@@ -215,7 +241,7 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K13(m1, ctx)
+                    CHECK_STRING_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -227,8 +253,8 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
     v = m0.trust_chain_verification
     if v:
         try:
-            if not (v in K16):
-                raise broken(K11)
+            if not (v in {0, 1}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("trust_chain_verification")
             raise
@@ -239,12 +265,12 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("path")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("length must be at least 1 characters", ["path"])
         except E as e:
             e.segments.append("watched_directory")
             raise
@@ -255,21 +281,21 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K18(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K19)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("custom_validator_config")
             raise
@@ -280,12 +306,12 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("instance_name")
                     raise
             else:
-                raise broken(*K2)
+                raise broken("length must be at least 1 characters", ["instance_name"])
         except E as e:
             e.segments.append("ca_certificate_provider_instance")
             raise
@@ -295,7 +321,7 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K15(m1, ctx)
+                    CHECK_SUBJECT_ALT_NAME_MATCHER(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -309,7 +335,7 @@ def check_certificate_validation_context(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.value
             if not (v <= 100):
-                raise broken(K20)
+                raise broken("must be less than or equal to 100")
         except E as e:
             e.segments.append("max_verify_depth")
             raise
@@ -321,7 +347,7 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
     if h0("tls_params"):
         m1 = m0.tls_params
         try:
-            K24(m1, ctx)
+            CHECK_TLS_PARAMETERS(m1, ctx)
         except E as e:
             e.segments.append("tls_params")
             raise
@@ -331,11 +357,11 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    if K28[2]:
-                        K28[2] -= 1
-                        K26(m1, ctx)
+                    if CHECK_TLS_CERTIFICATE_MEMO_STATE[2]:
+                        CHECK_TLS_CERTIFICATE_MEMO_STATE[2] -= 1
+                        CHECK_TLS_CERTIFICATE(m1, ctx)
                     else:
-                        K27(m1, ctx)
+                        CHECK_TLS_CERTIFICATE_MEMO(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -348,11 +374,11 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "validation_context":
         m1 = m0.validation_context
         try:
-            if K37[2]:
-                K37[2] -= 1
-                K35(m1, ctx)
+            if CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_STATE[2]:
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_STATE[2] -= 1
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT(m1, ctx)
             else:
-                K36(m1, ctx)
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO(m1, ctx)
         except E as e:
             e.segments.append("validation_context")
             raise
@@ -362,7 +388,7 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K32(m1, ctx)
+                    CHECK_SDS_SECRET_CONFIG(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -374,28 +400,28 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "validation_context_sds_secret_config":
         m1 = m0.validation_context_sds_secret_config
         try:
-            K32(m1, ctx)
+            CHECK_SDS_SECRET_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("validation_context_sds_secret_config")
             raise
     elif w0_0 == "combined_validation_context":
         m1 = m0.combined_validation_context
         try:
-            K42(m1, ctx)
+            CHECK_COMMON_TLS_CONTEXT_COMBINED_CERTIFICATE_VALIDATION_CONTEXT(m1, ctx)
         except E as e:
             e.segments.append("combined_validation_context")
             raise
     if h0("tls_certificate_certificate_provider"):
         m1 = m0.tls_certificate_certificate_provider
         try:
-            K34(m1, ctx)
+            CHECK_COMMON_TLS_CONTEXT_CERTIFICATE_PROVIDER(m1, ctx)
         except E as e:
             e.segments.append("tls_certificate_certificate_provider")
             raise
     if w0_0 == "validation_context_certificate_provider":
         m1 = m0.validation_context_certificate_provider
         try:
-            K34(m1, ctx)
+            CHECK_COMMON_TLS_CONTEXT_CERTIFICATE_PROVIDER(m1, ctx)
         except E as e:
             e.segments.append("validation_context_certificate_provider")
             raise
@@ -406,21 +432,21 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K18(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K19)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("custom_handshaker")
             raise
@@ -431,23 +457,23 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("instance_name")
                     raise
             else:
-                raise broken(*K2)
+                raise broken("length must be at least 1 characters", ["instance_name"])
         except E as e:
             e.segments.append("tls_certificate_provider_instance")
             raise
     if h0("key_log"):
         m1 = m0.key_log
         try:
-            if K47[2]:
-                K47[2] -= 1
-                K45(m1, ctx)
+            if CHECK_TLS_KEY_LOG_MEMO_STATE[2]:
+                CHECK_TLS_KEY_LOG_MEMO_STATE[2] -= 1
+                CHECK_TLS_KEY_LOG(m1, ctx)
             else:
-                K46(m1, ctx)
+                CHECK_TLS_KEY_LOG_MEMO(m1, ctx)
         except E as e:
             e.segments.append("key_log")
             raise
@@ -458,21 +484,21 @@ def check_common_tls_context(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K18(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K19)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("custom_tls_certificate_selector")
             raise
@@ -484,12 +510,12 @@ def check_common_tls_context_certificate_provider(m0: Any, ctx: list[Any]) -> No
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K17)
+        raise broken("length must be at least 1 characters", ["name"])
     w0_0 = m0.WhichOneof("config")
     if w0_0 == "typed_config":
         m1 = m0.typed_config
@@ -498,26 +524,26 @@ def check_common_tls_context_certificate_provider(m0: Any, ctx: list[Any]) -> No
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K17)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K18(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K19)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("typed_config")
             raise
     if w0_0 is None:
-        raise broken(*K33)
+        raise broken("is required (set one of its fields)", ["config"])
 
 
 def check_common_tls_context_combined_certificate_validation_context(
@@ -528,29 +554,29 @@ def check_common_tls_context_combined_certificate_validation_context(
     if h0("default_validation_context"):
         m1 = m0.default_validation_context
         try:
-            if K51[2]:
-                K51[2] -= 1
-                K35(m1, ctx)
+            if CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3_STATE[2]:
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3_STATE[2] -= 1
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT(m1, ctx)
             else:
-                K50(m1, ctx)
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_3(m1, ctx)
         except E as e:
             e.segments.append("default_validation_context")
             raise
     else:
-        raise broken(*K40)
+        raise broken("is required", ["default_validation_context"])
     if h0("validation_context_sds_secret_config"):
         m1 = m0.validation_context_sds_secret_config
         try:
-            K32(m1, ctx)
+            CHECK_SDS_SECRET_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("validation_context_sds_secret_config")
             raise
     else:
-        raise broken(*K41)
+        raise broken("is required", ["validation_context_sds_secret_config"])
     if h0("validation_context_certificate_provider"):
         m1 = m0.validation_context_certificate_provider
         try:
-            K34(m1, ctx)
+            CHECK_COMMON_TLS_CONTEXT_CERTIFICATE_PROVIDER(m1, ctx)
         except E as e:
             e.segments.append("validation_context_certificate_provider")
             raise
@@ -562,11 +588,11 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
     if h0("common_tls_context"):
         m1 = m0.common_tls_context
         try:
-            if K55[2]:
-                K55[2] -= 1
-                K53(m1, ctx)
+            if CHECK_COMMON_TLS_CONTEXT_MEMO_STATE[2]:
+                CHECK_COMMON_TLS_CONTEXT_MEMO_STATE[2] -= 1
+                CHECK_COMMON_TLS_CONTEXT(m1, ctx)
             else:
-                K54(m1, ctx)
+                CHECK_COMMON_TLS_CONTEXT_MEMO(m1, ctx)
         except E as e:
             e.segments.append("common_tls_context")
             raise
@@ -578,11 +604,11 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K56)
+                        raise broken("must contain at least 1 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K0(m2, ctx)
+                            CHECK_DATA_SOURCE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -590,14 +616,14 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("keys")
                     raise
             else:
-                raise broken(*K57)
+                raise broken("must contain at least 1 item(s)", ["keys"])
         except E as e:
             e.segments.append("session_ticket_keys")
             raise
     elif w0_0 == "session_ticket_keys_sds_secret_config":
         m1 = m0.session_ticket_keys_sds_secret_config
         try:
-            K32(m1, ctx)
+            CHECK_SDS_SECRET_CONFIG(m1, ctx)
         except E as e:
             e.segments.append("session_ticket_keys_sds_secret_config")
             raise
@@ -606,15 +632,15 @@ def check_downstream_tls_context(m0: Any, ctx: list[Any]) -> None:
         try:
             v = m1.seconds * 1000000000 + m1.nanos
             if not (v >= 0 and v < 4294967296000000000):
-                raise broken(K58)
+                raise broken("must be inside range [0s, 4294967296s)")
         except E as e:
             e.segments.append("session_timeout")
             raise
     v = m0.ocsp_staple_policy
     if v:
         try:
-            if not (v in K59):
-                raise broken(K11)
+            if not (v in {0, 1, 2}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("ocsp_staple_policy")
             raise
@@ -625,7 +651,7 @@ def check_generic_secret(m0: Any, ctx: list[Any]) -> None:
     if m0.HasField("secret"):
         m1 = m0.secret
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("secret")
             raise
@@ -635,7 +661,7 @@ def check_generic_secret(m0: Any, ctx: list[Any]) -> None:
             for k0 in c0:
                 try:
                     m1 = c0[k0]
-                    K0(m1, ctx)
+                    CHECK_DATA_SOURCE(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{k0!r}]")
                     raise
@@ -652,20 +678,20 @@ def check_sds_secret_config(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K17)
+        raise broken("length must be at least 1 characters", ["name"])
     if m0.HasField("sds_config"):
         m1 = m0.sds_config
         try:
-            if K63[2]:
-                K63[2] -= 1
-                K29(m1, ctx)
+            if CHECK_CONFIG_SOURCE_MEMO_2_STATE[2]:
+                CHECK_CONFIG_SOURCE_MEMO_2_STATE[2] -= 1
+                CHECK_CONFIG_SOURCE(m1, ctx)
             else:
-                K62(m1, ctx)
+                CHECK_CONFIG_SOURCE_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("sds_config")
             raise
@@ -677,11 +703,11 @@ def check_secret(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "tls_certificate":
         m1 = m0.tls_certificate
         try:
-            if K66[2]:
-                K66[2] -= 1
-                K26(m1, ctx)
+            if CHECK_TLS_CERTIFICATE_MEMO_2_STATE[2]:
+                CHECK_TLS_CERTIFICATE_MEMO_2_STATE[2] -= 1
+                CHECK_TLS_CERTIFICATE(m1, ctx)
             else:
-                K65(m1, ctx)
+                CHECK_TLS_CERTIFICATE_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("tls_certificate")
             raise
@@ -692,11 +718,11 @@ def check_secret(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K56)
+                        raise broken("must contain at least 1 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K0(m2, ctx)
+                            CHECK_DATA_SOURCE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -704,25 +730,25 @@ def check_secret(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("keys")
                     raise
             else:
-                raise broken(*K57)
+                raise broken("must contain at least 1 item(s)", ["keys"])
         except E as e:
             e.segments.append("session_ticket_keys")
             raise
     elif w0_0 == "validation_context":
         m1 = m0.validation_context
         try:
-            if K68[2]:
-                K68[2] -= 1
-                K35(m1, ctx)
+            if CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_4_STATE[2]:
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_4_STATE[2] -= 1
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT(m1, ctx)
             else:
-                K67(m1, ctx)
+                CHECK_CERTIFICATE_VALIDATION_CONTEXT_MEMO_4(m1, ctx)
         except E as e:
             e.segments.append("validation_context")
             raise
     elif w0_0 == "generic_secret":
         m1 = m0.generic_secret
         try:
-            K69(m1, ctx)
+            CHECK_GENERIC_SECRET(m1, ctx)
         except E as e:
             e.segments.append("generic_secret")
             raise
@@ -733,24 +759,24 @@ def check_subject_alt_name_matcher(m0: Any, ctx: list[Any]) -> None:
     v = m0.san_type
     if v:
         try:
-            if not (v not in K8):
-                raise broken(K10)
-            if not (v in K9):
-                raise broken(K11)
+            if not (v not in {0}):
+                raise broken("must not be in list [0]")
+            if not (v in {0, 1, 2, 3, 4, 5}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("san_type")
             raise
     else:
-        raise broken(*K12)
+        raise broken("must not be in list [0]", ["san_type"])
     if m0.HasField("matcher"):
         m1 = m0.matcher
         try:
-            K13(m1, ctx)
+            CHECK_STRING_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("matcher")
             raise
     else:
-        raise broken(*K14)
+        raise broken("is required", ["matcher"])
 
 
 def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
@@ -759,21 +785,21 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
     if h0("certificate_chain"):
         m1 = m0.certificate_chain
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("certificate_chain")
             raise
     if h0("private_key"):
         m1 = m0.private_key
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("private_key")
             raise
     if h0("pkcs12"):
         m1 = m0.pkcs12
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("pkcs12")
             raise
@@ -784,12 +810,12 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("path")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("length must be at least 1 characters", ["path"])
         except E as e:
             e.segments.append("watched_directory")
             raise
@@ -800,16 +826,16 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K1)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("provider_name")
                     raise
             else:
-                raise broken(*K25)
+                raise broken("length must be at least 1 characters", ["provider_name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K18(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
@@ -819,14 +845,14 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
     if h0("password"):
         m1 = m0.password
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("password")
             raise
     if h0("ocsp_staple"):
         m1 = m0.ocsp_staple
         try:
-            K0(m1, ctx)
+            CHECK_DATA_SOURCE(m1, ctx)
         except E as e:
             e.segments.append("ocsp_staple")
             raise
@@ -836,7 +862,7 @@ def check_tls_certificate(m0: Any, ctx: list[Any]) -> None:
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
-                    K0(m1, ctx)
+                    CHECK_DATA_SOURCE(m1, ctx)
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -853,12 +879,12 @@ def check_tls_key_log(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K1)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("path")
             raise
     else:
-        raise broken(*K3)
+        raise broken("length must be at least 1 characters", ["path"])
     c0 = m0.local_address_range
     if c0:
         try:
@@ -869,18 +895,18 @@ def check_tls_key_log(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K43)
+                        raise broken("length must be at least 1 characters", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K44)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -902,18 +928,18 @@ def check_tls_key_log(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K1)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K43)
+                        raise broken("length must be at least 1 characters", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K44)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -932,16 +958,16 @@ def check_tls_parameters(m0: Any, ctx: list[Any]) -> None:
     v = m0.tls_minimum_protocol_version
     if v:
         try:
-            if not (v in K22):
-                raise broken(K11)
+            if not (v in {0, 1, 2, 3, 4}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("tls_minimum_protocol_version")
             raise
     v = m0.tls_maximum_protocol_version
     if v:
         try:
-            if not (v in K22):
-                raise broken(K11)
+            if not (v in {0, 1, 2, 3, 4}):
+                raise broken("must be one of the defined enum values")
         except E as e:
             e.segments.append("tls_maximum_protocol_version")
             raise
@@ -949,7 +975,7 @@ def check_tls_parameters(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) <= 1):
-                raise broken(K23)
+                raise broken("must contain at most 1 item(s)")
         except E as e:
             e.segments.append("compliance_policies")
             raise
@@ -962,11 +988,11 @@ def check_upstream_tls_context(m0: Any, ctx: list[Any]) -> None:
     if m0.HasField("common_tls_context"):
         m1 = m0.common_tls_context
         try:
-            if K76[2]:
-                K76[2] -= 1
-                K53(m1, ctx)
+            if CHECK_COMMON_TLS_CONTEXT_MEMO_2_STATE[2]:
+                CHECK_COMMON_TLS_CONTEXT_MEMO_2_STATE[2] -= 1
+                CHECK_COMMON_TLS_CONTEXT(m1, ctx)
             else:
-                K75(m1, ctx)
+                CHECK_COMMON_TLS_CONTEXT_MEMO_2(m1, ctx)
         except E as e:
             e.segments.append("common_tls_context")
             raise
@@ -974,7 +1000,7 @@ def check_upstream_tls_context(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) <= 63 or len(v.encode()) <= 255):
-                raise broken(K77)
+                raise broken("length must be at most 255 bytes")
         except E as e:
             e.segments.append("sni")
             raise

@@ -13,9 +13,7 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 bytes"
-K1 = ("length must be at least 1 bytes", ["name"])
-K2 = rt.keep_fields(("envoy.service.discovery.v2.Runtime",))
+FIELDS = rt.keep_fields(("envoy.service.discovery.v2.Runtime",))
 
 
 def check_runtime(m0: Any, ctx: list[Any]) -> None:
@@ -24,12 +22,12 @@ def check_runtime(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("name")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 bytes", ["name"])
 
 
 CHECKS = {

@@ -13,12 +13,7 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 characters"
-K1 = "length must be at most 1024 bytes"
-K2 = ("length must be at least 1 characters", ["regex"])
-K3 = ("is required (set one of its fields)", ["engine_type"])
-K4 = ("is required (set one of its fields)", ["match_pattern"])
-K5 = rt.keep_fields(("envoy.type.matcher.RegexMatcher", "envoy.type.matcher.StringMatcher"))
+FIELDS = rt.keep_fields(("envoy.type.matcher.RegexMatcher", "envoy.type.matcher.StringMatcher"))
 
 
 def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
@@ -28,7 +23,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.prefix
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("prefix")
             raise
@@ -36,7 +31,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.suffix
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("suffix")
             raise
@@ -44,7 +39,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.regex
         try:
             if not (len(v) <= 256 or len(v.encode()) <= 1024):
-                raise broken(K1)
+                raise broken("length must be at most 1024 bytes")
         except E as e:
             e.segments.append("regex")
             raise
@@ -55,19 +50,19 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("regex")
                     raise
             else:
-                raise broken(*K2)
+                raise broken("length must be at least 1 characters", ["regex"])
             if m1.WhichOneof("engine_type") is None:
-                raise broken(*K3)
+                raise broken("is required (set one of its fields)", ["engine_type"])
         except E as e:
             e.segments.append("safe_regex")
             raise
     if w0_0 is None:
-        raise broken(*K4)
+        raise broken("is required (set one of its fields)", ["match_pattern"])
 
 
 CHECKS = {

@@ -13,46 +13,36 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 characters"
-K1 = ("length must be at least 1 characters", ["address_prefix"])
-K2 = "must be less than or equal to 128"
-K3 = rt.keep_fields(("envoy.type.matcher.v3.AddressMatcher", "xds.core.v3.CidrRange"))
-K4 = ("length must be at least 1 characters", ["key"])
-K5 = rt.later("envoy.type.matcher.v3.StringMatcher", globals(), "K5")
-K6 = rt.later("envoy.type.matcher.v3.AddressMatcher", globals(), "K6")
-K7, K8 = rt.memo_ref("envoy.type.matcher.v3.AddressMatcher", globals(), "K6")
-K9 = ("is required (set one of its fields)", ["matcher"])
-K10 = rt.keep_fields(("envoy.type.matcher.v3.FilterStateMatcher",))
-K11 = ("length must be at least 1 characters", ["filter"])
-K12 = ("is required (set one of its fields)", ["segment"])
-K13 = "must contain at least 1 item(s)"
-K14 = ("must contain at least 1 item(s)", ["path"])
-K15 = rt.later("envoy.type.matcher.v3.ValueMatcher", globals(), "K15")
-K16 = ("is required", ["value"])
-K17 = rt.keep_fields(
+FIELDS = rt.keep_fields(("envoy.type.matcher.v3.AddressMatcher", "xds.core.v3.CidrRange"))
+CHECK_STRING_MATCHER = rt.later(
+    "envoy.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+CHECK_ADDRESS_MATCHER = rt.later(
+    "envoy.type.matcher.v3.AddressMatcher", globals(), "CHECK_ADDRESS_MATCHER"
+)
+CHECK_ADDRESS_MATCHER_MEMO, CHECK_ADDRESS_MATCHER_MEMO_STATE = rt.memo_ref(
+    "envoy.type.matcher.v3.AddressMatcher", globals(), "CHECK_ADDRESS_MATCHER"
+)
+FIELDS_2 = rt.keep_fields(("envoy.type.matcher.v3.FilterStateMatcher",))
+CHECK_VALUE_MATCHER = rt.later(
+    "envoy.type.matcher.v3.ValueMatcher", globals(), "CHECK_VALUE_MATCHER"
+)
+FIELDS_3 = rt.keep_fields(
     ("envoy.type.matcher.v3.MetadataMatcher", "envoy.type.matcher.v3.MetadataMatcher.PathSegment")
 )
-K18 = ("length must be at least 1 characters", ["regex"])
-K19 = ("is required", ["pattern"])
-K20 = rules._HEADER_LOOSE.match
-K21 = "must be a valid HTTP header"
-K22 = rt.keep_fields(
+MATCH_HEADER = rules._HEADER_LOOSE.match
+FIELDS_4 = rt.keep_fields(
     ("envoy.type.matcher.v3.RegexMatchAndSubstitute", "envoy.type.matcher.v3.RegexMatcher")
 )
-K23 = ("length must be at least 1 characters", ["name"])
-K24 = rt.any_check(frozenset(), frozenset())
-K25 = ("is required", ["typed_config"])
-K26 = ("is required (set one of its fields)", ["match_pattern"])
-K27 = rt.keep_fields(
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+FIELDS_5 = rt.keep_fields(
     (
         "envoy.type.matcher.v3.RegexMatcher",
         "envoy.type.matcher.v3.StringMatcher",
         "xds.core.v3.TypedExtensionConfig",
     )
 )
-K28 = "must contain at least 2 item(s)"
-K29 = ("must contain at least 2 item(s)", ["value_matchers"])
-K30 = rt.keep_fields(
+FIELDS_6 = rt.keep_fields(
     (
         "envoy.type.matcher.v3.DoubleMatcher",
         "envoy.type.matcher.v3.ListMatcher",
@@ -74,18 +64,18 @@ def check_address_matcher(m0: Any, ctx: list[Any]) -> None:
                     if v:
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("address_prefix")
                             raise
                     else:
-                        raise broken(*K1)
+                        raise broken("length must be at least 1 characters", ["address_prefix"])
                     if m1.HasField("prefix_len"):
                         m2 = m1.prefix_len
                         try:
                             v = m2.value
                             if not (v <= 128):
-                                raise broken(K2)
+                                raise broken("must be less than or equal to 128")
                         except E as e:
                             e.segments.append("prefix_len")
                             raise
@@ -105,33 +95,33 @@ def check_filter_state_matcher(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("key")
             raise
     else:
-        raise broken(*K4)
+        raise broken("length must be at least 1 characters", ["key"])
     w0_0 = m0.WhichOneof("matcher")
     if w0_0 == "string_match":
         m1 = m0.string_match
         try:
-            K5(m1, ctx)
+            CHECK_STRING_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("string_match")
             raise
     elif w0_0 == "address_match":
         m1 = m0.address_match
         try:
-            if K8[2]:
-                K8[2] -= 1
-                K6(m1, ctx)
+            if CHECK_ADDRESS_MATCHER_MEMO_STATE[2]:
+                CHECK_ADDRESS_MATCHER_MEMO_STATE[2] -= 1
+                CHECK_ADDRESS_MATCHER(m1, ctx)
             else:
-                K7(m1, ctx)
+                CHECK_ADDRESS_MATCHER_MEMO(m1, ctx)
         except E as e:
             e.segments.append("address_match")
             raise
     if w0_0 is None:
-        raise broken(*K9)
+        raise broken("is required (set one of its fields)", ["matcher"])
 
 
 def check_metadata_matcher(m0: Any, ctx: list[Any]) -> None:
@@ -140,17 +130,17 @@ def check_metadata_matcher(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("filter")
             raise
     else:
-        raise broken(*K11)
+        raise broken("length must be at least 1 characters", ["filter"])
     c0 = m0.path
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K13)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
@@ -159,12 +149,12 @@ def check_metadata_matcher(m0: Any, ctx: list[Any]) -> None:
                         v = m1.key
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("key")
                             raise
                     if w1_0 is None:
-                        raise broken(*K12)
+                        raise broken("is required (set one of its fields)", ["segment"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -172,16 +162,16 @@ def check_metadata_matcher(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("path")
             raise
     else:
-        raise broken(*K14)
+        raise broken("must contain at least 1 item(s)", ["path"])
     if m0.HasField("value"):
         m1 = m0.value
         try:
-            K15(m1, ctx)
+            CHECK_VALUE_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("value")
             raise
     else:
-        raise broken(*K16)
+        raise broken("is required", ["value"])
 
 
 def check_regex_match_and_substitute(m0: Any, ctx: list[Any]) -> None:
@@ -193,22 +183,22 @@ def check_regex_match_and_substitute(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("regex")
                     raise
             else:
-                raise broken(*K18)
+                raise broken("length must be at least 1 characters", ["regex"])
         except E as e:
             e.segments.append("pattern")
             raise
     else:
-        raise broken(*K19)
+        raise broken("is required", ["pattern"])
     v = m0.substitution
     if v:
         try:
-            if not ((v.isascii() and v.isprintable()) or K20(v) is not None):
-                raise broken(K21)
+            if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                raise broken("must be a valid HTTP header")
         except E as e:
             e.segments.append("substitution")
             raise
@@ -221,7 +211,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.prefix
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("prefix")
             raise
@@ -229,7 +219,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.suffix
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("suffix")
             raise
@@ -240,12 +230,12 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("regex")
                     raise
             else:
-                raise broken(*K18)
+                raise broken("length must be at least 1 characters", ["regex"])
         except E as e:
             e.segments.append("safe_regex")
             raise
@@ -253,7 +243,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.contains
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("contains")
             raise
@@ -264,26 +254,26 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K23)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K24(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K25)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("custom")
             raise
     if w0_0 is None:
-        raise broken(*K26)
+        raise broken("is required (set one of its fields)", ["match_pattern"])
 
 
 def check_value_matcher(m0: Any, ctx: list[Any]) -> None:
@@ -293,14 +283,14 @@ def check_value_matcher(m0: Any, ctx: list[Any]) -> None:
         m1 = m0.double_match
         try:
             if m1.WhichOneof("match_pattern") is None:
-                raise broken(*K26)
+                raise broken("is required (set one of its fields)", ["match_pattern"])
         except E as e:
             e.segments.append("double_match")
             raise
     elif w0_0 == "string_match":
         m1 = m0.string_match
         try:
-            K5(m1, ctx)
+            CHECK_STRING_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("string_match")
             raise
@@ -311,12 +301,12 @@ def check_value_matcher(m0: Any, ctx: list[Any]) -> None:
             if w1_0 == "one_of":
                 m2 = m1.one_of
                 try:
-                    K15(m2, ctx)
+                    CHECK_VALUE_MATCHER(m2, ctx)
                 except E as e:
                     e.segments.append("one_of")
                     raise
             if w1_0 is None:
-                raise broken(*K26)
+                raise broken("is required (set one of its fields)", ["match_pattern"])
         except E as e:
             e.segments.append("list_match")
             raise
@@ -327,11 +317,11 @@ def check_value_matcher(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 2):
-                        raise broken(K28)
+                        raise broken("must contain at least 2 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K15(m2, ctx)
+                            CHECK_VALUE_MATCHER(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -339,12 +329,12 @@ def check_value_matcher(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("value_matchers")
                     raise
             else:
-                raise broken(*K29)
+                raise broken("must contain at least 2 item(s)", ["value_matchers"])
         except E as e:
             e.segments.append("or_match")
             raise
     if w0_0 is None:
-        raise broken(*K26)
+        raise broken("is required (set one of its fields)", ["match_pattern"])
 
 
 CHECKS = {

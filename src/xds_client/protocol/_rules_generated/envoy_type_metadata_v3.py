@@ -13,12 +13,7 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 characters"
-K1 = ("length must be at least 1 characters", ["key"])
-K2 = ("is required (set one of its fields)", ["segment"])
-K3 = "must contain at least 1 item(s)"
-K4 = ("must contain at least 1 item(s)", ["path"])
-K5 = rt.keep_fields(
+FIELDS = rt.keep_fields(
     ("envoy.type.metadata.v3.MetadataKey", "envoy.type.metadata.v3.MetadataKey.PathSegment")
 )
 
@@ -29,17 +24,17 @@ def check_metadata_key(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("key")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 characters", ["key"])
     c0 = m0.path
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K3)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
@@ -48,12 +43,12 @@ def check_metadata_key(m0: Any, ctx: list[Any]) -> None:
                         v = m1.key
                         try:
                             if not (len(v) >= 1):
-                                raise broken(K0)
+                                raise broken("length must be at least 1 characters")
                         except E as e:
                             e.segments.append("key")
                             raise
                     if w1_0 is None:
-                        raise broken(*K2)
+                        raise broken("is required (set one of its fields)", ["segment"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -61,7 +56,7 @@ def check_metadata_key(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("path")
             raise
     else:
-        raise broken(*K4)
+        raise broken("must contain at least 1 item(s)", ["path"])
 
 
 CHECKS = {

@@ -13,17 +13,12 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = "length must be at least 1 bytes"
-K1 = ("length must be at least 1 bytes", ["tag"])
-K2 = ("length must be at least 1 bytes", ["value"])
-K3 = ("length must be at least 1 bytes", ["name"])
-K4 = rules._HEADER_LOOSE.match
-K5 = "must be a valid HTTP header"
-K6 = ("is required (set one of its fields)", ["kind"])
-K7 = rt.later("envoy.type.metadata.v2.MetadataKey", globals(), "K7")
-K8, K9 = rt.memo_ref("envoy.type.metadata.v2.MetadataKey", globals(), "K7")
-K10 = ("is required (set one of its fields)", ["type"])
-K11 = rt.keep_fields(
+MATCH_HEADER = rules._HEADER_LOOSE.match
+CHECK_METADATA_KEY = rt.later("envoy.type.metadata.v2.MetadataKey", globals(), "CHECK_METADATA_KEY")
+CHECK_METADATA_KEY_MEMO, CHECK_METADATA_KEY_MEMO_STATE = rt.memo_ref(
+    "envoy.type.metadata.v2.MetadataKey", globals(), "CHECK_METADATA_KEY"
+)
+FIELDS = rt.keep_fields(
     (
         "envoy.type.metadata.v2.MetadataKind",
         "envoy.type.tracing.v2.CustomTag",
@@ -41,12 +36,12 @@ def check_custom_tag(m0: Any, ctx: list[Any]) -> None:
     if v:
         try:
             if not (len(v) >= 1 or len(v.encode()) >= 1):
-                raise broken(K0)
+                raise broken("length must be at least 1 bytes")
         except E as e:
             e.segments.append("tag")
             raise
     else:
-        raise broken(*K1)
+        raise broken("length must be at least 1 bytes", ["tag"])
     w0_0 = m0.WhichOneof("type")
     if w0_0 == "literal":
         m1 = m0.literal
@@ -55,12 +50,12 @@ def check_custom_tag(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("value")
                     raise
             else:
-                raise broken(*K2)
+                raise broken("length must be at least 1 bytes", ["value"])
         except E as e:
             e.segments.append("literal")
             raise
@@ -71,12 +66,12 @@ def check_custom_tag(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K0)
+                        raise broken("length must be at least 1 bytes")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("length must be at least 1 bytes", ["name"])
         except E as e:
             e.segments.append("environment")
             raise
@@ -87,14 +82,14 @@ def check_custom_tag(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1 or len(v.encode()) >= 1):
-                        raise broken(K0)
-                    if not ((v.isascii() and v.isprintable()) or K4(v) is not None):
-                        raise broken(K5)
+                        raise broken("length must be at least 1 bytes")
+                    if not ((v.isascii() and v.isprintable()) or MATCH_HEADER(v) is not None):
+                        raise broken("must be a valid HTTP header")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K3)
+                raise broken("length must be at least 1 bytes", ["name"])
         except E as e:
             e.segments.append("request_header")
             raise
@@ -106,18 +101,18 @@ def check_custom_tag(m0: Any, ctx: list[Any]) -> None:
                 m2 = m1.kind
                 try:
                     if m2.WhichOneof("kind") is None:
-                        raise broken(*K6)
+                        raise broken("is required (set one of its fields)", ["kind"])
                 except E as e:
                     e.segments.append("kind")
                     raise
             if h1("metadata_key"):
                 m2 = m1.metadata_key
                 try:
-                    if K9[2]:
-                        K9[2] -= 1
-                        K7(m2, ctx)
+                    if CHECK_METADATA_KEY_MEMO_STATE[2]:
+                        CHECK_METADATA_KEY_MEMO_STATE[2] -= 1
+                        CHECK_METADATA_KEY(m2, ctx)
                     else:
-                        K8(m2, ctx)
+                        CHECK_METADATA_KEY_MEMO(m2, ctx)
                 except E as e:
                     e.segments.append("metadata_key")
                     raise
@@ -125,7 +120,7 @@ def check_custom_tag(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("metadata")
             raise
     if w0_0 is None:
-        raise broken(*K10)
+        raise broken("is required (set one of its fields)", ["type"])
 
 
 CHECKS = {

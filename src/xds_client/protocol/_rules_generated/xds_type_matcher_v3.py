@@ -13,64 +13,63 @@ from xds_client.protocol._rules import linking
 from xds_client.protocol._rules_meanings import _broken as broken, _RuleBrokenError as E
 
 rt = linking(globals())
-K0 = rt.later("xds.type.matcher.v3.Matcher.MatcherList", globals(), "K0")
-K1, K2 = rt.memo_ref("xds.type.matcher.v3.Matcher.MatcherList", globals(), "K0")
-K3 = rt.later("xds.type.matcher.v3.Matcher.MatcherTree", globals(), "K3")
-K4 = rt.later("xds.type.matcher.v3.Matcher.OnMatch", globals(), "K4")
-K5 = rt.keep_fields(("xds.type.matcher.v3.Matcher",))
-K6 = rt.later("xds.type.matcher.v3.Matcher.MatcherList.Predicate", globals(), "K6")
-K7 = ("is required", ["predicate"])
-K8 = ("is required", ["on_match"])
-K9 = "must contain at least 1 item(s)"
-K10 = ("must contain at least 1 item(s)", ["matchers"])
-K11 = rt.keep_fields(
+CHECK_MATCHER_MATCHER_LIST = rt.later(
+    "xds.type.matcher.v3.Matcher.MatcherList", globals(), "CHECK_MATCHER_MATCHER_LIST"
+)
+CHECK_MATCHER_MATCHER_LIST_MEMO, CHECK_MATCHER_MATCHER_LIST_MEMO_STATE = rt.memo_ref(
+    "xds.type.matcher.v3.Matcher.MatcherList", globals(), "CHECK_MATCHER_MATCHER_LIST"
+)
+CHECK_MATCHER_MATCHER_TREE = rt.later(
+    "xds.type.matcher.v3.Matcher.MatcherTree", globals(), "CHECK_MATCHER_MATCHER_TREE"
+)
+CHECK_MATCHER_ON_MATCH = rt.later(
+    "xds.type.matcher.v3.Matcher.OnMatch", globals(), "CHECK_MATCHER_ON_MATCH"
+)
+FIELDS = rt.keep_fields(("xds.type.matcher.v3.Matcher",))
+CHECK_MATCHER_MATCHER_LIST_PREDICATE = rt.later(
+    "xds.type.matcher.v3.Matcher.MatcherList.Predicate",
+    globals(),
+    "CHECK_MATCHER_MATCHER_LIST_PREDICATE",
+)
+FIELDS_2 = rt.keep_fields(
     (
         "xds.type.matcher.v3.Matcher.MatcherList",
         "xds.type.matcher.v3.Matcher.MatcherList.FieldMatcher",
     )
 )
-K12 = rt.later(
-    "xds.type.matcher.v3.Matcher.MatcherList.Predicate.SinglePredicate", globals(), "K12"
+CHECK_MATCHER_MATCHER_LIST_PREDICATE_SINGLE_PREDICATE = rt.later(
+    "xds.type.matcher.v3.Matcher.MatcherList.Predicate.SinglePredicate",
+    globals(),
+    "CHECK_MATCHER_MATCHER_LIST_PREDICATE_SINGLE_PREDICATE",
 )
-K13 = "must contain at least 2 item(s)"
-K14 = ("must contain at least 2 item(s)", ["predicate"])
-K15 = ("is required (set one of its fields)", ["match_type"])
-K16 = rt.keep_fields(
+FIELDS_3 = rt.keep_fields(
     (
         "xds.type.matcher.v3.Matcher.MatcherList.Predicate",
         "xds.type.matcher.v3.Matcher.MatcherList.Predicate.PredicateList",
     )
 )
-K17 = "length must be at least 1 characters"
-K18 = ("length must be at least 1 characters", ["name"])
-K19 = rt.any_check(frozenset(), frozenset())
-K20 = ("is required", ["typed_config"])
-K21 = ("is required", ["input"])
-K22 = rt.later("xds.type.matcher.v3.StringMatcher", globals(), "K22")
-K23 = ("is required (set one of its fields)", ["matcher"])
-K24 = rt.keep_fields(
+CHECK_ANY = rt.any_check(frozenset(), frozenset())
+CHECK_STRING_MATCHER = rt.later(
+    "xds.type.matcher.v3.StringMatcher", globals(), "CHECK_STRING_MATCHER"
+)
+FIELDS_4 = rt.keep_fields(
     (
         "xds.core.v3.TypedExtensionConfig",
         "xds.type.matcher.v3.Matcher.MatcherList.Predicate.SinglePredicate",
     )
 )
-K25 = "must contain at least 1 pair(s)"
-K26 = ("must contain at least 1 pair(s)", ["map"])
-K27 = ("is required (set one of its fields)", ["tree_type"])
-K28 = rt.keep_fields(
+FIELDS_5 = rt.keep_fields(
     (
         "xds.core.v3.TypedExtensionConfig",
         "xds.type.matcher.v3.Matcher.MatcherTree",
         "xds.type.matcher.v3.Matcher.MatcherTree.MatchMap",
     )
 )
-K29 = rt.later("xds.type.matcher.v3.Matcher", globals(), "K29")
-K30 = ("is required (set one of its fields)", ["on_match"])
-K31 = rt.keep_fields(("xds.core.v3.TypedExtensionConfig", "xds.type.matcher.v3.Matcher.OnMatch"))
-K32 = ("length must be at least 1 characters", ["regex"])
-K33 = ("is required (set one of its fields)", ["engine_type"])
-K34 = ("is required (set one of its fields)", ["match_pattern"])
-K35 = rt.keep_fields(
+CHECK_MATCHER = rt.later("xds.type.matcher.v3.Matcher", globals(), "CHECK_MATCHER")
+FIELDS_6 = rt.keep_fields(
+    ("xds.core.v3.TypedExtensionConfig", "xds.type.matcher.v3.Matcher.OnMatch")
+)
+FIELDS_7 = rt.keep_fields(
     (
         "xds.core.v3.TypedExtensionConfig",
         "xds.type.matcher.v3.RegexMatcher",
@@ -85,25 +84,25 @@ def check_matcher(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "matcher_list":
         m1 = m0.matcher_list
         try:
-            if K2[2]:
-                K2[2] -= 1
-                K0(m1, ctx)
+            if CHECK_MATCHER_MATCHER_LIST_MEMO_STATE[2]:
+                CHECK_MATCHER_MATCHER_LIST_MEMO_STATE[2] -= 1
+                CHECK_MATCHER_MATCHER_LIST(m1, ctx)
             else:
-                K1(m1, ctx)
+                CHECK_MATCHER_MATCHER_LIST_MEMO(m1, ctx)
         except E as e:
             e.segments.append("matcher_list")
             raise
     elif w0_0 == "matcher_tree":
         m1 = m0.matcher_tree
         try:
-            K3(m1, ctx)
+            CHECK_MATCHER_MATCHER_TREE(m1, ctx)
         except E as e:
             e.segments.append("matcher_tree")
             raise
     if m0.HasField("on_no_match"):
         m1 = m0.on_no_match
         try:
-            K4(m1, ctx)
+            CHECK_MATCHER_ON_MATCH(m1, ctx)
         except E as e:
             e.segments.append("on_no_match")
             raise
@@ -115,7 +114,7 @@ def check_matcher_matcher_list(m0: Any, ctx: list[Any]) -> None:
     if c0:
         try:
             if not (len(c0) >= 1):
-                raise broken(K9)
+                raise broken("must contain at least 1 item(s)")
             for i0 in range(len(c0)):
                 m1 = c0[i0]
                 try:
@@ -123,21 +122,21 @@ def check_matcher_matcher_list(m0: Any, ctx: list[Any]) -> None:
                     if h1("predicate"):
                         m2 = m1.predicate
                         try:
-                            K6(m2, ctx)
+                            CHECK_MATCHER_MATCHER_LIST_PREDICATE(m2, ctx)
                         except E as e:
                             e.segments.append("predicate")
                             raise
                     else:
-                        raise broken(*K7)
+                        raise broken("is required", ["predicate"])
                     if h1("on_match"):
                         m2 = m1.on_match
                         try:
-                            K4(m2, ctx)
+                            CHECK_MATCHER_ON_MATCH(m2, ctx)
                         except E as e:
                             e.segments.append("on_match")
                             raise
                     else:
-                        raise broken(*K8)
+                        raise broken("is required", ["on_match"])
                 except E as e:
                     e.segments.append(f"[{i0}]")
                     raise
@@ -145,7 +144,7 @@ def check_matcher_matcher_list(m0: Any, ctx: list[Any]) -> None:
             e.segments.append("matchers")
             raise
     else:
-        raise broken(*K10)
+        raise broken("must contain at least 1 item(s)", ["matchers"])
 
 
 def check_matcher_matcher_list_predicate(m0: Any, ctx: list[Any]) -> None:
@@ -154,7 +153,7 @@ def check_matcher_matcher_list_predicate(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "single_predicate":
         m1 = m0.single_predicate
         try:
-            K12(m1, ctx)
+            CHECK_MATCHER_MATCHER_LIST_PREDICATE_SINGLE_PREDICATE(m1, ctx)
         except E as e:
             e.segments.append("single_predicate")
             raise
@@ -165,11 +164,11 @@ def check_matcher_matcher_list_predicate(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 2):
-                        raise broken(K13)
+                        raise broken("must contain at least 2 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K6(m2, ctx)
+                            CHECK_MATCHER_MATCHER_LIST_PREDICATE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -177,7 +176,7 @@ def check_matcher_matcher_list_predicate(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("predicate")
                     raise
             else:
-                raise broken(*K14)
+                raise broken("must contain at least 2 item(s)", ["predicate"])
         except E as e:
             e.segments.append("or_matcher")
             raise
@@ -188,11 +187,11 @@ def check_matcher_matcher_list_predicate(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 2):
-                        raise broken(K13)
+                        raise broken("must contain at least 2 item(s)")
                     for i1 in range(len(c1)):
                         m2 = c1[i1]
                         try:
-                            K6(m2, ctx)
+                            CHECK_MATCHER_MATCHER_LIST_PREDICATE(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{i1}]")
                             raise
@@ -200,19 +199,19 @@ def check_matcher_matcher_list_predicate(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("predicate")
                     raise
             else:
-                raise broken(*K14)
+                raise broken("must contain at least 2 item(s)", ["predicate"])
         except E as e:
             e.segments.append("and_matcher")
             raise
     elif w0_0 == "not_matcher":
         m1 = m0.not_matcher
         try:
-            K6(m1, ctx)
+            CHECK_MATCHER_MATCHER_LIST_PREDICATE(m1, ctx)
         except E as e:
             e.segments.append("not_matcher")
             raise
     if w0_0 is None:
-        raise broken(*K15)
+        raise broken("is required (set one of its fields)", ["match_type"])
 
 
 def check_matcher_matcher_list_predicate_single_predicate(m0: Any, ctx: list[Any]) -> None:
@@ -224,31 +223,31 @@ def check_matcher_matcher_list_predicate_single_predicate(m0: Any, ctx: list[Any
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K17)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K18)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K19(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("input")
             raise
     else:
-        raise broken(*K21)
+        raise broken("is required", ["input"])
     w0_0 = m0.WhichOneof("matcher")
     if w0_0 == "value_match":
         m1 = m0.value_match
         try:
-            K22(m1, ctx)
+            CHECK_STRING_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("value_match")
             raise
@@ -259,26 +258,26 @@ def check_matcher_matcher_list_predicate_single_predicate(m0: Any, ctx: list[Any
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K17)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K18)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K19(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("custom_match")
             raise
     if w0_0 is None:
-        raise broken(*K23)
+        raise broken("is required (set one of its fields)", ["matcher"])
 
 
 def check_matcher_matcher_tree(m0: Any, ctx: list[Any]) -> None:
@@ -290,26 +289,26 @@ def check_matcher_matcher_tree(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K17)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K18)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K19(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("input")
             raise
     else:
-        raise broken(*K21)
+        raise broken("is required", ["input"])
     w0_0 = m0.WhichOneof("tree_type")
     if w0_0 == "exact_match_map":
         m1 = m0.exact_match_map
@@ -318,11 +317,11 @@ def check_matcher_matcher_tree(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K25)
+                        raise broken("must contain at least 1 pair(s)")
                     for k1 in c1:
                         try:
                             m2 = c1[k1]
-                            K4(m2, ctx)
+                            CHECK_MATCHER_ON_MATCH(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{k1!r}]")
                             raise
@@ -330,7 +329,7 @@ def check_matcher_matcher_tree(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("map")
                     raise
             else:
-                raise broken(*K26)
+                raise broken("must contain at least 1 pair(s)", ["map"])
         except E as e:
             e.segments.append("exact_match_map")
             raise
@@ -341,11 +340,11 @@ def check_matcher_matcher_tree(m0: Any, ctx: list[Any]) -> None:
             if c1:
                 try:
                     if not (len(c1) >= 1):
-                        raise broken(K25)
+                        raise broken("must contain at least 1 pair(s)")
                     for k1 in c1:
                         try:
                             m2 = c1[k1]
-                            K4(m2, ctx)
+                            CHECK_MATCHER_ON_MATCH(m2, ctx)
                         except E as e:
                             e.segments.append(f"[{k1!r}]")
                             raise
@@ -353,7 +352,7 @@ def check_matcher_matcher_tree(m0: Any, ctx: list[Any]) -> None:
                     e.segments.append("map")
                     raise
             else:
-                raise broken(*K26)
+                raise broken("must contain at least 1 pair(s)", ["map"])
         except E as e:
             e.segments.append("prefix_match_map")
             raise
@@ -364,26 +363,26 @@ def check_matcher_matcher_tree(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K17)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K18)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K19(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("custom_match")
             raise
     if w0_0 is None:
-        raise broken(*K27)
+        raise broken("is required (set one of its fields)", ["tree_type"])
 
 
 def check_matcher_on_match(m0: Any, ctx: list[Any]) -> None:
@@ -392,7 +391,7 @@ def check_matcher_on_match(m0: Any, ctx: list[Any]) -> None:
     if w0_0 == "matcher":
         m1 = m0.matcher
         try:
-            K29(m1, ctx)
+            CHECK_MATCHER(m1, ctx)
         except E as e:
             e.segments.append("matcher")
             raise
@@ -403,26 +402,26 @@ def check_matcher_on_match(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K17)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K18)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K19(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("action")
             raise
     if w0_0 is None:
-        raise broken(*K30)
+        raise broken("is required (set one of its fields)", ["on_match"])
 
 
 def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
@@ -432,7 +431,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.prefix
         try:
             if not (len(v) >= 1):
-                raise broken(K17)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("prefix")
             raise
@@ -440,7 +439,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.suffix
         try:
             if not (len(v) >= 1):
-                raise broken(K17)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("suffix")
             raise
@@ -451,14 +450,14 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K17)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("regex")
                     raise
             else:
-                raise broken(*K32)
+                raise broken("length must be at least 1 characters", ["regex"])
             if m1.WhichOneof("engine_type") is None:
-                raise broken(*K33)
+                raise broken("is required (set one of its fields)", ["engine_type"])
         except E as e:
             e.segments.append("safe_regex")
             raise
@@ -466,7 +465,7 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
         v = m0.contains
         try:
             if not (len(v) >= 1):
-                raise broken(K17)
+                raise broken("length must be at least 1 characters")
         except E as e:
             e.segments.append("contains")
             raise
@@ -477,26 +476,26 @@ def check_string_matcher(m0: Any, ctx: list[Any]) -> None:
             if v:
                 try:
                     if not (len(v) >= 1):
-                        raise broken(K17)
+                        raise broken("length must be at least 1 characters")
                 except E as e:
                     e.segments.append("name")
                     raise
             else:
-                raise broken(*K18)
+                raise broken("length must be at least 1 characters", ["name"])
             if m1.HasField("typed_config"):
                 m2 = m1.typed_config
                 try:
-                    K19(m2, ctx)
+                    CHECK_ANY(m2, ctx)
                 except E as e:
                     e.segments.append("typed_config")
                     raise
             else:
-                raise broken(*K20)
+                raise broken("is required", ["typed_config"])
         except E as e:
             e.segments.append("custom")
             raise
     if w0_0 is None:
-        raise broken(*K34)
+        raise broken("is required (set one of its fields)", ["match_pattern"])
 
 
 CHECKS = {
