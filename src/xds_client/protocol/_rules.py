@@ -185,7 +185,12 @@ class _Compiler:
         if not text:
             return None
         filename = f"<rules of {desc.full_name}>"
-        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        lines = text.splitlines(True)
+        n = 1  # another pool's type of that name may have other rules: another name
+        while linecache.getlines(filename) not in ([], lines):
+            n += 1
+            filename = f"<rules of {desc.full_name} #{n}>"
+        linecache.cache[filename] = (len(text), None, lines, filename)
         namespace: dict[str, Any] = {"__name__": filename, "rt": _Linker(self, desc.file.pool)}
         exec(compile(text, filename, "exec"), namespace)
         check: Check | None = namespace["CHECKS"].get(desc.full_name)

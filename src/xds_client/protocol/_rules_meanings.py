@@ -1,13 +1,14 @@
 """What each ``(validate.rules)`` rule means, as Python conditions.
 
-A rule of a field becomes ``(condition on v, reason)`` pairs (:func:`scalar_conds`
+A rule of a field becomes ``(condition on v, reason)`` pairs (:func:`_scalar_conds`
 and friends) that the writer of checkers (``_rules_writer``) puts into a checker's
-lines, and the shapes (``_shapes``) into the check of a hole. Values a condition needs
-(a set, a compiled pattern) are put in the namespace of the code being written
-(:func:`put`) with the expression that makes them again in a module written at build
-time. Also here: where a field's rules come from (its descriptor, or Envoy's own
-protos when the installed descriptors lag, ``_ENVOY_RULES``), the error a broken rule
-raises, and the layout of a check's context.
+lines, and the shapes (``_shapes``) into the check of a hole. A value a condition needs
+is written in place when it is a constant, else put in the namespace of the code being
+written (:func:`_put`) with the expression that makes it again in a module written at
+build time (a compiled pattern, a predicate of this module). Also here: where a field's
+rules come from (its descriptor, or Envoy's own protos when the installed descriptors
+lag, ``_ENVOY_RULES``), the error a broken rule raises, and the layout of a check's
+context.
 """
 
 from __future__ import annotations

@@ -106,8 +106,8 @@ class _Gen:
     it and its index or key, ``v`` the scalar under test; ``ctx`` is ``[now, flag]``:
     the caller's Unix time or None, and whether a rule against it was reached."""
 
-    def __init__(self, compiler: TypeFacts, env: _Env, root: Descriptor) -> None:
-        self.c = compiler
+    def __init__(self, facts: TypeFacts, env: _Env, root: Descriptor) -> None:
+        self.c = facts
         self.env = env
         self.called: list[Descriptor] = []  # the types whose checkers this one calls
         self.inlining = [root.full_name]
@@ -468,7 +468,7 @@ def _function_name(desc: Descriptor, taken: set[str]) -> str:
 
 
 def module_text(
-    compiler: TypeFacts, descs: list[Descriptor], preamble: str = ""
+    facts: TypeFacts, descs: list[Descriptor], preamble: str = ""
 ) -> tuple[str, list[Descriptor]]:
     """The Python module checking messages of ``descs`` (each that has a rule to check):
     ``check_<name>(m0, ctx)`` per type and ``CHECKS`` by full name; and the types their
@@ -481,9 +481,9 @@ def module_text(
     called: list[Descriptor] = []
     taken: set[str] = set()
     for desc in descs:
-        if _disabled(desc) or not compiler.needs_check(desc):
+        if _disabled(desc) or not facts.needs_check(desc):
             continue
-        gen = _Gen(compiler, env, desc)
+        gen = _Gen(facts, env, desc)
         body = gen.message(desc, 0)
         if not body:
             continue
