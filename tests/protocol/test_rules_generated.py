@@ -143,3 +143,11 @@ def test_a_traceback_shows_the_checkers_source(written: bool) -> None:
 def test_every_standard_resource_type_has_a_written_checker() -> None:
     names = {rtype.message_name for rtype in resource_types()}
     assert names <= _rules_generated.TYPES, sorted(names - _rules_generated.TYPES)
+
+
+def test_a_module_that_cannot_be_read_gives_way_to_one_written_now(
+    fresh: _rules._Compiler, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(_rules, "_GENERATED_DIR", tmp_path)  # installed without sources
+    assert _where(fresh.for_class(Cluster)) == "<rules of envoy.config.cluster.v3.Cluster>"
+    assert _rules.check_rules(make_cluster(1)) is None

@@ -166,7 +166,10 @@ class _Compiler:
             # Run once per compiler, in a namespace of its own (its memo, its payload
             # types); the code object, from the bytecode cache, keeps the file's name and
             # lines, so tracebacks and coverage see the file.
-            code = SourceFileLoader(name, path).get_code(name)
+            try:
+                code = SourceFileLoader(name, path).get_code(name)
+            except OSError:  # installed without its sources (a zip): written at run time
+                return None
             if code is None:
                 return None
             namespace = {"__name__": name, "__file__": path, "rt": _Linker(self, pool)}
