@@ -88,6 +88,7 @@ test: lint typecheck check-generated pytest
 # The thread twins are generated from the asyncio drivers (tools/gen_sync.py).
 check-generated: $(STAMP)
 	$(BIN)/python tools/gen_sync.py --check
+	$(BIN)/python tools/gen_rules.py --check
 
 protos: $(STAMP)
 	$(BIN)/python tools/gen_protos.py

@@ -24,7 +24,7 @@ from validate import validate_pb2 as pgv
 from xds_client.errors import RuleViolationError
 
 # The rules Envoy's protos add to the installed descriptors: the same table for both.
-from xds_client.protocol._rules import _field_rules
+from xds_client.protocol._rules_meanings import _field_rules
 
 __all__ = ["check_rules", "rule_violation", "validate"]
 

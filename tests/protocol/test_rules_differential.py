@@ -40,7 +40,7 @@ from validate import validate_pb2 as pgv
 
 from bench._data import make_cluster
 from bench.validation import make_cla, make_listener, make_route
-from xds_client.protocol import _rules
+from xds_client.protocol import _rules, _rules_memo, _rules_writer
 
 from . import _rules_reference as reference
 from .test_validation_rules import NOW, NOW_CLASSES
@@ -549,8 +549,9 @@ def test_the_comparison_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -
     the set fields, as the reference does for messages with many checked fields."""
     corpus = _corpus()
     assert not _differs(_rules.check_rules, reference.check_rules, corpus)
-    monkeypatch.setattr(_rules, "_ASK_EACH_UP_TO", 1000)  # every message asks each field
-    monkeypatch.setattr(_rules, "_COMPILER", _rules._Compiler())
+    monkeypatch.setattr(_rules_writer, "_ASK_EACH_UP_TO", 1000)  # every message asks each field
+    # Checkers written now (the modules written at build time follow the real order).
+    monkeypatch.setattr(_rules, "_COMPILER", _rules._Compiler(use_generated=False))
     assert _differs(_rules.check_rules, reference.check_rules, corpus)
 
 
@@ -558,38 +559,38 @@ def test_the_comparison_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_the_memo_of_verdicts_stays_within_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_rules, "_MEMO_ENTRIES", 50)
-    monkeypatch.setattr(_rules, "_MEMO_BYTES", 4000)
+    monkeypatch.setattr(_rules_memo, "_MEMO_ENTRIES", 50)
+    monkeypatch.setattr(_rules_memo, "_MEMO_BYTES", 4000)
     compiler = _rules._Compiler()
     monkeypatch.setattr(_rules, "_COMPILER", compiler)
     most_entries = most_bytes = 0
     for i in range(300):  # each with its own TLS payload, health check ...
         assert _rules.check_rules(make_cluster(i)) is None
-        most_entries = max(most_entries, len(compiler._memo))
-        most_bytes = max(most_bytes, compiler._memo_bytes)
-        assert compiler._memo_bytes == sum(len(data) for _, data in compiler._memo)
+        most_entries = max(most_entries, len(compiler.memo.entries))
+        most_bytes = max(most_bytes, compiler.memo.size)
+        assert compiler.memo.size == sum(len(data) for _, data in compiler.memo.entries)
     assert 0 < most_entries <= 50
     assert 0 < most_bytes <= 4000
     big = tls_pb2.UpstreamTlsContext(sni="s" * 200)  # more than a sixteenth: not kept
     cluster = make_cluster(1)
     cluster.transport_socket.typed_config.Pack(big)
     _rules.check_rules(cluster)
-    assert all(len(data) <= 4000 // 16 for _, data in compiler._memo)
+    assert all(len(data) <= 4000 // 16 for _, data in compiler.memo.entries)
     _rules.forget_verdicts()
-    assert not compiler._memo
-    assert compiler._memo_bytes == 0
+    assert not compiler.memo.entries
+    assert compiler.memo.size == 0
 
 
 def test_a_memo_that_does_not_pay_pauses_then_tries_again(monkeypatch: pytest.MonkeyPatch) -> None:
     compiler = _rules._Compiler()
     monkeypatch.setattr(_rules, "_COMPILER", compiler)
-    for i in range(_rules._MEMO_PROBATION + 10):  # each health check names its own host
+    for i in range(_rules_memo._MEMO_PROBATION + 10):  # each health check names its own host
         assert _rules.check_rules(make_cluster(i)) is None
-    paused = [state for state in compiler._memo_states if state[2]]
-    asked = [state for state in compiler._memo_states if state[1]]
+    paused = [state for state in compiler.memo.states if state[2]]
+    asked = [state for state in compiler.memo.states if state[1]]
     assert paused  # the health checks' (and their HTTP checks')
     assert asked  # the rest repeats across clusters (outlier detection ...) and hits
-    assert all(0 < state[2] <= _rules._MEMO_PAUSE for state in paused)
+    assert all(0 < state[2] <= _rules_memo._MEMO_PAUSE for state in paused)
     for state in paused:
         state[2] = 1  # the pause ends at the next check
     assert _rules.check_rules(make_cluster(10_000)) is None
@@ -606,7 +607,7 @@ def test_a_check_asked_while_its_checker_is_being_built_is_still_made(
 ) -> None:
     """Another thread may ask for a type's checker while one builds it (simulated here
     by asking from inside the build): it gets a checker built for it, never no check."""
-    compiler = _rules._Compiler()
+    compiler = _rules._Compiler(use_generated=False)  # built at run time: it takes a while
     monkeypatch.setattr(_rules, "_COMPILER", compiler)
     real = compiler._compile
     asked: list[str | None] = []
