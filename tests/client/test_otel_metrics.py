@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
@@ -119,8 +120,54 @@ def test_a_real_client_reports_a78_instruments(meter: Meter) -> None:
         assert meter.units() == {
             "grpc.xds_client.connected": "{bool}",
             "grpc.xds_client.server_failure": "{failure}",
+            "grpc.xds_client.resource_updates_valid": "{resource}",
             "grpc.xds_client.resources": "{resource}",
         }
+
+
+def _refuse_bad(cluster: Cluster) -> None:
+    if cluster.alt_stat_name == "bad":
+        raise ValueError("alt_stat_name 'bad' is refused")
+
+
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+def test_a_real_client_counts_valid_and_invalid_resources(
+    meter: Meter, protocol: Literal["sotw", "delta"]
+) -> None:
+    metrics = OpenTelemetryMetrics(meter.provider, target="my-app")
+    with ControlPlane(heartbeat_interval=None) as cp:
+        labels = key(**{
+            "grpc.target": "my-app",
+            "grpc.xds.server": cp.address,
+            "grpc.xds.resource_type": "envoy.config.cluster.v3.Cluster",
+        })  # fmt: skip
+        cp.set_resources("cds", [Cluster(name="a"), Cluster(name="b"), Cluster(name="x")])
+        with (
+            XdsClient(
+                cp.address, node=Node(id="n"), metrics=metrics, backoff=FAST, protocol=protocol,
+                validators={Cluster: _refuse_bad},
+            ) as client,
+            client.watch(Cluster, ["a", "b"]),
+        ):  # fmt: skip
+            mark = cp.mark()
+            client.wait_for(Cluster, "b")
+            cp.wait_for_ack("cds", since=mark)
+            # Counted per resource: a and b (x was not asked for).
+            wait_until(
+                lambda: meter.points("grpc.xds_client.resource_updates_valid") == {labels: 2},
+                what="2 valid resources",
+            )
+            assert meter.points("grpc.xds_client.resource_updates_invalid") == {}
+            mark = cp.mark()
+            cp.set_resources("cds", [Cluster(name="a"), Cluster(name="b", alt_stat_name="bad")])
+            cp.wait_for_nack("cds", since=mark)
+            # SotW sends a again, unchanged, and it counts (A78); delta sends only b.
+            valid = 3 if protocol == "sotw" else 2
+            wait_until(
+                lambda: meter.points("grpc.xds_client.resource_updates_invalid") == {labels: 1},
+                what="1 invalid resource",
+            )
+            assert meter.points("grpc.xds_client.resource_updates_valid") == {labels: valid}
 
 
 def test_resource_updates_count_resources_per_server_and_type(meter: Meter) -> None:

@@ -91,11 +91,13 @@ class ServerSwitchMetrics(Protocol):
 @runtime_checkable
 class ResourceUpdateMetrics(Protocol):
     """Optional: resources received, valid and invalid (gRFC A78 counts resources, not
-    responses). Declared for the clients to call; they do not call it yet."""
+    responses); called once per response, with ``ack`` or ``nack``."""
 
     def resource_updates(self, type_url: str, server: str, valid: int, invalid: int) -> None:
         """One response of ``type_url`` from ``server`` held ``valid`` resources that
-        passed validation (changed or not) and ``invalid`` ones that did not."""
+        the client asked for and that passed validation (changed or not) and
+        ``invalid`` ones that did not, or could not be read (all of them when the
+        response was rejected as a whole)."""
 
 
 @dataclass(frozen=True)

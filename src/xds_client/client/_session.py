@@ -64,6 +64,8 @@ from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent,
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
 
+    from ._metrics import MetricsHooks
+
 __all__ = [
     "Action",
     "CloseStream",
@@ -203,6 +205,11 @@ class Session:
         # A47: one list of distinct servers; each authority uses some of them in order.
         self._router = AuthorityRouter(options.servers, options.authorities)
         self._targets = tuple(self._with_backoff(t) for t in self._router.targets)
+        self._metrics: MetricsHooks | None = None
+        if options.metrics is not None:
+            from ._metrics import metrics_hooks  # loaded for a client given metrics only
+
+            self._metrics = metrics_hooks(options.metrics)
         self._cache: ConfigCache | None = None
         if options.cache_dir is not None:
             self._cache = ConfigCache(
@@ -235,8 +242,7 @@ class Session:
         server failed; the list starts over)."""
         slot.protocol.server_changed()
         slot.protocol.config = self._config_for(slot.group[slot.stream.server])
-        metrics = self.options.metrics
-        switch = getattr(metrics, "server_switch", None) if metrics is not None else None
+        switch = self._metrics.server_switch if self._metrics is not None else None
         if switch is not None:
             hook("server_switch", switch, previous, self._server_uri(slot), reason)
 
@@ -748,8 +754,8 @@ class Session:
                 return
             uri = self._server_uri(slot)
             slot.protocol.disconnected(now)
-            if (metrics := self.options.metrics) is not None:
-                hook("reconnect", metrics.reconnect, uri)
+            if self._metrics is not None:
+                hook("reconnect", self._metrics.reconnect, uri)
             if plan.switch is not None:
                 stream.server = plan.server
                 stream.role = Role.PRIMARY if plan.server == 0 else Role.FALLBACK
@@ -843,7 +849,7 @@ class Session:
         metrics, the last good config), then routed to the watchers it concerns."""
         if not events:
             return ()
-        metrics, persisted = self.options.metrics, slot.persisted
+        metrics, persisted = self._metrics, slot.persisted
         notable = metrics is not None  # hooks to call, or something worth a log line
         for event in events:
             kind = type(event)
