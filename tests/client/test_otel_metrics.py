@@ -187,6 +187,23 @@ def test_resource_updates_count_resources_per_server_and_type(meter: Meter) -> N
     assert meter.units()["grpc.xds_client.resource_updates_invalid"] == "{resource}"
 
 
+def test_connected_is_1_from_the_first_stream_and_after_a_failure_from_a_response(
+    meter: Meter,
+) -> None:
+    metrics = OpenTelemetryMetrics(meter.provider, target="t")
+    server = key(**{"grpc.target": "t", "grpc.xds.server": "cp:1"})
+    assert meter.points("grpc.xds_client.connected") == {}
+    metrics.stream_opened("cp:1")  # gRFC A78: 1 when the stream is created
+    assert meter.points("grpc.xds_client.connected") == {server: 1}
+    metrics.reconnect("cp:1")  # it ended before any response: a failure (A57)
+    assert meter.points("grpc.xds_client.connected") == {server: 0}
+    metrics.stream_opened("cp:1")  # a new stream is not yet a working one
+    assert meter.points("grpc.xds_client.connected") == {server: 0}
+    metrics.nack(CLUSTER, "cp:1")  # its first response, even one rejected
+    assert meter.points("grpc.xds_client.connected") == {server: 1}
+    assert meter.points("grpc.xds_client.server_failure") == {server: 1}
+
+
 def test_resources_gauge_maps_csds_statuses_and_drops_gone_authorities(meter: Meter) -> None:
     metrics = OpenTelemetryMetrics(meter.provider, target="t")
     metrics.resources(CLUSTER, {"NACKED": 1, "TIMEOUT": 1})
@@ -219,7 +236,7 @@ class _PlusSwitches(_FourHooks):
 def test_optional_hooks_are_found_through_their_protocols() -> None:
     plain = metrics_hooks(_FourHooks())
     assert (plain.authority_resources, plain.response, plain.server_switch) == (None, None, None)
-    assert plain.resource_updates is None
+    assert (plain.resource_updates, plain.stream_opened) == (None, None)
     switches = metrics_hooks(_PlusSwitches())
     assert switches.server_switch is not None
     assert switches.response is None
@@ -229,6 +246,7 @@ def test_optional_hooks_are_found_through_their_protocols() -> None:
         counting.response,
         counting.server_switch,
         counting.resource_updates,
+        counting.stream_opened,
     )
 
 

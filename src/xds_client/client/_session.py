@@ -246,6 +246,12 @@ class Session:
         if switch is not None:
             hook("server_switch", switch, previous, self._server_uri(slot), reason)
 
+    def _stream_opened(self, server: int) -> None:
+        """The optional ``Metrics.stream_opened`` hook (gRFC A78's ``connected``)."""
+        opened = self._metrics.stream_opened if self._metrics is not None else None
+        if opened is not None:
+            hook("stream_opened", opened, self._targets[server].uri)
+
     def _config_for(self, server: int) -> ProtocolConfig:
         features = self._targets[server].server_features
         return replace(
@@ -483,6 +489,7 @@ class Session:
                     server = slot.group[stream.server]
                     actions.append(OpenStream(stream.key, stream.attempt, server, self._spec(slot)))
                     log.debug("opening %s stream to %s", slot.key, self._server_uri(slot))
+                    self._stream_opened(server)
                 if stream.open and not stream.holding:
                     for request in slot.protocol.requests_to_send():
                         # A57: its timers start once the write is confirmed (on_written).
@@ -512,6 +519,7 @@ class Session:
             cand.core.connected(now)
             primary = slot.group[0]
             actions.append(OpenStream(cand.key, cand.attempt, primary, self._spec(slot)))
+            self._stream_opened(primary)
             log.debug("%s: trying the primary %s alongside %s",
                       slot.key, self._targets[primary].uri, self._server_uri(slot))  # fmt: skip
         if cand.open and cand.core is not None:
