@@ -93,13 +93,19 @@ def _plain_head(prefix: bytes, size: int) -> tuple[bytes, int]:
 
 
 def _valid_count(
-    subs: Subscription, items: Mapping[str, _Item | int | None], errors: Mapping[str, str]
+    subs: Subscription,
+    items: Mapping[str, _Item | int | None],
+    errors: Mapping[str, str],
+    wrappers: int,
 ) -> int:
-    """How many of a response's named resources (``items``) are wanted and passed
-    validation, unchanged ones included (gRFC A78 counts them); the errors name the
-    others, and unwanted ones were not judged."""
+    """How many of a response's named resources (``items``, ``wrappers`` of them in
+    ``Resource`` wrappers) are wanted and passed validation, unchanged ones included
+    (gRFC A78 counts them); the errors name the others, and unwanted ones were not
+    judged."""
     if subs.wildcard:
         wanted = len(items)
+    elif not wrappers and not subs.has_globs:  # no aliases, no globs: names only
+        wanted = len(subs.names.keys() & items.keys())
     else:
         wants = subs.wants
         wanted = sum(
@@ -364,7 +370,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             failed=[n for n in errors if n in st.subs.names or n in st.cache
                     or (st.subs.wildcard and n in items)],
             now=now, events=events, control_plane=plane,
-            valid=_valid_count(st.subs, items, errors),
+            valid=_valid_count(st.subs, items, errors, wrappers),
         )  # fmt: skip
         return events
 
