@@ -52,7 +52,8 @@ class _Server:
     """What the ``connected`` gauge knows of one xDS server."""
 
     connected: bool = True
-    """gRFC A78: 1 from the stream's creation, 0 after a failure, 1 again on a response."""
+    """gRFC A78: 1 from the first stream's creation, 0 after a failure, 1 again on a
+    response."""
     answered: bool = False
     """A response arrived on the current stream (its end is then no failure: A57)."""
 
@@ -73,7 +74,8 @@ class OpenTelemetryMetrics:
     authority and cache state, as the client reports them after each change; the
     ``nacked_but_cached`` kinds of state are not told apart from ``nacked`` (the
     client reports CSDS statuses). A server shows in ``connected`` from the first
-    response or failure the client reports for it.
+    stream the client opens to it (1, as A78 says); a stream opened after a failure
+    leaves it 0 until that stream's first response.
     """
 
     def __init__(
@@ -119,6 +121,10 @@ class OpenTelemetryMetrics:
 
     def nack(self, type_url: str, server: str) -> None:
         self._answered(server)
+
+    def stream_opened(self, server: str) -> None:
+        with self._lock:
+            self._servers.setdefault(server, _Server())  # a known server keeps its state
 
     def reconnect(self, server: str) -> None:
         with self._lock:

@@ -455,6 +455,26 @@ def test_session_tells_metrics_of_every_server_switch() -> None:
     assert metrics.server_switches == [("p:1", "s:2", "fallback"), ("s:2", "p:1", "retry")]
 
 
+def test_session_tells_metrics_of_every_stream_it_opens_and_each_response_s_resources() -> None:
+    from xds_client import CountingMetrics
+
+    metrics = CountingMetrics()
+    s = session(["p:1", "s:2"], metrics=metrics)
+    watch(s, ["a"])
+    s.step(0.0)
+    assert metrics.streams_opened == {"p:1": 1}  # before any answer: gRFC A78's connected
+    s.on_failure("ads", 1, RuntimeError("refused"), 0.1)
+    s.step(0.1)
+    assert metrics.streams_opened == {"p:1": 1, "s:2": 1}
+    s.on_response("ads", 2, response("1", "a", "b"), 0.2)  # b was not asked for
+    assert metrics.valid_updates == {(CLUSTER, "s:2"): 1}
+    assert metrics.invalid_updates == {(CLUSTER, "s:2"): 0}
+    # The candidate stream to the primary (gRFC A71) is a stream opened too.
+    (trial,) = [a for a in s.step(1.2) if isinstance(a, OpenStream)]
+    assert trial.server == 0
+    assert metrics.streams_opened == {"p:1": 2, "s:2": 1}
+
+
 def test_session_a_primary_whose_stream_fails_is_never_switched_to() -> None:
     # Fake clock, 60 s: the primary's health answers (probes say yes) but its xDS
     # stream always fails; the working fallback must stay, watchers hear nothing.

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import pytest
 from envoy.config.cluster.v3.cluster_pb2 import Cluster
@@ -119,8 +120,54 @@ def test_a_real_client_reports_a78_instruments(meter: Meter) -> None:
         assert meter.units() == {
             "grpc.xds_client.connected": "{bool}",
             "grpc.xds_client.server_failure": "{failure}",
+            "grpc.xds_client.resource_updates_valid": "{resource}",
             "grpc.xds_client.resources": "{resource}",
         }
+
+
+def _refuse_bad(cluster: Cluster) -> None:
+    if cluster.alt_stat_name == "bad":
+        raise ValueError("alt_stat_name 'bad' is refused")
+
+
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+def test_a_real_client_counts_valid_and_invalid_resources(
+    meter: Meter, protocol: Literal["sotw", "delta"]
+) -> None:
+    metrics = OpenTelemetryMetrics(meter.provider, target="my-app")
+    with ControlPlane(heartbeat_interval=None) as cp:
+        labels = key(**{
+            "grpc.target": "my-app",
+            "grpc.xds.server": cp.address,
+            "grpc.xds.resource_type": "envoy.config.cluster.v3.Cluster",
+        })  # fmt: skip
+        cp.set_resources("cds", [Cluster(name="a"), Cluster(name="b"), Cluster(name="x")])
+        with (
+            XdsClient(
+                cp.address, node=Node(id="n"), metrics=metrics, backoff=FAST, protocol=protocol,
+                validators={Cluster: _refuse_bad},
+            ) as client,
+            client.watch(Cluster, ["a", "b"]),
+        ):  # fmt: skip
+            mark = cp.mark()
+            client.wait_for(Cluster, "b")
+            cp.wait_for_ack("cds", since=mark)
+            # Counted per resource: a and b (x was not asked for).
+            wait_until(
+                lambda: meter.points("grpc.xds_client.resource_updates_valid") == {labels: 2},
+                what="2 valid resources",
+            )
+            assert meter.points("grpc.xds_client.resource_updates_invalid") == {}
+            mark = cp.mark()
+            cp.set_resources("cds", [Cluster(name="a"), Cluster(name="b", alt_stat_name="bad")])
+            cp.wait_for_nack("cds", since=mark)
+            # SotW sends a again, unchanged, and it counts (A78); delta sends only b.
+            valid = 3 if protocol == "sotw" else 2
+            wait_until(
+                lambda: meter.points("grpc.xds_client.resource_updates_invalid") == {labels: 1},
+                what="1 invalid resource",
+            )
+            assert meter.points("grpc.xds_client.resource_updates_valid") == {labels: valid}
 
 
 def test_resource_updates_count_resources_per_server_and_type(meter: Meter) -> None:
@@ -138,6 +185,23 @@ def test_resource_updates_count_resources_per_server_and_type(meter: Meter) -> N
     assert meter.points("grpc.xds_client.resource_updates_invalid") == {labels: 2}
     assert meter.units()["grpc.xds_client.resource_updates_valid"] == "{resource}"
     assert meter.units()["grpc.xds_client.resource_updates_invalid"] == "{resource}"
+
+
+def test_connected_is_1_from_the_first_stream_and_after_a_failure_from_a_response(
+    meter: Meter,
+) -> None:
+    metrics = OpenTelemetryMetrics(meter.provider, target="t")
+    server = key(**{"grpc.target": "t", "grpc.xds.server": "cp:1"})
+    assert meter.points("grpc.xds_client.connected") == {}
+    metrics.stream_opened("cp:1")  # gRFC A78: 1 when the stream is created
+    assert meter.points("grpc.xds_client.connected") == {server: 1}
+    metrics.reconnect("cp:1")  # it ended before any response: a failure (A57)
+    assert meter.points("grpc.xds_client.connected") == {server: 0}
+    metrics.stream_opened("cp:1")  # a new stream is not yet a working one
+    assert meter.points("grpc.xds_client.connected") == {server: 0}
+    metrics.nack(CLUSTER, "cp:1")  # its first response, even one rejected
+    assert meter.points("grpc.xds_client.connected") == {server: 1}
+    assert meter.points("grpc.xds_client.server_failure") == {server: 1}
 
 
 def test_resources_gauge_maps_csds_statuses_and_drops_gone_authorities(meter: Meter) -> None:
@@ -172,7 +236,7 @@ class _PlusSwitches(_FourHooks):
 def test_optional_hooks_are_found_through_their_protocols() -> None:
     plain = metrics_hooks(_FourHooks())
     assert (plain.authority_resources, plain.response, plain.server_switch) == (None, None, None)
-    assert plain.resource_updates is None
+    assert (plain.resource_updates, plain.stream_opened) == (None, None)
     switches = metrics_hooks(_PlusSwitches())
     assert switches.server_switch is not None
     assert switches.response is None
@@ -182,6 +246,7 @@ def test_optional_hooks_are_found_through_their_protocols() -> None:
         counting.response,
         counting.server_switch,
         counting.resource_updates,
+        counting.stream_opened,
     )
 
 

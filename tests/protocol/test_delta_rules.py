@@ -139,7 +139,7 @@ def test_rule_12_ack_nack_and_spontaneous_framing(api: Api, mode: str) -> None:
             api.cds, "n1", [res(api.cds, "c1", "1"), res(api.cds, "c2", "1")], system_version="s1"
         )
     )
-    assert events[-1] == ResponseAccepted(api.cds, "s1", "n1")
+    assert events[-1] == ResponseAccepted(api.cds, "s1", "n1", valid_resources=2)
     h.p.subscribe(api.cds, ["c3"])
     ack, diff = h.flush()
     assert ack.response_nonce == "n1"

@@ -31,7 +31,7 @@ def _built() -> list[tuple[Any, Any]]:
             new_resource_updated("t", "n", "v", _MESSAGE, ("a",), None, "cp"),
             ResourceUpdated("t", "n", "v", _MESSAGE, ("a",), None, "cp"),
         ),
-        (new_response_accepted("t", "v", "n", "cp"), ResponseAccepted("t", "v", "n", "cp")),
+        (new_response_accepted("t", "v", "n", "cp", 3), ResponseAccepted("t", "v", "n", "cp", 3)),
         (
             new_cached_resource("n", "v", _MESSAGE, b"raw", 5.0, 6.0, 1.0, ("a",), "rv"),
             CachedResource("n", "v", _MESSAGE, b"raw", 5.0, 6.0, 1.0, ("a",), "rv"),

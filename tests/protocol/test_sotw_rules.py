@@ -68,7 +68,7 @@ def test_rule_02_ack_copies_version_and_nonce_with_full_names(api: Api, mode: st
     h.p.subscribe(api.eds, ["a", "b"])
     h.start()
     events = h.receive(sotw_response(api.eds, "v7", "nonce-7", [make(api.eds, "a")]))
-    assert events[-1] == ResponseAccepted(api.eds, "v7", "nonce-7")
+    assert events[-1] == ResponseAccepted(api.eds, "v7", "nonce-7", valid_resources=1)
     (ack,) = h.flush()  # nothing for the other type of the ADS stream
     assert ack.type_url == api.eds
     assert ack.version_info == "v7"

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         ResourceUpdateMetrics,
         ResponseMetrics,
         ServerSwitchMetrics,
+        StreamMetrics,
     )
     from ._persist import ResourceRestored
     from ._protojson import to_dict, to_json
@@ -43,6 +44,7 @@ __all__ = [
     "ResponseMetrics",
     "ServerSwitchMetrics",
     "ResourceUpdateMetrics",
+    "StreamMetrics",
     "Bootstrap",
     "load_bootstrap",
     "parse_bootstrap",
@@ -60,6 +62,7 @@ _METRICS = (
     "ResponseMetrics",
     "ServerSwitchMetrics",
     "ResourceUpdateMetrics",
+    "StreamMetrics",
 )
 
 

@@ -34,7 +34,7 @@ from xds_client.protocol._events import UpdateBatch
 from ._watchers import EventBuffer, Segment, WatchEntry, WatchEvent
 
 if TYPE_CHECKING:
-    from ._metrics import Metrics
+    from ._metrics import MetricsHooks
 
 __all__ = ["hook", "observe", "route"]
 
@@ -113,8 +113,8 @@ def _segment_for(entry: WatchEntry[Any], batch: UpdateBatch) -> Segment | None:
 
 
 def observe(
-    events: Iterable[Event | UpdateBatch], server: Callable[[], str], metrics: Metrics | None,
-    states_of: Callable[[str], list[ResourceState]],
+    events: Iterable[Event | UpdateBatch], server: Callable[[], str],
+    metrics: MetricsHooks | None, states_of: Callable[[str], list[ResourceState]],
 ) -> None:  # fmt: skip
     """Logs and metrics hooks for the events of a live response; ``server()`` names the
     server (asked only when needed), ``states_of`` gives the resource states of a type
@@ -127,12 +127,12 @@ def observe(
         elif type(event) is ResponseAccepted:
             if metrics is not None:
                 hook("ack", metrics.ack, event.type_url, server())
-                _response_hook(metrics, event.type_url, server(), True, event.control_plane)
+                _response_hooks(metrics, event, server())
         elif isinstance(event, ResponseRejected):
             touched.add(event.type_url)
             if metrics is not None:
                 hook("nack", metrics.nack, event.type_url, server())
-                _response_hook(metrics, event.type_url, server(), False, event.control_plane)
+                _response_hooks(metrics, event, server())
             errors = "; ".join(f"{k}: {v}" for k, v in event.errors.items())
             log.warning("rejected %s version %r from %s: %s", event.type_url, event.version,
                         server(), errors)  # fmt: skip
@@ -143,26 +143,32 @@ def observe(
                 log.info("%s %s: %s", event.type_url, event.name, type(event).__name__)
     if metrics is None:
         return
-    per_authority = hasattr(metrics, "authority_resources")
+    authority_hook = metrics.authority_resources
     for type_url in touched:
         states = states_of(type_url)
         hook("resources", metrics.resources, type_url, dict(Counter(st.status for st in states)))
-        if per_authority:
+        if authority_hook is not None:
             by_authority: dict[str, Counter[str]] = {}
             for st in states:
                 by_authority.setdefault(authority_label(st.name), Counter())[st.status] += 1
-            authority_hook = metrics.authority_resources  # type: ignore[attr-defined]
             for label, counts in sorted(by_authority.items()):
                 hook("authority_resources", authority_hook, type_url, label, dict(counts))
 
 
-def _response_hook(
-    metrics: Metrics, type_url: str, server: str, accepted: bool, control_plane: str
+def _response_hooks(
+    metrics: MetricsHooks, event: ResponseAccepted | ResponseRejected, server: str
 ) -> None:
-    """The optional ``Metrics.response`` hook (with the control plane identifier)."""
-    response = getattr(metrics, "response", None)
-    if response is not None:
-        hook("response", response, type_url, server, accepted, control_plane)
+    """The optional hooks told of each response: ``response`` (with the control plane
+    identifier) and ``resource_updates`` (its valid and invalid resources, gRFC A78)."""
+    if isinstance(event, ResponseAccepted):
+        accepted, invalid = True, 0
+    else:
+        accepted, invalid = False, event.invalid_resources
+    if metrics.response is not None:
+        hook("response", metrics.response, event.type_url, server, accepted, event.control_plane)
+    if metrics.resource_updates is not None:
+        hook("resource_updates", metrics.resource_updates, event.type_url, server,
+             event.valid_resources, invalid)  # fmt: skip
 
 
 def hook(name: str, method: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> None:

@@ -2,7 +2,8 @@
 
 :class:`Metrics` holds the four hooks every metrics object has. The others are optional,
 each declared as its own small protocol (:class:`AuthorityMetrics`,
-:class:`ResponseMetrics`, :class:`ServerSwitchMetrics`, :class:`ResourceUpdateMetrics`):
+:class:`ResponseMetrics`, :class:`ServerSwitchMetrics`, :class:`ResourceUpdateMetrics`,
+:class:`StreamMetrics`):
 an object implements the ones it wants, and :func:`metrics_hooks` finds them once, with
 ``isinstance`` on these runtime-checkable protocols, instead of probing each event.
 Protocols rather than a base class with no-op methods: a user's class of four methods
@@ -26,6 +27,7 @@ __all__ = [
     "ResourceUpdateMetrics",
     "ResponseMetrics",
     "ServerSwitchMetrics",
+    "StreamMetrics",
     "metrics_hooks",
 ]
 
@@ -38,8 +40,8 @@ class Metrics(Protocol):
     return quickly; an exception they raise is logged and ignored.
 
     The optional hooks are the protocols :class:`AuthorityMetrics`,
-    :class:`ResponseMetrics`, :class:`ServerSwitchMetrics` and
-    :class:`ResourceUpdateMetrics`: implement any of them too.
+    :class:`ResponseMetrics`, :class:`ServerSwitchMetrics`,
+    :class:`ResourceUpdateMetrics` and :class:`StreamMetrics`: implement any of them too.
     ``xds_client.otel.OpenTelemetryMetrics`` (the ``otel`` extra) implements them all
     with gRFC A78's instruments.
     """
@@ -91,11 +93,23 @@ class ServerSwitchMetrics(Protocol):
 @runtime_checkable
 class ResourceUpdateMetrics(Protocol):
     """Optional: resources received, valid and invalid (gRFC A78 counts resources, not
-    responses). Declared for the clients to call; they do not call it yet."""
+    responses); called once per response, with ``ack`` or ``nack``."""
 
     def resource_updates(self, type_url: str, server: str, valid: int, invalid: int) -> None:
         """One response of ``type_url`` from ``server`` held ``valid`` resources that
-        passed validation (changed or not) and ``invalid`` ones that did not."""
+        the client asked for and that passed validation (changed or not) and
+        ``invalid`` ones that did not, or could not be read (all of them when the
+        response was rejected as a whole)."""
+
+
+@runtime_checkable
+class StreamMetrics(Protocol):
+    """Optional: each stream the client opens (gRFC A78's ``connected`` is 1 from the
+    first one to a server)."""
+
+    def stream_opened(self, server: str) -> None:
+        """The client opened a stream to ``server`` (not yet answered; a failure before
+        any response is told by ``reconnect``)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,7 @@ class MetricsHooks:
     response: Callable[[str, str, bool, str], None] | None = None
     server_switch: Callable[[str, str, str], None] | None = None
     resource_updates: Callable[[str, str, int, int], None] | None = None
+    stream_opened: Callable[[str], None] | None = None
 
 
 def metrics_hooks(metrics: Metrics) -> MetricsHooks:
@@ -127,6 +142,7 @@ def metrics_hooks(metrics: Metrics) -> MetricsHooks:
         resource_updates=(
             metrics.resource_updates if isinstance(metrics, ResourceUpdateMetrics) else None
         ),
+        stream_opened=metrics.stream_opened if isinstance(metrics, StreamMetrics) else None,
     )
 
 
@@ -154,6 +170,8 @@ class CountingMetrics:
         """Valid resources received per (type URL, server URI)."""
         self.invalid_updates: Counter[tuple[str, str]] = Counter()
         """Invalid resources received per (type URL, server URI)."""
+        self.streams_opened: Counter[str] = Counter()
+        """Streams opened per server URI."""
 
     def ack(self, type_url: str, server: str) -> None:
         with self._lock:
@@ -192,3 +210,8 @@ class CountingMetrics:
         with self._lock:
             self.valid_updates[(type_url, server)] += valid
             self.invalid_updates[(type_url, server)] += invalid
+
+    def stream_opened(self, server: str) -> None:
+        """A stream to ``server`` was opened."""
+        with self._lock:
+            self.streams_opened[server] += 1

@@ -252,9 +252,8 @@ def build_options(
         raise UsageError("does_not_exist_timeout must be positive or None")
     if queue_size < 1:
         raise UsageError("queue_size must be at least 1")
-    hooks = ("ack", "nack", "reconnect", "resources")
-    if metrics is not None and not all(callable(getattr(metrics, h, None)) for h in hooks):
-        raise UsageError(f"metrics must have the methods {', '.join(hooks)} (see Metrics)")
+    if metrics is not None:
+        _check_metrics(metrics)
     if max_receive_message_size <= 0:
         raise UsageError("max_receive_message_size must be positive")
     pairs = list(metadata.items()) if isinstance(metadata, Mapping) else list(metadata)
@@ -330,6 +329,20 @@ def build_options(
         persist_secrets=persist_secrets,
         transport_object=transport_object,
     )
+
+
+def _check_metrics(metrics: object) -> None:
+    """A ``metrics=`` object has the four :class:`Metrics` hooks (its optional ones are
+    found by the session, with ``metrics_hooks``)."""
+    from ._metrics import metrics_hooks  # loaded for a client given metrics only
+
+    problem = "metrics must have the methods ack, nack, reconnect, resources (see Metrics)"
+    try:
+        hooks = metrics_hooks(metrics)  # type: ignore[arg-type]
+    except AttributeError:
+        raise UsageError(problem) from None
+    if not all(map(callable, (hooks.ack, hooks.nack, hooks.reconnect, hooks.resources))):
+        raise UsageError(problem)
 
 
 def _check_uri_fits(uri: str, transport: str) -> None:

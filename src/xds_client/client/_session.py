@@ -64,6 +64,8 @@ from ._watchers import ConnectivityChanged, EventBuffer, WatchEntry, WatchEvent,
 if TYPE_CHECKING:
     from envoy.service.status.v3.csds_pb2 import ClientConfig
 
+    from ._metrics import MetricsHooks
+
 __all__ = [
     "Action",
     "CloseStream",
@@ -203,6 +205,11 @@ class Session:
         # A47: one list of distinct servers; each authority uses some of them in order.
         self._router = AuthorityRouter(options.servers, options.authorities)
         self._targets = tuple(self._with_backoff(t) for t in self._router.targets)
+        self._metrics: MetricsHooks | None = None
+        if options.metrics is not None:
+            from ._metrics import metrics_hooks  # loaded for a client given metrics only
+
+            self._metrics = metrics_hooks(options.metrics)
         self._cache: ConfigCache | None = None
         if options.cache_dir is not None:
             self._cache = ConfigCache(
@@ -235,10 +242,15 @@ class Session:
         server failed; the list starts over)."""
         slot.protocol.server_changed()
         slot.protocol.config = self._config_for(slot.group[slot.stream.server])
-        metrics = self.options.metrics
-        switch = getattr(metrics, "server_switch", None) if metrics is not None else None
+        switch = self._metrics.server_switch if self._metrics is not None else None
         if switch is not None:
             hook("server_switch", switch, previous, self._server_uri(slot), reason)
+
+    def _stream_opened(self, server: int) -> None:
+        """The optional ``Metrics.stream_opened`` hook (gRFC A78's ``connected``)."""
+        opened = self._metrics.stream_opened if self._metrics is not None else None
+        if opened is not None:
+            hook("stream_opened", opened, self._targets[server].uri)
 
     def _config_for(self, server: int) -> ProtocolConfig:
         features = self._targets[server].server_features
@@ -477,6 +489,7 @@ class Session:
                     server = slot.group[stream.server]
                     actions.append(OpenStream(stream.key, stream.attempt, server, self._spec(slot)))
                     log.debug("opening %s stream to %s", slot.key, self._server_uri(slot))
+                    self._stream_opened(server)
                 if stream.open and not stream.holding:
                     for request in slot.protocol.requests_to_send():
                         # A57: its timers start once the write is confirmed (on_written).
@@ -506,6 +519,7 @@ class Session:
             cand.core.connected(now)
             primary = slot.group[0]
             actions.append(OpenStream(cand.key, cand.attempt, primary, self._spec(slot)))
+            self._stream_opened(primary)
             log.debug("%s: trying the primary %s alongside %s",
                       slot.key, self._targets[primary].uri, self._server_uri(slot))  # fmt: skip
         if cand.open and cand.core is not None:
@@ -748,8 +762,8 @@ class Session:
                 return
             uri = self._server_uri(slot)
             slot.protocol.disconnected(now)
-            if (metrics := self.options.metrics) is not None:
-                hook("reconnect", metrics.reconnect, uri)
+            if self._metrics is not None:
+                hook("reconnect", self._metrics.reconnect, uri)
             if plan.switch is not None:
                 stream.server = plan.server
                 stream.role = Role.PRIMARY if plan.server == 0 else Role.FALLBACK
@@ -843,7 +857,7 @@ class Session:
         metrics, the last good config), then routed to the watchers it concerns."""
         if not events:
             return ()
-        metrics, persisted = self.options.metrics, slot.persisted
+        metrics, persisted = self._metrics, slot.persisted
         notable = metrics is not None  # hooks to call, or something worth a log line
         for event in events:
             kind = type(event)

@@ -40,7 +40,7 @@ from ._state import CSDS_SHOWN, DNE_TIMER, Detail, I, ResourceStates
 from ._state import S as St
 from ._subscriptions import Subscription, normalize_names
 from ._timers import DeadlineQueue
-from ._validation import nack_message
+from ._validation import RESPONSE_KEY, nack_message
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -698,11 +698,15 @@ class ProtocolCore(Generic[S]):
         now: float,
         events: list[Event],
         control_plane: str = "",
+        valid: int = 0,
+        invalid: int | None = None,
     ) -> None:
         """Queue exactly one ACK or NACK for a processed response.
 
         ``failed`` names the resources whose update was rejected (CSDS shows
-        them as NACKED until a good update arrives).
+        them as NACKED until a good update arrives). ``valid`` and ``invalid`` count
+        the response's resources for gRFC A78; ``invalid`` defaults to one per error
+        about a resource.
         """
         if not errors:
             st.version = version
@@ -710,8 +714,10 @@ class ProtocolCore(Generic[S]):
             st.foreign_versions = False
             st.last_error = None
             self._replies.append(_Reply(st.type_url, nonce, version, None))
-            events.append(new_response_accepted(st.type_url, version, nonce, control_plane))
+            events.append(new_response_accepted(st.type_url, version, nonce, control_plane, valid))
             return
+        if invalid is None:
+            invalid = len(errors) - (RESPONSE_KEY in errors)
         from google.rpc.status_pb2 import Status
 
         status = Status(
@@ -733,4 +739,8 @@ class ProtocolCore(Generic[S]):
             else:
                 fire(name, I.INVALID_UPDATE, now, detail)
         self._replies.append(_Reply(st.type_url, nonce, st.version, status))
-        events.append(ResponseRejected(st.type_url, nonce, version, dict(errors), control_plane))
+        events.append(
+            ResponseRejected(
+                st.type_url, nonce, version, dict(errors), control_plane, valid, invalid
+            )
+        )

@@ -201,7 +201,8 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         errors: dict[str, str] = {}
         failed: tuple[str, ...] = ()
         plane = response.control_plane.identifier if response.HasField("control_plane") else ""
-        if st.subs.wants(name, aliases):  # else: sent before our unsubscribe reached it
+        wanted = st.subs.wants(name, aliases)
+        if wanted:  # else: sent before our unsubscribe reached it
             entry = st.cache.get(name)
             rversion = resource.version
             raw = body.value
@@ -233,6 +234,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         self._finish(
             st, nonce=response.nonce, version=response.system_version_info, errors=errors,
             failed=failed, now=now, events=events, control_plane=plane,
+            valid=int(wanted and not errors),
         )  # fmt: skip
         return events
 
@@ -251,16 +253,16 @@ class DeltaProtocol(ProtocolCore[_Stream]):
             self._finish(
                 st, nonce=nonce, version=version,
                 errors={RESPONSE_KEY: whole}, now=now, events=events,
-                control_plane=control_plane_id(response),
+                control_plane=control_plane_id(response), invalid=len(response.resources),
             )  # fmt: skip
             return events
         plane = control_plane_id(response)
-        failed = self._apply(st, parsed, removed, errors, now, events, plane)
+        failed, valid = self._apply(st, parsed, removed, errors, now, events, plane)
         if len(response.resource_errors) and not (errors and self.config.reject_whole_response):
             self._resource_errors(st, response.resource_errors, version, now, events)
         self._finish(
             st, nonce=nonce, version=version, errors=errors, failed=failed,
-            now=now, events=events, control_plane=plane,
+            now=now, events=events, control_plane=plane, valid=valid,
         )  # fmt: skip
         return events
 
@@ -310,7 +312,9 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         now: float,
         events: list[Event],
         control_plane: str = "",
-    ) -> list[str]:
+    ) -> tuple[list[str], int]:
+        """Apply the resources and removals; returns the names that failed and how many
+        wanted resources were valid, unchanged ones included (gRFC A78 counts them)."""
         rtype = st.rtype
         assert rtype is not None
         check = resource_check(self.config, st.type_url, now)
@@ -371,8 +375,9 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                     message = rtype.decode(raw)  # the check grew its arena: keep a new one
             metadata: Message | None = resource.metadata if resource.HasField("metadata") else None
             staged.append((name, rversion, message, raw, ttl, aliases, metadata))
+        valid = len(staged) + len(refreshes)
         if errors and self.config.reject_whole_response:
-            return failed
+            return failed, valid
         for name, rversion, ttl in refreshes:
             entry = cache.get(name)
             assert entry is not None
@@ -394,4 +399,4 @@ class DeltaProtocol(ProtocolCore[_Stream]):
                 # Subscribed, never received, and the server says it has none: it
                 # does not exist now, not after the timer (or never, with no timer).
                 self._absent(st, name, now, events)
-        return failed
+        return failed, valid

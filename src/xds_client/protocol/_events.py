@@ -368,13 +368,24 @@ class ResponseAccepted:
     """Nonce of the response, copied into the ACK."""
     control_plane: str = ""
     """The response's ``control_plane.identifier`` (which server instance sent it)."""
+    valid_resources: int = 0
+    """How many of the response's resources were wanted and valid, unchanged ones
+    included (gRFC A78 counts them: ``grpc.xds_client.resource_updates_valid``)."""
 
-    def __init__(self, type_url: str, version: str, nonce: str, control_plane: str = "") -> None:
+    def __init__(
+        self,
+        type_url: str,
+        version: str,
+        nonce: str,
+        control_plane: str = "",
+        valid_resources: int = 0,
+    ) -> None:
         # Written out (one per response): as fast as the dataclass's own.
         _setattr(self, "type_url", type_url)
         _setattr(self, "version", version)
         _setattr(self, "nonce", nonce)
         _setattr(self, "control_plane", control_plane)
+        _setattr(self, "valid_resources", valid_resources)
 
 
 _AcceptedDraft = mutable_twin(ResponseAccepted)
@@ -382,17 +393,18 @@ _AcceptedDraft = mutable_twin(ResponseAccepted)
 
 
 def new_response_accepted(
-    type_url: str, version: str, nonce: str, control_plane: str
+    type_url: str, version: str, nonce: str, control_plane: str, valid_resources: int
 ) -> ResponseAccepted:
     """``ResponseAccepted(...)`` for the hot path (one per response): built as its
     mutable twin, about half the cost of the written-out ``__init__``."""
     if _AcceptedDraft is None:
-        return ResponseAccepted(type_url, version, nonce, control_plane)
+        return ResponseAccepted(type_url, version, nonce, control_plane, valid_resources)
     draft = _AcceptedDraft()
     draft.type_url = type_url
     draft.version = version
     draft.nonce = nonce
     draft.control_plane = control_plane
+    draft.valid_resources = valid_resources
     draft.__class__ = ResponseAccepted  # frozen from here on
     built: ResponseAccepted = draft
     return built
@@ -417,6 +429,11 @@ class ResponseRejected:
     response and ``"resources[i]"`` a resource whose name could not be read."""
     control_plane: str = ""
     """The response's ``control_plane.identifier`` (which server instance sent it)."""
+    valid_resources: int = 0
+    """How many of the response's resources were wanted and valid (gRFC A78)."""
+    invalid_resources: int = 0
+    """How many were invalid: wanted ones that failed validation, ones that could not
+    be read, or all of them when the response is rejected as a whole (gRFC A78)."""
 
 
 Event: TypeAlias = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from itertools import compress, repeat
 from operator import is_, is_not
@@ -22,7 +22,7 @@ from xds_client.resources import (
 from ._base import _TTL, ProtocolCore, TypeState
 from ._cache import CachedResource, any_prefix, varint
 from ._events import Event, UpdateBatch
-from ._subscriptions import WILDCARD
+from ._subscriptions import WILDCARD, Subscription
 from ._validation import (
     RESPONSE_KEY,
     ResourceCheck,
@@ -90,6 +90,29 @@ def _plain_head(prefix: bytes, size: int) -> tuple[bytes, int]:
         if len(head) == len(prefix) + width:
             return head, len(head)
     return bytes(size + 1), size + 1  # (only at a width's boundary: one size per width)
+
+
+def _valid_count(
+    subs: Subscription,
+    items: Mapping[str, _Item | int | None],
+    errors: Mapping[str, str],
+    wrappers: int,
+) -> int:
+    """How many of a response's named resources (``items``, ``wrappers`` of them in
+    ``Resource`` wrappers) are wanted and passed validation, unchanged ones included
+    (gRFC A78 counts them); the errors name the others, and unwanted ones were not
+    judged."""
+    if subs.wildcard:
+        wanted = len(items)
+    elif not wrappers and not subs.has_globs:  # no aliases, no globs: names only
+        wanted = len(subs.names.keys() & items.keys())
+    else:
+        wants = subs.wants
+        wanted = sum(
+            1 for name, item in items.items()
+            if wants(name, item.aliases if type(item) is _Item else ())
+        )  # fmt: skip
+    return wanted - sum(1 for name in errors if name in items)
 
 
 def _decoded_parts(
@@ -322,16 +345,16 @@ class SotwProtocol(ProtocolCore[_Stream]):
         corrupt, plane, reported = _decoded_parts(response)
         if corrupt is not None:
             self._finish(
-                st, nonce=response.nonce, version=version,
-                errors={RESPONSE_KEY: corrupt}, now=now, events=events,
+                st, nonce=response.nonce, version=version, errors={RESPONSE_KEY: corrupt},
+                now=now, events=events, invalid=len(response.resources),
             )  # fmt: skip
             return events
         check = resource_check(self.config, type_url, now)
         whole, items, unnamed, payload, reasons, wrappers = self._parse(st, response, errors, check)
         if whole is not None:
             self._finish(
-                st, nonce=response.nonce, version=version,
-                errors={RESPONSE_KEY: whole}, now=now, events=events, control_plane=plane,
+                st, nonce=response.nonce, version=version, errors={RESPONSE_KEY: whole},
+                now=now, events=events, control_plane=plane, invalid=len(response.resources),
             )  # fmt: skip
             return events
         self._apply(
@@ -347,6 +370,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
             failed=[n for n in errors if n in st.subs.names or n in st.cache
                     or (st.subs.wildcard and n in items)],
             now=now, events=events, control_plane=plane,
+            valid=_valid_count(st.subs, items, errors, wrappers),
         )  # fmt: skip
         return events
 
