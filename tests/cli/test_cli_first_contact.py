@@ -146,6 +146,17 @@ def test_graph_fails_fast_with_the_cause(cli: Any) -> None:
     assert "is not an xDS server" in _one_line(result)
 
 
+@pytest.mark.parametrize("delta", [[], ["--delta"]], ids=["sotw", "delta"])
+def test_graph_of_a_missing_listener_fails_at_once(
+    cli: Any, served: ControlPlane, delta: list[str]
+) -> None:
+    started = time.monotonic()
+    result = cli("graph", "-s", served.address, *delta, "no-such-listener")  # --timeout 20
+    assert time.monotonic() - started < 10
+    assert result.code == 1
+    assert "listener 'no-such-listener' does not exist" in _one_line(result)
+
+
 def test_errors_speak_in_flags(cli: Any, served: ControlPlane) -> None:
     result = cli("watch", "-s", served.address, "vhds", "x")
     assert result.code == 2

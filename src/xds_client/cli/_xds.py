@@ -109,6 +109,7 @@ class _Answered:
     """The server answered ``type_url`` with a response we ACKed or NACKed."""
 
     type_url: str
+    accepted: bool = True
 
 
 class _AnswerMetrics:
@@ -127,7 +128,7 @@ class _AnswerMetrics:
         self._events.put(_Answered(type_url))
 
     def nack(self, type_url: str, server: str) -> None:
-        self._events.put(_Answered(type_url))
+        self._events.put(_Answered(type_url, accepted=False))
 
     def response(self, type_url: str, server: str, accepted: bool, control_plane: str) -> None:
         if control_plane:
