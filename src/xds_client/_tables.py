@@ -28,8 +28,11 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     )
 
 
-def objects_table(objects: Iterable[Any]) -> str:
-    """Store objects (``StoredObject``) as a table: namespace, name, version, labels."""
+def objects_table(objects: Iterable[Any], *, note: str = "") -> str:
+    """Store objects (``StoredObject``) as a table: namespace, name, version, labels.
+
+    ``note`` is a caption above the rows (escaped).
+    """
     rows = [
         (
             o.key.namespace,
@@ -39,7 +42,10 @@ def objects_table(objects: Iterable[Any]) -> str:
         )
         for o in objects
     ]
-    return html_table(("namespace", "name", "resource version", "labels"), rows)
+    table = html_table(("namespace", "name", "resource version", "labels"), rows)
+    if note:
+        table = table.replace("<table>", f"<table><caption>{html.escape(note)}</caption>", 1)
+    return table
 
 
 def object_html(obj: Any) -> str:

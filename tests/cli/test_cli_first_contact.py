@@ -146,6 +146,17 @@ def test_graph_fails_fast_with_the_cause(cli: Any) -> None:
     assert "is not an xDS server" in _one_line(result)
 
 
+@pytest.mark.parametrize("delta", [[], ["--delta"]], ids=["sotw", "delta"])
+def test_graph_of_a_missing_listener_fails_at_once(
+    cli: Any, served: ControlPlane, delta: list[str]
+) -> None:
+    started = time.monotonic()
+    result = cli("graph", "-s", served.address, *delta, "no-such-listener")  # --timeout 20
+    assert time.monotonic() - started < 10
+    assert result.code == 1
+    assert "listener 'no-such-listener' does not exist" in _one_line(result)
+
+
 def test_errors_speak_in_flags(cli: Any, served: ControlPlane) -> None:
     result = cli("watch", "-s", served.address, "vhds", "x")
     assert result.code == 2
@@ -362,6 +373,55 @@ def test_verbose_shows_requests_and_responses_redacted(cli: Any, served: Control
     assert base64.b64encode(key.encode()).decode()[:20] not in result.err
     quiet = cli("watch", "-s", served.address, "--count", "1", "cds")
     assert "DiscoveryRequest" not in quiet.err
+
+
+def _bootstrap_file(folder: Path, *servers: ControlPlane) -> str:
+    path = folder / "bootstrap.json"
+    xds_servers = [
+        {"server_uri": cp.address, "channel_creds": [{"type": "insecure"}]} for cp in servers
+    ]
+    path.write_text(json.dumps({"xds_servers": xds_servers, "node": {"id": "n1"}}))
+    return str(path)
+
+
+@pytest.mark.parametrize("how", ["grpc-fetch", "rest"])
+def test_verbose_fetch_shows_each_poll(cli: Any, served: ControlPlane, how: str) -> None:
+    server = served.rest_url if how == "rest" else served.address
+    result = cli("fetch", "-s", server, "-v", "cds", "backend")
+    assert result.code == 0, result.err
+    assert "> DiscoveryRequest  CDS" in result.err
+    assert "< DiscoveryResponse  CDS  version_info=1" in result.err
+    assert "-v shows" not in result.err
+    quiet = cli("fetch", "-s", server, "cds", "backend")
+    assert "DiscoveryRequest" not in quiet.err
+
+
+@pytest.mark.parametrize("command", ["watch", "fetch"])
+def test_verbose_works_with_a_bootstrap(
+    cli: Any, served: ControlPlane, tmp_path: Path, command: str
+) -> None:
+    args = ["--count", "1"] if command == "watch" else []
+    bootstrap = _bootstrap_file(tmp_path, served)
+    result = cli(command, "--bootstrap", bootstrap, "-v", *args, "cds", "backend")
+    assert result.code == 0, result.err
+    assert "> DiscoveryRequest  CDS" in result.err
+    assert "< DiscoveryResponse  CDS" in result.err
+    assert "--server" not in result.err
+
+
+def test_verbose_with_a_bootstrap_of_two_servers(
+    cli: Any, served: ControlPlane, tmp_path: Path
+) -> None:
+    # -v keeps the bootstrap's servers (here a fallback that refuses) as they are.
+    bootstrap = tmp_path / "bootstrap.json"
+    xds_servers = [
+        {"server_uri": address, "channel_creds": [{"type": "insecure"}]}
+        for address in (served.address, _refused())
+    ]
+    bootstrap.write_text(json.dumps({"xds_servers": xds_servers}))
+    result = cli("watch", "--bootstrap", str(bootstrap), "-v", "--count", "1", "cds", "backend")
+    assert result.code == 0, result.err
+    assert "< DiscoveryResponse  CDS" in result.err
 
 
 def test_log_level_shows_the_library_lines(cli: Any, served: ControlPlane) -> None:

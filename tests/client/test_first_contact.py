@@ -57,8 +57,24 @@ def test_wait_for_a_name_already_known_missing_raises_at_once() -> None:
             assert time.monotonic() - started < 5
 
 
+@pytest.mark.parametrize("protocol", ["sotw", "delta"])
+def test_wait_for_ends_when_the_server_says_missing_during_the_wait(protocol: Any) -> None:
+    # Delta: the server says so; SotW: the does-not-exist timer does (shortened here).
+    with (
+        ControlPlane() as cp,
+        XdsClient(
+            cp.address, node=Node(id="n1"), protocol=protocol, does_not_exist_timeout=1
+        ) as client,
+    ):
+        cp.set_resources("cds", [Cluster(name="a")])
+        started = time.monotonic()
+        with pytest.raises(ResourceNotFoundError, match="'missing' does not exist"):
+            client.wait_for(Cluster, "missing", timeout=30)
+        assert time.monotonic() - started < 5  # not the whole timeout
+
+
 def test_wait_for_still_waits_for_a_name_that_may_come() -> None:
-    # Only a verdict the client already held ends the wait early.
+    # A name the server has not said is missing is waited for.
     with ControlPlane() as cp, XdsClient(cp.address, node=Node(id="n1")) as client:
         cp.set_resources("cds", [Cluster(name="a")])
         client.wait_for(Cluster, "a", timeout=10)

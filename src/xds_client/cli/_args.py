@@ -204,15 +204,13 @@ def _xds_options(parser: argparse.ArgumentParser, *, polling: bool = False) -> N
         default="error",
         help="the library's own log lines on stderr (debug: gRPC's too)",
     )
-    if not polling:
-        group.add_argument(
-            "--verbose",
-            "-v",
-            action="count",
-            default=0,
-            help="print each xDS request and response on stderr (-vv: as proto JSON; "
-            "secrets redacted; with --server only)",
-        )
+    group.add_argument(
+        "--verbose",
+        "-v",
+        action="count",
+        default=0,
+        help="print each xDS request and response on stderr (-vv: as proto JSON; secrets redacted)",
+    )
     _security_options(parser)
     _output_options(parser)
 

@@ -7,9 +7,19 @@ import queue
 import time
 
 from xds_client.errors import WaitTimeoutError
+from xds_client.graph import ResourceKey
+from xds_client.protocol import ResourceDoesNotExist
 
 from ._output import Output, Progress
-from ._xds import CommandError, _Answers, _make_client, _resolve, _where, uses_tls
+from ._xds import (
+    CommandError,
+    _Answered,
+    _Answers,
+    _make_client,
+    _resolve,
+    _where,
+    uses_tls,
+)
 
 __all__ = ["run_graph"]
 
@@ -37,7 +47,19 @@ def run_graph(args: argparse.Namespace, out: Output) -> int:
                     break
                 except WaitTimeoutError:
                     while not events.empty():
-                        answers.note(events.get())  # raises for a stream that never answered
+                        event = events.get()
+                        answers.note(event)  # raises for a stream that never answered
+                        if isinstance(event, ResourceDoesNotExist) or (
+                            # SotW: an accepted LDS response holds every listener its
+                            # request named (the full state), and graph names only this
+                            # one, so its absence is the answer (no 15 s timer to wait).
+                            isinstance(event, _Answered)
+                            and event.accepted
+                            and event.type_url == listener_type.type_url
+                            and not args.delta
+                            and args.listener not in client.resources(listener_type)
+                        ):
+                            raise _missing(args) from None
                     if time.monotonic() >= deadline:
                         raise CommandError(
                             f"no complete config of listener {args.listener!r} within "
@@ -46,6 +68,9 @@ def run_graph(args: argparse.Namespace, out: Output) -> int:
                         ) from None
     finally:
         progress.done()
+    listener = snapshot.statuses.get(ResourceKey("lds", args.listener))
+    if listener is not None and listener.state in ("does_not_exist", "removed"):
+        raise _missing(args)  # the snapshot came before the listener's own event
     summary = snapshot.to_dict()
     if out.format == "json":
         out.json(summary)
@@ -71,3 +96,7 @@ def run_graph(args: argparse.Namespace, out: Output) -> int:
         out.err.flush()
         return 1
     return 0
+
+
+def _missing(args: argparse.Namespace) -> CommandError:
+    return CommandError(f"listener {args.listener!r} does not exist on {_where(args)}")

@@ -16,6 +16,7 @@ from xds_client.errors import UnknownResourceTypeError
 from xds_client.node import Node
 from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseRejected
 from xds_client.resources import ResourceType, resource_type
+from xds_client.transport import Transport
 
 from ._args import DEFAULT_NODE_ID, check_address
 from ._hints import explain
@@ -67,12 +68,10 @@ def _make_client(
     if args.node_id or args.cluster or not use_bootstrap:
         options["node"] = Node(id=args.node_id or DEFAULT_NODE_ID, cluster=args.cluster)
     options.update(security_options(args))
+    verbose = getattr(args, "verbose", 0)
+    client_class = _verbose_client(verbose) if verbose else XdsClient
     if use_bootstrap:
-        if getattr(args, "verbose", 0):
-            import sys
-
-            sys.stderr.write("xds-client: note: -v shows the messages with --server only\n")
-        return XdsClient.from_bootstrap(args.bootstrap or None, **options)
+        return client_class.from_bootstrap(args.bootstrap or None, **options)
     if not args.server:
         raise CommandError(
             "give the xDS server with --server HOST:PORT (or --bootstrap FILE, "
@@ -85,28 +84,24 @@ def _make_client(
         raise CommandError(str(exc), 2) from None
     if transport == "rest" and "://" not in server:
         server = "http://" + server  # `--transport rest -s HOST:PORT` means plain HTTP
-    if getattr(args, "verbose", 0):
-        options["transport"] = _verbose_transport(server, transport, options, args.verbose)
-    return XdsClient(server, **options)
+    return client_class(server, **options)
 
 
-def _verbose_transport(server: str, kind: str, options: dict[str, Any], level: int) -> Any:
-    """The transport ``kind`` for ``server``, printing each message on stderr (``-v``)."""
+def _verbose_client(level: int) -> type[XdsClient]:
+    """An XdsClient printing each message on stderr (``-v``), whatever its servers.
+
+    Every server keeps the transport the client makes for it (gRPC stream, Fetch or REST
+    polls; a bootstrap's fallbacks and authorities), wrapped where the client takes it.
+    """
     import sys
-
-    from xds_client.transport import ServerTarget, make_transport
 
     from ._verbose import VerboseTransport
 
-    metadata = list(options.get("metadata", ()))
-    if options.get("bearer_token"):
-        metadata.append(("authorization", f"Bearer {options.pop('bearer_token')}"))
-    options.pop("metadata", None)
-    target = ServerTarget(
-        server, credentials=options.pop("credentials", None), call_metadata=tuple(metadata)
-    )
-    inner = make_transport(kind, target, poll_interval=1.0, asynchronous=False)
-    return VerboseTransport(inner, sys.stderr, level)
+    class VerboseXdsClient(XdsClient):
+        def _transport(self, server: int) -> Transport:
+            return VerboseTransport(super()._transport(server), sys.stderr, level)
+
+    return VerboseXdsClient
 
 
 @dataclass(frozen=True)
@@ -114,6 +109,7 @@ class _Answered:
     """The server answered ``type_url`` with a response we ACKed or NACKed."""
 
     type_url: str
+    accepted: bool = True
 
 
 class _AnswerMetrics:
@@ -132,7 +128,7 @@ class _AnswerMetrics:
         self._events.put(_Answered(type_url))
 
     def nack(self, type_url: str, server: str) -> None:
-        self._events.put(_Answered(type_url))
+        self._events.put(_Answered(type_url, accepted=False))
 
     def response(self, type_url: str, server: str, accepted: bool, control_plane: str) -> None:
         if control_plane:

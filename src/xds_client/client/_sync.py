@@ -371,16 +371,16 @@ class XdsClient:
         """Wait until ``name`` is present (at ``version``, meeting ``predicate``).
 
         Returns the message; raises :class:`WaitTimeoutError` after ``timeout`` seconds,
-        :class:`ResourceNotFoundError` at once when the client already holds that the name
-        does not exist, and :class:`TransportError` with the cause when the last server
-        refuses the connection (or is not an xDS server) before any response of the type.
+        :class:`ResourceNotFoundError` as soon as the name is known not to exist (held
+        when the wait began or reported during it), and :class:`TransportError` with the
+        cause when the last server refuses the connection (or is not an xDS server)
+        before any response of the type.
         """
         __tracebackhide__ = True  # pytest: a failed wait points at the caller's line
         check_wait_name(name)
         deadline = time.monotonic() + timeout
         last: WatchEvent[Any] | None = None
         with self.watch(resource, name) as watch:
-            cached = watch.pending  # delivered at once: what the client already knew
             while True:
                 remaining = deadline - time.monotonic()
                 try:
@@ -391,12 +391,9 @@ class XdsClient:
                     ) from exc
                 if matches(event, name, version, predicate):
                     return event.resource  # type: ignore[union-attr]
-                known = cached > 0
-                cached -= 1
                 stop = wait_stopper(
                     event,
                     name,
-                    known=known,
                     answered=bool(self.resources(watch.type_url)),
                     last_server=self.servers[-1],
                 )

@@ -486,17 +486,17 @@ _HOPELESS = (
 
 
 def wait_stopper(
-    event: WatchEvent[Any], name: str, *, known: bool, answered: bool, last_server: str
+    event: WatchEvent[Any], name: str, *, answered: bool, last_server: str
 ) -> XdsClientError | None:
     """The error that ends a ``wait_for`` before its timeout, or None to keep waiting.
 
-    ``known``: the event was delivered from the client's state when the wait began.
     ``answered``: the client holds resources of the type (a server has answered).
     ``last_server``: the last fallback; a failure of an earlier one moves to the next.
     """
-    if isinstance(event, ResourceDoesNotExist) and event.name == name and known:
+    if isinstance(event, ResourceDoesNotExist) and event.name == name:
+        # Held from before the wait or just reported: either way the server said so.
         return ResourceNotFoundError(
-            f"{event.type_url} {name!r} does not exist: the server already said so"
+            f"{event.type_url} {name!r} does not exist: the server says so"
         )
     if (
         isinstance(event, ConnectivityChanged)

@@ -593,6 +593,15 @@ class AsyncResourceStoreClient:
         return informer
 
 
+# begin async-only
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+# end async-only
 class AsyncListIterator(AsyncIterator[StoredObject]):
     """Iterates a paged list; ``resource_version`` is the list's version once known."""
 
@@ -600,6 +609,10 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
         self._client = client
         self._pager = pager
         self._items = self._generate()
+        # begin async-only
+        # The loop its calls run on (the notebook view reads the listing there).
+        self._loop = _running_loop()
+        # end async-only
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rv={self.resource_version} pages={self.pages}>"
@@ -609,6 +622,26 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
     # sync-only:     from xds_client._tables import objects_table  # loads with the first view
     # sync-only:
     # sync-only:     return objects_table(list(self))
+
+    # begin async-only
+    def _repr_html_(self) -> str:
+        # A notebook shows the list as a table, read (used up) on the client's loop. Inside
+        # that loop (a Jupyter cell) waiting for it would never end: say how to read it.
+        from xds_client._tables import objects_table  # loads with the first view
+
+        loop = self._loop
+        if loop is None or loop is _running_loop() or loop.is_closed():
+            return objects_table(
+                [], note=f"{self._pager.prefix}: not read yet; [o async for o in listing] reads it"
+            )
+        if loop.is_running():  # in another thread
+            return objects_table(asyncio.run_coroutine_threadsafe(self._read(), loop).result())
+        return objects_table(loop.run_until_complete(self._read()))
+
+    async def _read(self) -> list[StoredObject]:
+        return [item async for item in self]
+
+    # end async-only
 
     @property
     def resource_version(self) -> int:
