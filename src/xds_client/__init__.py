@@ -9,8 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-"""The package version, in one place (read by the build backend, see pyproject.toml)."""
+from ._version import __version__
 
 if TYPE_CHECKING:
     from .client import (

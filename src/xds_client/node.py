@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from xds_client import __version__
 from xds_client._records import field, record
+from xds_client._version import __version__
 
 if TYPE_CHECKING:
     from envoy.config.core.v3.base_pb2 import Node as NodeProto

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from xds_client import __version__
+from xds_client._version import __version__
 
 __all__ = ["UsageExit", "build_parser", "check_address"]
 

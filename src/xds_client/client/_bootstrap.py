@@ -14,8 +14,8 @@ from typing import Any
 
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
-from xds_client import __version__
 from xds_client._records import record
+from xds_client._version import __version__
 from xds_client.errors import BootstrapError
 from xds_client.federation import ResourceNameError, listener_name_for_target, parse_xdstp
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME

@@ -61,6 +61,7 @@ from xds_client.store._search import KindStats, SearchResult
 from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, StoreWatchEvent, WatchState
 from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
+from xds_client.transport._channel import channel_arguments
 
 __all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncStoreWatch"]
 
@@ -100,7 +101,7 @@ class AsyncResourceStoreClient:
         if isinstance(target, str | ServerTarget):
             server = core.store_target(target, credentials, options, max_message_size)
             ready = credentials if isinstance(credentials, grpc.ChannelCredentials) else None
-            self._channel = open_channel(server, ready)
+            self._channel = open_channel(*channel_arguments(server, ready))
             self._owns_channel = True
             call_metadata = server.call_metadata
         else:

@@ -58,6 +58,7 @@ from xds_client.store._search import KindStats, SearchResult
 from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, StoreWatchEvent, WatchState
 from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
+from xds_client.transport._channel import channel_arguments
 
 __all__ = ["ResourceStoreClient", "ListIterator", "StoreWatch"]
 
@@ -96,7 +97,7 @@ class ResourceStoreClient:
         if isinstance(target, str | ServerTarget):
             server = core.store_target(target, credentials, options, max_message_size)
             ready = credentials if isinstance(credentials, grpc.ChannelCredentials) else None
-            self._channel = open_channel(server, ready)
+            self._channel = open_channel(*channel_arguments(server, ready))
             self._owns_channel = True
             call_metadata = server.call_metadata
         else:

@@ -24,7 +24,8 @@ import pytest
 if TYPE_CHECKING:
     from xds_client.client import AsyncXdsClient, XdsClient
     from xds_client.store import ResourceStoreClient
-    from xds_client.testing import ControlPlane, ResourceStoreServer
+    from xds_client.testing._control_plane import ControlPlane
+    from xds_client.testing._store_server import ResourceStoreServer
 
 __all__ = ["AsyncXdsClientFactory", "ControlPlaneFactory"]
 
@@ -42,7 +43,7 @@ def xds_control_plane() -> Iterator[ControlPlane]:
 
     Works in sync and asyncio tests alike (it runs on its own threads).
     """
-    from xds_client.testing import ControlPlane
+    from xds_client.testing._control_plane import ControlPlane
 
     with ControlPlane() as control_plane:
         yield control_plane
@@ -54,7 +55,7 @@ def xds_control_plane_factory() -> Iterator[ControlPlaneFactory]:
 
     For tests with several servers, such as primary and fallback.
     """
-    from xds_client.testing import ControlPlane
+    from xds_client.testing._control_plane import ControlPlane
 
     started: list[ControlPlane] = []
 
@@ -76,7 +77,8 @@ def xds_client_connected(xds_control_plane: ControlPlane) -> Iterator[XdsClient]
 
     Its stream opens with the first watch; closed after the test.
     """
-    from xds_client import Node, XdsClient
+    from xds_client.client import XdsClient
+    from xds_client.node import Node
 
     with XdsClient(xds_control_plane.address, node=Node(id=TEST_NODE_ID)) as client:
         yield client
@@ -89,7 +91,8 @@ def xds_async_client(xds_control_plane: ControlPlane) -> AsyncXdsClientFactory:
     Call it inside the test's coroutine: ``async with xds_async_client() as client``
     (keyword options as for AsyncXdsClient; node id ``pytest`` unless given).
     """
-    from xds_client import AsyncXdsClient, Node
+    from xds_client.client import AsyncXdsClient
+    from xds_client.node import Node
 
     def make(**options: Any) -> AsyncXdsClient:
         options.setdefault("node", Node(id=TEST_NODE_ID))
@@ -104,7 +107,7 @@ def resource_store_server() -> Iterator[ResourceStoreServer]:
 
     ``.address`` is ``"127.0.0.1:PORT"``; stopped after the test.
     """
-    from xds_client.testing import ResourceStoreServer
+    from xds_client.testing._store_server import ResourceStoreServer
 
     with ResourceStoreServer() as server:
         yield server
