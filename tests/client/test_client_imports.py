@@ -91,7 +91,6 @@ _NOT_ON_THE_USER_LINE = (
     "queue",  # the threads backend uses the C SimpleQueue (_queue) only
     "bisect",  # the watch buffer loads bisect_left only
     "_bisect",  # ... and only when it folds an indexed segment's superseded event
-    "xds_client.protocol._status",  # the state table's IntEnums: the core moves plain ints
 )
 
 
