@@ -327,7 +327,12 @@ class ResourceStoreServer:
         if self.dialect is Dialect.GRAFANA:  # the seed proto has no BulkStore
             pb_grpc.add_BulkStoreServicer_to_server(_BulkServicer(self), server)
         if self.search:
-            search_grpc.add_ResourceIndexServicer_to_server(ResourceIndexServicer(self), server)
+            search_grpc.add_ResourceIndexServicer_to_server(
+                ResourceIndexServicer(
+                    lock=self._lock, read=lambda: (self._db, self._rv), calls=self.calls
+                ),
+                server,
+            )
         hostport = f"127.0.0.1:{self._requested_port}"
         try:
             if self.server_credentials is None:
