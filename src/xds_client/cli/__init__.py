@@ -61,7 +61,7 @@ def _describe(exc: Exception) -> tuple[int, str]:
     """Exit status and one-line message of a failure."""
     from xds_client.errors import UsageError, XdsClientError
 
-    from ._xds import CommandError
+    from ._args import CommandError
 
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, CommandError):

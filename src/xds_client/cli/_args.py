@@ -8,7 +8,7 @@ from typing import NoReturn
 
 from xds_client._version import __version__
 
-__all__ = ["UsageExit", "build_parser", "check_address"]
+__all__ = ["CommandError", "UsageExit", "build_parser", "check_address"]
 
 DEFAULT_NODE_ID = "xds-client-cli"
 
@@ -18,6 +18,14 @@ class UsageExit(Exception):  # noqa: N818 - a control-flow signal, not an error 
 
     def __init__(self, code: int) -> None:
         super().__init__(code)
+        self.code = code
+
+
+class CommandError(Exception):
+    """A failure the command reports as one line; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
         self.code = code
 
 

@@ -7,8 +7,9 @@ import queue
 
 from xds_client.errors import WaitTimeoutError
 
+from ._args import CommandError
 from ._output import Output
-from ._xds import CommandError, _make_client
+from ._xds import _make_client
 
 __all__ = ["run_graph"]
 

@@ -15,6 +15,8 @@ from typing import Any
 from xds_client.client._bootstrap import BOOTSTRAP_CONFIG_ENV, BOOTSTRAP_ENV
 from xds_client.transport import ChannelCredentialsConfig
 
+from ._args import CommandError
+
 __all__ = ["bootstrap_from_env", "security_options", "store_channel_options"]
 
 
@@ -28,8 +30,6 @@ def bootstrap_from_env() -> str | None:
 
 
 def _read(path: str, flag: str) -> bytes:
-    from ._xds import CommandError
-
     try:
         return Path(path).read_bytes()
     except OSError as exc:
@@ -37,8 +37,6 @@ def _read(path: str, flag: str) -> bytes:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    from ._xds import CommandError
-
     if args.token_file:
         token = _read(args.token_file, "--token-file").decode("utf-8", "replace").strip()
         if not token:
@@ -48,8 +46,6 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _tls(args: argparse.Namespace) -> ChannelCredentialsConfig | None:
-    from ._xds import CommandError
-
     if (args.cert is None) != (args.key is None):
         raise CommandError("mTLS needs both --cert and --key", 2)
     if not (args.tls or args.ca_file or args.cert or args.server_name):

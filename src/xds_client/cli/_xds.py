@@ -16,24 +16,16 @@ from xds_client.node import Node
 from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseRejected
 from xds_client.resources import ResourceType, resource_type
 
-from ._args import DEFAULT_NODE_ID, check_address
+from ._args import DEFAULT_NODE_ID, CommandError, check_address
 from ._output import Output, Progress, kind_of, xds_records
 from ._security import bootstrap_from_env, security_options
 
-__all__ = ["CommandError", "run_dump", "run_fetch", "run_watch"]
+__all__ = ["run_dump", "run_fetch", "run_watch"]
 
 # A command-line client should notice a dead server quickly and come back fast.
 _CLI_BACKOFF = Backoff(initial=0.5, maximum=5.0)
 _SETTLE_QUIET = 0.3  # seconds without events after which a subscription counts as settled
 _DEFAULT_DUMP_TYPES = ("lds", "rds", "cds", "eds")
-
-
-class CommandError(Exception):
-    """A failure the command reports as one line; ``code`` is the exit status."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _resolve(spec: str, api: str) -> ResourceType[Any]:
