@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._federation import Authority
+from ._authorities import Authority
 from ._options import Backoff
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent

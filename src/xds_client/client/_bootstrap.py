@@ -21,7 +21,7 @@ from xds_client.federation import ResourceNameError, listener_name_for_target, p
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget
 
-from ._federation import Authority
+from ._authorities import Authority
 
 # json and the call-credential helpers load when a bootstrap is parsed:
 # every client imports this module, few read a bootstrap file.

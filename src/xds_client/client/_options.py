@@ -24,7 +24,7 @@ from xds_client.transport import (
 )
 from xds_client.transport._base import DEFAULT_MAX_RECEIVE_MESSAGE_SIZE
 
-from ._federation import Authority
+from ._authorities import Authority
 
 if TYPE_CHECKING:
     from ._metrics import Metrics
