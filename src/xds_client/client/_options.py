@@ -13,6 +13,7 @@ from google.protobuf.message import Message
 from xds_client._backoff import Backoff, BackoffState
 from xds_client.errors import UnknownResourceTypeError, UsageError
 from xds_client.node import Node, as_node_proto
+from xds_client.protocol._subscriptions import WILDCARD
 from xds_client.resources import ApiVersion, ResourceType, resource_type
 from xds_client.transport import (
     TRANSPORT_KINDS,
@@ -410,7 +411,7 @@ def normalize_names(names: str | Iterable[str] | None) -> frozenset[str] | None:
     for name in out:
         if not isinstance(name, str) or not name:
             raise UsageError(f"resource names are non-empty strings, got {name!r}")
-    if "*" in out:
+    if WILDCARD in out:
         if len(out) > 1:
             raise UsageError("'*' (wildcard) cannot be mixed with names in one watch")
         return None

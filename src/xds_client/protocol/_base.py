@@ -37,7 +37,7 @@ from ._events import (
 )
 from ._state import CSDS_SHOWN, DNE_TIMER, Detail, I, ResourceStates
 from ._state import S as St
-from ._subscriptions import Subscription, normalize_names
+from ._subscriptions import Subscription, split_wildcard
 from ._timers import DeadlineQueue
 from ._validation import nack_message
 
@@ -193,7 +193,7 @@ class ProtocolCore(Generic[S]):
         resource of the type. The request goes out on the next
         :meth:`requests_to_send`.
         """
-        explicit, wildcard = normalize_names(names, "subscribe")
+        explicit, wildcard = split_wildcard(names, "subscribe")
         st = self._state(type_url)
         added, wildcard_added = st.subs.add(explicit, wildcard)
         stored = st.states.status
@@ -209,7 +209,7 @@ class ProtocolCore(Generic[S]):
         Cached resources no longer wanted are forgotten without an event (the
         caller asked for it). Names still covered by the wildcard stay cached.
         """
-        explicit, wildcard = normalize_names(names, "unsubscribe")
+        explicit, wildcard = split_wildcard(names, "unsubscribe")
         st = self._types.get(type_url)
         if st is None:
             return

@@ -63,6 +63,7 @@ V2_ADS_DELTA_METHOD = (
 )
 
 REDACTED = "[redacted]"
+"""What stands for a secret in reprs, dumps and messages (tokens, keys, call credentials)."""
 
 PemSource: TypeAlias = "bytes | str | os.PathLike[str]"
 """PEM data: ``bytes`` are the PEM content itself, ``str`` or a path names a file."""
