@@ -1,24 +1,8 @@
 """Typed errors of the ResourceStore client, and the one boundary that maps to them.
 
-::
-
-    XdsClientError
-    └── ResourceStoreError              a failed ResourceStore call (code, reason, message, ...)
-        ├── BadRequestError             400, gRPC INVALID_ARGUMENT
-        ├── UnauthorizedError           401, gRPC UNAUTHENTICATED
-        ├── ForbiddenError              403, gRPC PERMISSION_DENIED
-        ├── NotFoundError               404, gRPC NOT_FOUND
-        ├── ConflictError               409, gRPC ABORTED, "optimistic locking failed"
-        │   └── AlreadyExistsError      409 AlreadyExists (or "already exists"), ALREADY_EXISTS
-        ├── ExpiredError (GoneError)    410: a resource version or page token is too old
-        ├── MessageTooLargeError        413: a request or response over ``max_message_size``
-        ├── InvalidError                422
-        ├── TooManyRequestsError        429, and gRPC RESOURCE_EXHAUSTED that is not a size limit
-        ├── NotImplementedError         501, gRPC UNIMPLEMENTED (``StoreNotImplementedError``)
-        ├── UnavailableError            503, gRPC UNAVAILABLE
-        ├── ServerTimeoutError          504, gRPC DEADLINE_EXCEEDED
-        ├── InternalError               500 and any other status
-        └── InvalidResponseError        the server answered something impossible
+They are drawn with every other error in the one tree of :mod:`xds_client.errors`:
+:class:`ResourceStoreError` and one subclass per HTTP-style status, plus
+:class:`InvalidResponseError` and :class:`SelectorError`.
 
 An ``ErrorResult`` travels in a response's ``error`` field or packed into the
 ``google.rpc.Status`` details of the gRPC status (trailer
