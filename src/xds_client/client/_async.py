@@ -40,6 +40,8 @@ from xds_client.resources import ResourceType
 from xds_client.transport import (
     AsyncStream,
     AsyncTransport,
+    ReportsServing,
+    ReportsWrites,
     ServerTarget,
     given_transport,
     make_transport,
@@ -267,6 +269,11 @@ class AsyncXdsClient:
         )
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: the client cannot be used again."""
+        return self._closed
 
     @overload
     def watch(
@@ -553,15 +560,14 @@ class AsyncXdsClient:
             if session.on_served(slot, attempt, time.monotonic()):
                 self._wake()
 
-        notify_written = getattr(stream, "notify_written", None)
-        if notify_written is not None:
-            notify_written(written)
-        notify_served = getattr(stream, "notify_served", None)
-        if notify_served is not None:
-            notify_served(served)
+        confirms = False
+        if isinstance(stream, ReportsWrites):
+            stream.notify_written(written)
+            confirms = True
+        if isinstance(stream, ReportsServing):
+            stream.notify_served(served)
         else:
             session.on_served(slot, attempt, time.monotonic())
-        confirms = notify_written is not None
         reader = spawn(
             self._read, action.slot, action.attempt, stream, stop, confirms,
             name=f"xds-client-read {action.slot}",

@@ -36,6 +36,8 @@ from xds_client.errors import ClientClosedError, TransportError, UsageError, Wai
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType
 from xds_client.transport import (
+    ReportsServing,
+    ReportsWrites,
     ServerTarget,
     Stream,
     Transport,
@@ -258,6 +260,11 @@ class XdsClient:
         )
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: the client cannot be used again."""
+        return self._closed
 
     @overload
     def watch(
@@ -534,15 +541,14 @@ class XdsClient:
             if session.on_served(slot, attempt, time.monotonic()):
                 self._wake()
 
-        notify_written = getattr(stream, "notify_written", None)
-        if notify_written is not None:
-            notify_written(written)
-        notify_served = getattr(stream, "notify_served", None)
-        if notify_served is not None:
-            notify_served(served)
+        confirms = False
+        if isinstance(stream, ReportsWrites):
+            stream.notify_written(written)
+            confirms = True
+        if isinstance(stream, ReportsServing):
+            stream.notify_served(served)
         else:
             session.on_served(slot, attempt, time.monotonic())
-        confirms = notify_written is not None
         reader = spawn(
             self._read, action.slot, action.attempt, stream, stop, confirms,
             name=f"xds-client-read {action.slot}",

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 
 from xds_client.errors import ServerProtocolError, UsageError, XdsClientError
 from xds_client.store._proto import resource_pb2 as pb
+from xds_client.transport._channel import RpcStatus
 
 __all__ = [
     "ErrorCause",
@@ -319,11 +320,6 @@ def from_error_result(
     )
 
 
-class _RpcErrorLike(Protocol):
-    def code(self) -> grpc.StatusCode: ...
-    def details(self) -> str | None: ...
-
-
 def error_result_from_metadata(metadata: Any) -> pb.ErrorResult | None:
     """The ``ErrorResult`` packed into a ``grpc-status-details-bin`` trailer, if any."""
     if not metadata:
@@ -352,7 +348,7 @@ def error_result_from_metadata(metadata: Any) -> pb.ErrorResult | None:
     return None
 
 
-def from_rpc_error(exc: _RpcErrorLike, trailing_metadata: Any) -> ResourceStoreError:
+def from_rpc_error(exc: RpcStatus, trailing_metadata: Any) -> ResourceStoreError:
     """Map a failed gRPC call (sync or aio) to a typed exception.
 
     The caller raises the result ``from`` the original exception.

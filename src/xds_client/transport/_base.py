@@ -13,6 +13,7 @@ their wire format, so v2 streams send them on the v2 method paths.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -45,6 +46,8 @@ __all__ = [
     "AsyncStream",
     "Transport",
     "AsyncTransport",
+    "ReportsWrites",
+    "ReportsServing",
     "read_pem",
     "REDACTED",
 ]
@@ -193,6 +196,29 @@ class AsyncStream(Protocol):
 
     async def close(self) -> None:
         """Cancel the stream; idempotent."""
+
+
+@runtime_checkable
+class ReportsWrites(Protocol):
+    """A stream (sync or async) that tells when each request was written (gRFC A57).
+
+    The gRPC streams do: the client then starts a request's does-not-exist timers only
+    once it is on the wire. A stream without it is taken as written at once.
+    """
+
+    def notify_written(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` (from the stream's own thread or task) after each write."""
+
+
+@runtime_checkable
+class ReportsServing(Protocol):
+    """A stream that tells once when the server serves it (its response headers, A57).
+
+    A stream without it is taken as served when it opens.
+    """
+
+    def notify_served(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once, when the server shows it handles the stream."""
 
 
 @runtime_checkable

@@ -1,5 +1,5 @@
-"""How every client builds a gRPC channel to a :class:`ServerTarget`: its arguments and
-credentials, and the TLS files to watch for rotation.
+"""How every client builds a gRPC channel to a :class:`ServerTarget` (its arguments and
+credentials, and the TLS files to watch for rotation), and reads a failed call's status.
 
 The channel itself is made by the driver's backend (``open_channel`` in
 :mod:`xds_client._backends.asyncio` or ``.threads``) from :func:`channel_arguments`.
@@ -8,13 +8,29 @@ The channel itself is made by the driver's backend (``open_channel`` in
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import grpc
 
 from ._base import ChannelCredentialsConfig, ServerTarget, read_pem
 
-__all__ = ["channel_arguments", "channel_credentials", "channel_options", "credential_files"]
+__all__ = [
+    "RpcStatus",
+    "channel_arguments",
+    "channel_credentials",
+    "channel_options",
+    "credential_files",
+]
+
+
+@runtime_checkable
+class RpcStatus(Protocol):
+    """A failed call that carries its status: a sync call's error (a ``grpc.Call``) and
+    grpc.aio's ``AioRpcError`` do; a bare ``grpc.RpcError`` need not."""
+
+    def code(self) -> grpc.StatusCode: ...
+
+    def details(self) -> str | None: ...
 
 
 def channel_arguments(

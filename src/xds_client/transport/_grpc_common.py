@@ -25,6 +25,7 @@ from ._base import (
     ServerTarget,
     StreamSpec,
 )
+from ._channel import RpcStatus
 
 
 def _serialize(message: Request) -> bytes:
@@ -41,11 +42,7 @@ def _deserializer(spec: StreamSpec) -> Callable[[bytes], Response]:
 
 
 def _rpc_error(spec: StreamSpec, target: ServerTarget, exc: grpc.RpcError) -> TransportError:
-    # grpc.RpcError from sync calls and AioRpcError both offer code() and details().
-    code_fn = getattr(exc, "code", None)
-    details_fn = getattr(exc, "details", None)
-    code = code_fn() if callable(code_fn) else None
-    details = details_fn() if callable(details_fn) else str(exc)
+    code, details = (exc.code(), exc.details()) if isinstance(exc, RpcStatus) else (None, str(exc))
     name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
     return TransportError(f"{spec.method} on {target.uri}: {name}: {details}")
 
@@ -65,8 +62,7 @@ def _raw(data: bytes) -> bytes:
 
 def _answered(exc: grpc.RpcError) -> bool:
     """Whether a failed probe still proves that the server is there (e.g. UNIMPLEMENTED)."""
-    code_fn = getattr(exc, "code", None)
-    code = code_fn() if callable(code_fn) else None
+    code = exc.code() if isinstance(exc, RpcStatus) else None
     return isinstance(code, grpc.StatusCode) and code not in _UNREACHABLE
 
 
