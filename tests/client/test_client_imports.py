@@ -85,7 +85,6 @@ _NOT_ON_THE_USER_LINE = (
     "xds_client.graph",  # the config graph
     "xds_client.client._bootstrap",  # from_bootstrap, load_bootstrap, parse_bootstrap
     "xds_client.client._metrics",  # Metrics, CountingMetrics (a client takes any object)
-    "dataclasses",  # fields(), replace(), asdict() of a record (see xds_client._records)
     "xds_client.client._html",  # resources() (a dict with a notebook view)
     "xds_client.client._persist",  # cache_dir (and ResourceRestored)
     "queue",  # the threads backend uses the C SimpleQueue (_queue) only
@@ -133,41 +132,6 @@ def test_the_parts_still_load_when_used() -> None:
         "xds_client.client._credentials",
     ):
         assert name in loaded, name
-
-
-# No module the user line imports makes a class with ``@dataclass``: each would compile
-# its generated methods (about 1 ms per frozen class). Public records use
-# ``xds_client._records.record``, internal ones are plain classes.
-def test_user_line_compiles_no_dataclass_methods() -> None:
-    # ``exec`` (dataclass methods) or ``eval`` (a namedtuple's ``__new__``) of source text,
-    # asked for by a module of ours.
-    script = (
-        "import builtins, sys\n"
-        "seen = set()\n"
-        "real_exec, real_eval = builtins.exec, builtins.eval\n"
-        "def note(source):\n"
-        "    if isinstance(source, str):\n"
-        "        frame = sys._getframe(2)\n"
-        "        name = lambda f: f.f_globals.get('__name__', '')\n"
-        "        while frame and name(frame) in ('collections', 'dataclasses', 'typing'):\n"
-        "            frame = frame.f_back\n"
-        "        if frame is not None and name(frame).startswith('xds_client'):\n"
-        "            seen.add(name(frame))\n"
-        "def spy_exec(source, *args, **kwargs):\n"
-        "    note(source)\n"
-        "    return real_exec(source, *args, **kwargs)\n"
-        "def spy_eval(source, *args, **kwargs):\n"
-        "    note(source)\n"
-        "    return real_eval(source, *args, **kwargs)\n"
-        "builtins.exec, builtins.eval = spy_exec, spy_eval\n"
-        "from xds_client import XdsClient, AsyncXdsClient, Node\n"
-        "builtins.exec, builtins.eval = real_exec, real_eval\n"
-        "print('\\n'.join(sorted(seen)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script], check=True, timeout=60, capture_output=True, text=True
-    )
-    assert out.stdout.split() == []
 
 
 def test_client_args_compiles_no_forward_ref_but_for_what_the_line_does_not_load() -> None:

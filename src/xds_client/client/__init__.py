@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._authorities import Authority
-from ._options import Backoff
+from ._options import Backoff, ClientArgs, ClientOptions
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
 
@@ -30,6 +30,8 @@ __all__ = [
     "WatchEvent",
     "ConnectivityChanged",
     "Backoff",
+    "ClientArgs",
+    "ClientOptions",
     "Metrics",
     "CountingMetrics",
     "Bootstrap",

@@ -192,18 +192,12 @@ class XdsClient:
     ``with XdsClient(...) as client``, or call ``client.close()``;
     the client starts on first use.
 
-    Keyword options (the same for the thread and the asyncio client): ``node``,
-    ``protocol="sotw" | "delta"``, ``ads=True`` (False: one stream per type),
-    ``api_version="v3" | "v2"``, ``transport="grpc" | "grpc-fetch" | "rest"``,
-    ``poll_interval``, ``credentials`` (TLS/mTLS), ``bearer_token``, ``metadata``,
-    ``call_credentials``, ``keepalive``, ``max_receive_message_size`` (256 MiB),
-    ``backoff`` (:class:`Backoff`), ``does_not_exist_timeout`` (15 s),
-    ``ignore_resource_deletion``, ``node_in_every_request``,
-    ``reject_whole_response``, ``validators`` (type -> callable that raises to
-    NACK), ``queue_size`` (per watch, before coalescing), ``flow_control`` (read the
-    next response, and ACK the last, only once watchers took it), ``metrics``
-    (:class:`Metrics`), ``fallback_probe_interval``, ``lazy_decode`` (cache only the
-    bytes and decode on access of ``CachedResource.resource``: less memory).
+    Keyword options (the same for the thread and the asyncio client, typed by
+    :data:`~xds_client.client.ClientArgs`): each one's default and meaning are declared
+    once, by :class:`~xds_client.client.ClientOptions`, and tabled in docs/client.md;
+    ``credentials`` (TLS/mTLS), ``bearer_token``, ``metadata``, ``call_credentials``,
+    ``keepalive``, ``max_receive_message_size`` and ``server_features`` build each
+    server's :class:`~xds_client.transport.ServerTarget`.
     """
 
     def __init__(
