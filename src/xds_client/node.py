@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
 from xds_client._records import field, record
 from xds_client._version import __version__
-
-if TYPE_CHECKING:
-    from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
 __all__ = ["CLIENT_FEATURES", "USER_AGENT_NAME", "Locality", "Node", "as_node_proto"]
 
@@ -47,7 +46,6 @@ class Node:
 
     def to_proto(self) -> NodeProto:
         """The v3 ``Node`` message (v2 shares its wire format for these fields)."""
-        from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
         node = NodeProto(
             id=self.id,

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
+from envoy.service.discovery.v3.discovery_pb2 import Resource
 from google.protobuf import descriptor_pool
 from google.protobuf.message import DecodeError, Message
 
@@ -497,7 +498,6 @@ def unwrap(any_message: AnyProto) -> UnwrappedResource:
     """
     if any_message.type_url not in (RESOURCE_WRAPPER_TYPE_URL, _V2_RESOURCE_WRAPPER_TYPE_URL):
         return UnwrappedResource(None, "", None, any_message)
-    from envoy.service.discovery.v3.discovery_pb2 import Resource
 
     try:
         wrapper = Resource.FromString(any_message.value)

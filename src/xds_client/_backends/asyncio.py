@@ -21,6 +21,7 @@ import grpc.aio
 from typing_extensions import Self
 
 from xds_client._backends.threads import Closing
+from xds_client.errors import UsageError
 
 __all__ = [
     "EMPTY",
@@ -53,7 +54,6 @@ log = logging.getLogger("xds_client.client")
 
 def running_loop(what: str) -> asyncio.AbstractEventLoop:
     """The running loop; :class:`~xds_client.errors.UsageError` naming ``what`` without one."""
-    from xds_client.errors import UsageError
 
     try:
         return asyncio.get_running_loop()

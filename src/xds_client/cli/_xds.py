@@ -10,6 +10,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
+
 from xds_client.client import Backoff, ConnectivityChanged, XdsClient
 from xds_client.client import to_dict as message_to_dict
 from xds_client.node import Node
@@ -288,7 +290,6 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
 def run_dump(args: argparse.Namespace, out: Output) -> int:
     """Subscribe to every resource of some types, wait until settled, print the CSDS dump."""
     rtypes = [_resolve(spec, args.api) for spec in (args.types or _DEFAULT_DUMP_TYPES)]
-    from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
 
     progress = Progress(out.err)
     progress.update("subscribing and waiting for the server to settle ...")

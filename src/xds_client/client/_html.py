@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -14,7 +15,6 @@ M = TypeVar("M")
 
 def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A plain HTML table, every cell escaped."""
-    import html  # only for this view
 
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(

@@ -309,10 +309,9 @@ def resolve_type(spec: ResourceSpec, api_version: ApiVersion) -> ResourceType[An
     return rtype
 
 
-# Keyword arguments of XdsClient and AsyncXdsClient (one definition). The functional
-# form with the types as objects: TypedDict compiles each string into a ForwardRef at
-# import (about 0.2 M instructions each); only Metrics, a module the client line does not
-# load, is a string (grpc and the Node message are loaded by the line anyway).
+# The keyword arguments of XdsClient and AsyncXdsClient, typed (their defaults and
+# meanings are ClientOptions'). The functional form, with the types as objects: see
+# docs/performance.md ("Lazy imports and import costs") for why.
 ClientArgs = TypedDict(  # noqa: UP013
     "ClientArgs",
     {

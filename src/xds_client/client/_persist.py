@@ -16,21 +16,22 @@ file would hold keys in clear.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
+import hashlib
+import json
 import logging
 import os
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xds_client.protocol import CachedResource, ResourceUpdated
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from google.protobuf.message import Message
-
-# Loaded with ``cache_dir=`` (or the first use of ResourceRestored); json, base64 and
-# pathlib load only when a file is first read or written.
 
 __all__ = [
     "FORMAT",
@@ -113,8 +114,6 @@ class ConfigCache:
 
     def __init__(self, directory: str | os.PathLike[str], *, node_id: str,
                  persist_secrets: bool = False) -> None:  # fmt: skip
-        from pathlib import Path
-
         self.directory = Path(directory)
         self.node_id = node_id
         self.persist_secrets = persist_secrets
@@ -123,7 +122,6 @@ class ConfigCache:
 
     def path_for(self, server: str, type_url: str, protocol: str) -> Path:
         """The file of one (server, type, protocol)."""
-        import hashlib
 
         digest = hashlib.sha256(f"{server}\n{type_url}\n{protocol}".encode()).hexdigest()[:24]
         return self.directory / f"{digest}.json"
@@ -147,8 +145,6 @@ class ConfigCache:
         """Write one record atomically: a temporary file in the same directory, then rename."""
         if not self.wants(record.type_url):
             return
-        import base64
-        import json
 
         document = {
             "format": FORMAT,
@@ -166,7 +162,6 @@ class ConfigCache:
         target = self.path_for(record.server, record.type_url, record.protocol)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            import tempfile
 
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.directory)
             try:
@@ -191,8 +186,6 @@ class ConfigCache:
             return None
         except (OSError, UnicodeDecodeError) as exc:
             return self._problem(path, f"cannot be read ({exc})")
-        import binascii
-        import json
 
         try:
             document = json.loads(text)
@@ -234,8 +227,6 @@ def _serialized(entry: CachedResource[Any]) -> bytes:
 
 
 def _resource(item: Any) -> tuple[str, str, str, bytes]:
-    import base64
-
     name, version, rversion = item["name"], item["version"], item["resource_version"]
     if not all(isinstance(v, str) for v in (name, version, rversion)) or not name:
         raise TypeError("name, version and resource_version are strings")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeAlias, TypeVar, Union
@@ -222,8 +223,6 @@ class EventBuffer:
             index = old.index
             at = position
             if index is not None:  # folding an indexed segment: rare, so loaded here
-                from bisect import bisect_left
-
                 at = bisect_left(index, position)
             if at < old.pos:
                 return  # handed to the reader already (the index keeps a segment's names)

@@ -10,6 +10,10 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from envoy.config.core.v3.base_pb2 import ControlPlane
+from envoy.service.discovery.v3.discovery_pb2 import ResourceError as ResourceErrorMessage
+from google.rpc.status_pb2 import Status
+
 from xds_client.errors import ProtocolUsageError, ResourceError, UnknownResourceTypeError
 from xds_client.federation import is_glob_collection
 from xds_client.resources import ResourceType, resource_type
@@ -43,7 +47,6 @@ from ._validation import nack_message
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
-    from google.rpc.status_pb2 import Status
 
 __all__ = ["ProtocolCore", "TypeState"]
 
@@ -133,7 +136,6 @@ def control_plane_id(response: Any) -> str:
     if isinstance(given, bytes):
         if not given:
             return ""
-        from envoy.config.core.v3.base_pb2 import ControlPlane
 
         return ControlPlane.FromString(given).identifier
     identifier: str = given.identifier
@@ -630,9 +632,7 @@ class ProtocolCore(Generic[S]):
         for given in errors:
             error = given
             if isinstance(given, bytes):  # a raw SotW response keeps them serialized
-                from envoy.service.discovery.v3.discovery_pb2 import ResourceError
-
-                error = ResourceError.FromString(given)
+                error = ResourceErrorMessage.FromString(given)
             name = error.resource_name.name
             if not name or not (subs.wildcard or name in subs.names or subs.wants(name)):
                 continue
@@ -679,7 +679,6 @@ class ProtocolCore(Generic[S]):
             self._replies.append(_Reply(st.type_url, nonce, version, None))
             events.append(new_response_accepted(st.type_url, version, nonce, control_plane))
             return
-        from google.rpc.status_pb2 import Status
 
         status = Status(
             code=self.config.nack_code, message=nack_message(st.type_url, version, errors)

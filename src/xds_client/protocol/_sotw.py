@@ -8,6 +8,8 @@ from itertools import compress, repeat
 from operator import is_, is_not
 from typing import TYPE_CHECKING, Any
 
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
+from envoy.service.discovery.v3.discovery_pb2 import ResourceError as ResourceErrorMessage
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import DecodeError
 
@@ -33,7 +35,7 @@ from ._validation import (
 )
 
 if TYPE_CHECKING:
-    from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
+    from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
     from google.protobuf.message import Message
 
     from ._raw import RawDiscoveryResponse
@@ -158,8 +160,6 @@ class SotwProtocol(ProtocolCore[_Stream]):
         return list(subs.names)
 
     def _request(self, st: TypeState, version: str, nonce: str) -> DiscoveryRequest:
-        from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
-
         ss = self._stream(st)
         names = self._names(st, ss)
         request = DiscoveryRequest(
@@ -215,7 +215,6 @@ class SotwProtocol(ProtocolCore[_Stream]):
         the last nonce, and the last ``error_detail`` while the latest
         response stays rejected. It changes no state.
         """
-        from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
         st = self._types.get(type_url)
         if st is None or not st.subs.active:
@@ -626,9 +625,7 @@ class SotwProtocol(ProtocolCore[_Stream]):
         for given in reported:
             error = given
             if isinstance(given, bytes):
-                from envoy.service.discovery.v3.discovery_pb2 import ResourceError
-
-                error = ResourceError.FromString(given)
+                error = ResourceErrorMessage.FromString(given)
             names.add(error.resource_name.name)
         return names
 

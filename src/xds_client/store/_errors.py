@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.rpc import status_pb2
 
 from xds_client.errors import ServerProtocolError, UsageError, XdsClientError
 from xds_client.store._proto import resource_pb2 as pb
@@ -328,7 +329,6 @@ def error_result_from_metadata(metadata: Any) -> pb.ErrorResult | None:
         key, value = item[0], item[1]
         if key != STATUS_DETAILS_KEY:
             continue
-        from google.rpc import status_pb2
 
         status = status_pb2.Status()
         try:
@@ -433,7 +433,6 @@ def from_status_json(value: bytes) -> ResourceStoreError:
 
 def pack_status_details(result: pb.ErrorResult, grpc_code: grpc.StatusCode) -> bytes:
     """Serialize a ``google.rpc.Status`` carrying ``result`` (used by the test server)."""
-    from google.rpc import status_pb2
 
     status = status_pb2.Status(code=grpc_code.value[0], message=result.message)
     detail = status.details.add()

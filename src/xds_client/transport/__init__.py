@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from xds_client.errors import UsageError
@@ -110,7 +111,6 @@ def given_transport(
 
     Raises :class:`~xds_client.errors.UsageError` naming ``owner`` when it does not.
     """
-    import inspect
 
     wanted: type[Any] = AsyncTransport if asynchronous else Transport
     methods = ("open", "probe", "close")
