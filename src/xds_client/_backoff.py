@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from xds_client._records import record, replace
 from xds_client.errors import UsageError
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["Backoff", "BackoffState"]
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Backoff:
     """Exponential backoff with jitter, by default gRPC's connection backoff.
 

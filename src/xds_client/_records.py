@@ -1,5 +1,9 @@
 """``record``: a frozen dataclass whose methods are not compiled at import.
 
+Transitional (#32): every value type is a standard dataclass now; this module stays
+only while ``client/_session.py`` (being split on another branch) imports ``Value``
+and ``replace`` from it. Delete it, and ``tests/test_records.py``, with that import.
+
 ``@dataclass`` writes the source of ``__init__``, ``__repr__``, ``__eq__``,
 ``__hash__``, ``__setattr__`` and ``__delattr__`` for each class and ``exec``s
 it: about 1 ms per frozen class, paid by every program that imports it, and the
@@ -24,11 +28,10 @@ same fields.
 from __future__ import annotations
 
 import sys
-import types
 from _thread import get_ident
 from typing import TYPE_CHECKING, Any, ClassVar
 
-__all__ = ["Value", "field", "mutable_twin", "record", "replace"]
+__all__ = ["Value", "field", "record", "replace"]
 
 
 class _MissingType:
@@ -708,31 +711,6 @@ def _setstate(fields: tuple[_Spec, ...]) -> Any:
             object.__setattr__(self, f.name, value)
 
     return __setstate__
-
-
-def mutable_twin(final: type) -> type[Any] | None:
-    """A class with the slots of the slotted record ``final`` and none of its frozen
-    setters, for the hot paths that build many records: an instance of it is filled by
-    plain attribute stores, then becomes a ``final`` by ``__class__`` assignment, at
-    about half the cost of setting the fields through the slot setters (a quarter of
-    ``object.__setattr__`` per field). Made by calling it (it has no ``__init__``).
-
-    None where the interpreter refuses the assignment (another layout rule): callers
-    then build ``final`` the usual way.
-    """
-    slots = vars(final)["__slots__"]
-    bases = vars(final).get("__orig_bases__", final.__bases__)  # the same layout: Generic[M]
-    twin: type[Any] = types.new_class(
-        f"_{final.__name__}Twin",
-        bases,
-        exec_body=lambda namespace: namespace.update(__slots__=slots),
-    )
-    try:
-        probe = twin()
-        probe.__class__ = final
-    except TypeError:
-        return None
-    return twin
 
 
 class Value:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
-from xds_client._records import field, record
 from xds_client._version import __version__
 
 __all__ = ["CLIENT_FEATURES", "USER_AGENT_NAME", "Locality", "Node", "as_node_proto"]
@@ -21,7 +21,7 @@ CLIENT_FEATURES: tuple[str, ...] = (
 )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Locality:
     """Where the node runs; control planes use it for locality-aware routing."""
 
@@ -30,7 +30,7 @@ class Locality:
     sub_zone: str = ""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """The identity a client announces in its requests.
 

@@ -15,6 +15,7 @@ import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -171,26 +172,17 @@ class AsyncWatch(AsyncClosing, Generic[M]):
     # end async-only
 
 
+@dataclass(frozen=True, slots=True)
 class _OpenStream:
     """A stream the driver holds: its attempt number, its reader and the reader's stop flag."""
 
-    __slots__ = ("attempt", "confirms_writes", "reader", "stop", "stream")
-
-    def __init__(
-        self,
-        attempt: int,
-        stream: AsyncStream,
-        stop: AsyncEvent,
-        reader: AsyncWorker,
-        confirms_writes: bool,
-    ) -> None:
-        self.attempt = attempt
-        self.stream = stream
-        self.stop = stop
-        self.reader = reader
-        self.confirms_writes = confirms_writes
-        """The stream reports each write that reached the wire (gRFC A57); else a request
-        counts as written once ``send`` returns."""
+    attempt: int
+    stream: AsyncStream
+    stop: AsyncEvent
+    reader: AsyncWorker
+    confirms_writes: bool
+    """The stream reports each write that reached the wire (gRFC A57); else a request
+    counts as written once ``send`` returns."""
 
 
 class AsyncXdsClient:

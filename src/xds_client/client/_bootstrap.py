@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 from google.protobuf import json_format
 
-from xds_client._records import record
 from xds_client._version import __version__
 from xds_client.errors import BootstrapError
 from xds_client.federation import ResourceNameError, listener_name_for_target, parse_xdstp
@@ -42,7 +41,7 @@ BOOTSTRAP_CONFIG_ENV = "GRPC_XDS_BOOTSTRAP_CONFIG"
 SUPPORTED_CHANNEL_CREDS = ("insecure", "tls")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bootstrap:
     """What a bootstrap file configures."""
 
@@ -248,7 +247,12 @@ def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     key = "client_default_listener_resource_name_template"
     if key in root:
         default_template = _template(root[key], key, None)
-    return Bootstrap(servers, node, authorities, default_template)
+    return Bootstrap(
+        servers=servers,
+        node=node,
+        authorities=authorities,
+        client_default_listener_resource_name_template=default_template,
+    )
 
 
 def load_bootstrap(

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -162,26 +163,17 @@ class Watch(Closing, Generic[M]):
         self._client._wake()
 
 
+@dataclass(frozen=True, slots=True)
 class _OpenStream:
     """A stream the driver holds: its attempt number, its reader and the reader's stop flag."""
 
-    __slots__ = ("attempt", "confirms_writes", "reader", "stop", "stream")
-
-    def __init__(
-        self,
-        attempt: int,
-        stream: Stream,
-        stop: Event,
-        reader: Worker,
-        confirms_writes: bool,
-    ) -> None:
-        self.attempt = attempt
-        self.stream = stream
-        self.stop = stop
-        self.reader = reader
-        self.confirms_writes = confirms_writes
-        """The stream reports each write that reached the wire (gRFC A57); else a request
-        counts as written once ``send`` returns."""
+    attempt: int
+    stream: Stream
+    stop: Event
+    reader: Worker
+    confirms_writes: bool
+    """The stream reports each write that reached the wire (gRFC A57); else a request
+    counts as written once ``send`` returns."""
 
 
 class XdsClient:

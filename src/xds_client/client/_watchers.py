@@ -11,11 +11,11 @@ import threading
 from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, Union
 
 from google.protobuf.message import Message
 
-from xds_client._records import record
 from xds_client.federation import glob_collection_of, is_glob_collection
 from xds_client.protocol._events import (
     ResourceDeletionIgnored,
@@ -42,7 +42,7 @@ __all__ = [
 M = TypeVar("M", bound=Message)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ConnectivityChanged:
     """The stream carrying a watch's type went down or came back.
 

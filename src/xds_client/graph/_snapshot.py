@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from google.protobuf.message import Message
 
@@ -38,8 +38,9 @@ Kind = Literal["lds", "rds", "cds", "eds"]
 """The four resource types of the graph, by their short names."""
 
 
-class ResourceKey(NamedTuple):
-    """One resource of the graph (a named tuple: hashed in C, sorts by kind then name)."""
+@dataclass(frozen=True, slots=True, order=True)
+class ResourceKey:
+    """One resource of the graph; keys sort by kind, then name."""
 
     kind: Kind
     """``lds``, ``rds``, ``cds`` or ``eds``."""

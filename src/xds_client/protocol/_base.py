@@ -7,6 +7,7 @@ is wanted, held, expired or missing lives here once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -66,16 +67,15 @@ _EMPTY: Mapping[str, CachedResource[Any]] = MappingProxyType({})
 S = TypeVar("S")  # per-type, per-stream state of a subclass
 
 
+@dataclass(frozen=True, slots=True)
 class _Reply:
     """An ACK or NACK owed to the server for one response."""
 
-    __slots__ = ("error", "nonce", "type_url", "version")
-
-    def __init__(self, type_url: str, nonce: str, version: str, error: Status | None) -> None:
-        self.type_url = type_url
-        self.nonce = nonce
-        self.version = version  # SotW: version_info to send (new one for ACK, last good for NACK)
-        self.error = error
+    type_url: str
+    nonce: str
+    version: str
+    """SotW: ``version_info`` to send (the new one for an ACK, the last good for a NACK)."""
+    error: Status | None
 
 
 class TypeState:

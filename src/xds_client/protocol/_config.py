@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
-from xds_client._records import field, record
 from xds_client.errors import ProtocolUsageError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def check_does_not_exist_timeout(timeout: float | None) -> None:
         )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProtocolConfig:
     """How a :class:`SotwProtocol` or :class:`DeltaProtocol` behaves.
 

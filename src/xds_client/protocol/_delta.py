@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaProtocol"]
 
+
 class _Stream:
     """What this stream has told the server about one type."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -23,7 +24,6 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryResponse,
 )
 
-from xds_client._records import field, record
 from xds_client.errors import UsageError
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def read_pem(source: PemSource | None, *, what: str) -> bytes | None:
         raise UsageError(f"cannot read {what} from {os.fspath(source)!r}: {exc}") from exc
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChannelCredentialsConfig:
     """TLS for a channel: a CA to trust, and for mTLS a client certificate and key.
 
@@ -107,7 +107,7 @@ class ChannelCredentialsConfig:
             raise UsageError("mTLS needs both certificate_chain and private_key, or neither")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Keepalive:
     """HTTP/2 keepalive pings; the server must permit the interval."""
 
@@ -119,7 +119,7 @@ class Keepalive:
     """Ping even when no stream is open."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServerTarget:
     """One xDS server, from client arguments or a bootstrap file."""
 
@@ -151,7 +151,7 @@ class ServerTarget:
         return f"{self.uri} ({security}{extras})"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamSpec:
     """What one stream carries."""
 
