@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -12,6 +10,8 @@ __all__ = ["html_table", "object_html", "objects_table", "text_table"]
 
 def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A plain HTML table, every cell escaped."""
+    import html  # loads with the first table a notebook shows, not with the client
+
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
@@ -44,5 +44,8 @@ def objects_table(objects: Iterable[Any]) -> str:
 
 def object_html(obj: Any) -> str:
     """One store object: its row, then its JSON document."""
+    import html
+    import json
+
     document = html.escape(json.dumps(obj.json(), indent=2, default=str))
     return f"{objects_table([obj])}<pre>{document}</pre>"

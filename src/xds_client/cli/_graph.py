@@ -8,8 +8,9 @@ import time
 
 from xds_client.errors import WaitTimeoutError
 
+from ._args import CommandError
 from ._output import Output, Progress
-from ._xds import CommandError, _Answers, _make_client, _resolve, _where, uses_tls
+from ._xds import _Answers, _make_client, _resolve, _where, uses_tls
 
 __all__ = ["run_graph"]
 

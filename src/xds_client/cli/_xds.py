@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import queue
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
 
 from xds_client.client import Backoff, ConnectivityChanged, XdsClient
 from xds_client.client import to_dict as message_to_dict
@@ -16,26 +19,20 @@ from xds_client.errors import UnknownResourceTypeError
 from xds_client.node import Node
 from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseRejected
 from xds_client.resources import ResourceType, resource_type
+from xds_client.transport import ServerTarget, make_transport
 
-from ._args import DEFAULT_NODE_ID, check_address
+from ._args import DEFAULT_NODE_ID, CommandError, check_address
 from ._hints import explain
 from ._output import Output, Progress, kind_of, xds_records
 from ._security import bootstrap_from_env, security_options
+from ._verbose import VerboseTransport
 
-__all__ = ["CommandError", "run_dump", "run_fetch", "run_watch"]
+__all__ = ["run_dump", "run_fetch", "run_watch"]
 
 # A command-line client should notice a dead server quickly and come back fast.
 _CLI_BACKOFF = Backoff(initial=0.5, maximum=5.0)
 _SETTLE_QUIET = 0.3  # seconds without events after which a subscription counts as settled
 _DEFAULT_DUMP_TYPES = ("lds", "rds", "cds", "eds")
-
-
-class CommandError(Exception):
-    """A failure the command reports as one line; ``code`` is the exit status."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _resolve(spec: str, api: str) -> ResourceType[Any]:
@@ -69,8 +66,6 @@ def _make_client(
     options.update(security_options(args))
     if use_bootstrap:
         if getattr(args, "verbose", 0):
-            import sys
-
             sys.stderr.write("xds-client: note: -v shows the messages with --server only\n")
         return XdsClient.from_bootstrap(args.bootstrap or None, **options)
     if not args.server:
@@ -92,11 +87,6 @@ def _make_client(
 
 def _verbose_transport(server: str, kind: str, options: dict[str, Any], level: int) -> Any:
     """The transport ``kind`` for ``server``, printing each message on stderr (``-v``)."""
-    import sys
-
-    from xds_client.transport import ServerTarget, make_transport
-
-    from ._verbose import VerboseTransport
 
     metadata = list(options.get("metadata", ()))
     if options.get("bearer_token"):
@@ -361,7 +351,6 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
 def run_dump(args: argparse.Namespace, out: Output) -> int:
     """Subscribe to every resource of some types, wait until settled, print the CSDS dump."""
     rtypes = [_resolve(spec, args.api) for spec in (args.types or _DEFAULT_DUMP_TYPES)]
-    from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
 
     progress = Progress(out.err)
     progress.update("subscribing and waiting for the server to settle ...")
