@@ -166,6 +166,16 @@ def _field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _private_base(base: type) -> bool:
+    """A base class of ours that no documented module exports."""
+    if not base.__module__.startswith("xds_client."):
+        return False
+    return not any(
+        getattr(importlib.import_module(module), base.__name__, None) is base
+        for module, _, _ in MODULES
+    )
+
+
 def _members(cls: type) -> list[str]:
     lines: list[str] = []
     if dataclasses.is_dataclass(cls):
@@ -179,7 +189,11 @@ def _members(cls: type) -> list[str]:
                 lines.append(text + (f": {doc}" if doc else ""))
             lines.append("")
     methods: list[str] = []
-    for name, member in vars(cls).items():
+    # Members inherited from an undocumented base of ours (ResourceStoreServer's engine)
+    # are the class's own API: listed with it, base first.
+    owners = [cls, *(base for base in cls.__mro__[1:] if _private_base(base))][::-1]
+    own = {name: member for owner in owners for name, member in vars(owner).items()}
+    for name, member in own.items():
         if name.startswith("_") and name not in ("__call__",):
             continue
         if isinstance(member, property):

@@ -222,7 +222,7 @@ class Soak:
 
     def start_clients(self) -> None:
         # The server in another process: one client of each kind, one protocol each.
-        remote = XdsClient(self.process.address, **self.options("sotw"))  # type: ignore[arg-type]
+        remote = XdsClient(self.process.address, **self.options("sotw"))
         self.clients.append(remote)
         remote_view = View("XdsClient sotw, server process")
         self.views.append(remote_view)
@@ -237,7 +237,7 @@ class Soak:
         runner.start()
         self.threads.append(runner)
         for protocol in ("sotw", "delta"):
-            client = XdsClient(self.proxy.address, **self.options(protocol))  # type: ignore[arg-type]
+            client = XdsClient(self.proxy.address, **self.options(protocol))
             self.clients.append(client)
             view = View(f"XdsClient {protocol} callback")
             self.views.append(view)
@@ -272,7 +272,7 @@ class Soak:
             view.apply(event)
 
     async def run_async(self, protocol: str, view: View, address: str) -> None:
-        async with AsyncXdsClient(address, **self.options(protocol)) as client:  # type: ignore[arg-type]
+        async with AsyncXdsClient(address, **self.options(protocol)) as client:
             client.watch(Cluster, on_event=view.on_event)
             while not self.stop.is_set():
                 await asyncio.sleep(0.05)

@@ -9,8 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-"""The package version, in one place (read by the build backend, see pyproject.toml)."""
+from ._version import __version__
 
 if TYPE_CHECKING:
     from .client import (
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
         ResourceError,
         ResourceNameError,
         ResourceNotFoundError,
+        ResourceValidationError,
         RuleViolationError,
         ServerProtocolError,
         TransportError,
@@ -84,6 +84,7 @@ _EXPORTS: dict[str, str] = {
             "ResourceError",
             "TypeUrlMismatchError",
             "ResourceDecodeError",
+            "ResourceValidationError",
             "RuleViolationError",
             "ServerProtocolError",
             "BootstrapError",
@@ -160,6 +161,7 @@ __all__ = [
     "ResourceError",
     "TypeUrlMismatchError",
     "ResourceDecodeError",
+    "ResourceValidationError",
     "RuleViolationError",
     "ServerProtocolError",
     "BootstrapError",

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import html
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = ["html_table", "object_html", "objects_table", "text_table"]
 
 
+def _escape(text: str) -> str:
+    import html  # loads with the first table a notebook shows, not with the client
+
+    return html.escape(text)
+
+
 def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A plain HTML table, every cell escaped."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    head = "".join(f"<th>{_escape(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+        "<tr>" + "".join(f"<td>{_escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -44,11 +48,14 @@ def objects_table(objects: Iterable[Any], *, note: str = "") -> str:
     ]
     table = html_table(("namespace", "name", "resource version", "labels"), rows)
     if note:
-        table = table.replace("<table>", f"<table><caption>{html.escape(note)}</caption>", 1)
+        table = table.replace("<table>", f"<table><caption>{_escape(note)}</caption>", 1)
     return table
 
 
 def object_html(obj: Any) -> str:
     """One store object: its row, then its JSON document."""
+    import html
+    import json
+
     document = html.escape(json.dumps(obj.json(), indent=2, default=str))
     return f"{objects_table([obj])}<pre>{document}</pre>"

@@ -2,26 +2,59 @@
 
 ::
 
-    XdsClientError                      base of everything below
-    ├── UsageError                      the caller misused the API (a local error)
-    │   ├── UnknownResourceTypeError    a type URL, alias or class we do not know
-    │   ├── DuplicateResourceTypeError  register() of a type URL that is taken
-    │   ├── ProtocolUsageError          the sans-I/O core driven out of order
-    │   ├── ResourceNameError           a malformed xdstp:// name, or an unknown authority
-    │   └── ClientClosedError           a call on a client after close()
-    ├── ResourceError                   a resource from the server is unusable (we NACK it)
-    │   ├── TypeUrlMismatchError        an Any holds another type than expected
-    │   ├── ResourceDecodeError         bytes that do not parse as the message
-    │   └── ResourceValidationError     a user validator rejected the resource
-    │       └── RuleViolationError      a field breaks its proto's (validate.rules)
-    ├── ServerProtocolError             the server broke the xDS protocol itself
-    ├── BootstrapError                  a bootstrap file or JSON that cannot be used
-    ├── TransportError                  the connection to the server failed
-    └── WaitTimeoutError                a bounded wait ran out (also a TimeoutError)
-        └── ResourceNotFoundError       the server said the awaited resource does not exist
+    XdsClientError                        base of everything below
+    ├── UsageError                        the caller misused the API (a local error)
+    │   ├── UnknownResourceTypeError      a type URL, alias or class we do not know
+    │   ├── DuplicateResourceTypeError    register() of a type URL that is taken
+    │   ├── ProtocolUsageError            the sans-I/O core driven out of order
+    │   ├── ResourceNameError             a malformed xdstp:// name, or an unknown authority
+    │   ├── ClientClosedError             a call on a client after close()
+    │   ├── SelectorError                 [store] a label or field selector that is malformed
+    │   └── ResourceFileError             [testing] a resource file that cannot be read
+    ├── ResourceError                     a resource from the server is unusable (we NACK it)
+    │   ├── TypeUrlMismatchError          an Any holds another type than expected
+    │   ├── ResourceDecodeError           bytes that do not parse as the message
+    │   └── ResourceValidationError       a validator rejected it (raise it in your own)
+    │       └── RuleViolationError        a field breaks its proto's (validate.rules)
+    ├── ServerProtocolError               the server broke the xDS protocol itself
+    ├── BootstrapError                    a bootstrap file or JSON that cannot be used
+    ├── TransportError                    the connection to the server failed
+    │   ├── PollError                     [transport] one poll failed (``retryable`` says more)
+    │   ├── TokenError                    [client] a call-credentials token file is unusable
+    │   └── ServiceNotOfferedError        [conformance] the server does not implement a service
+    ├── WaitTimeoutError                  a bounded wait ran out (also a TimeoutError)
+    │   └── ResourceNotFoundError         the server said the awaited resource does not exist
+    ├── DriverError                       [conformance] a driver could not make a change
+    ├── PushError                         [load] an update driver could not change the config
+    └── ResourceStoreError                [store] a failed ResourceStore call (code, reason ...)
+        ├── BadRequestError               400, gRPC INVALID_ARGUMENT
+        ├── UnauthorizedError             401, gRPC UNAUTHENTICATED
+        │   └── TokenExchangeError        the access token could not be exchanged (store._auth)
+        ├── ForbiddenError                403, gRPC PERMISSION_DENIED
+        │   └── QuotaExceededError        403 that says it is a quota (Grafana's Create over quota)
+        ├── NotFoundError                 404, gRPC NOT_FOUND
+        ├── ConflictError                 409, gRPC ABORTED, "optimistic locking failed"
+        │   └── AlreadyExistsError        409 AlreadyExists (or "already exists")
+        ├── ExpiredError                  410 (``GoneError``): a version or page token too old
+        ├── MessageTooLargeError          413: a request or response over max_message_size
+        ├── InvalidError                  422
+        ├── TooManyRequestsError          429, and RESOURCE_EXHAUSTED that is not a size limit
+        ├── StoreNotImplementedError      501, gRPC UNIMPLEMENTED (also a NotImplementedError)
+        ├── UnavailableError              503, gRPC UNAVAILABLE
+        ├── ServerTimeoutError            504, gRPC DEADLINE_EXCEEDED
+        ├── InternalError                 500 and any other status
+        └── InvalidResponseError          an impossible answer (also a ServerProtocolError)
+            └── DeletedWithoutObjectError a DELETED watch event with no object to name the key
 
-Errors raised by the ResourceStore client live in :mod:`xds_client.store`
-and derive from :class:`XdsClientError` too.
+The classes marked ``[store]`` are defined in :mod:`xds_client.store` (its
+``_errors.py`` maps gRPC statuses and ``ErrorResult`` to them), ``[transport]`` in
+:mod:`xds_client.transport`, ``[client]`` in ``xds_client.client._credentials``,
+``[testing]`` in :mod:`xds_client.testing`, ``[conformance]`` in
+:mod:`xds_client.conformance`, ``[load]`` in :mod:`xds_client.load`; the rest here.
+``tests/test_errors_tree.py`` holds this drawing to the classes.
+
+One warning, not an error: ``XdsClientLeakWarning`` (a ``ResourceWarning``, [testing],
+the pytest plugin's) says a test left an xDS client running.
 """
 
 from __future__ import annotations

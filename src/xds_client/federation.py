@@ -17,8 +17,8 @@ This module is pure (no I/O), so the protocol core may use it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from xds_client._records import record
 from xds_client.errors import ResourceNameError
 
 __all__ = [
@@ -69,7 +69,7 @@ def percent_encode_path(text: str) -> str:
     return quote(text, safe=_PATH_SAFE)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class XdstpName:
     """The parts of an ``xdstp://`` name; ``str()`` gives its normalised form."""
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-from xds_client import __version__
-from xds_client._records import field, record
+from envoy.config.core.v3.base_pb2 import Node as NodeProto
+
+from xds_client._version import __version__
 from xds_client.errors import UsageError
-
-if TYPE_CHECKING:
-    from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
 __all__ = ["CLIENT_FEATURES", "USER_AGENT_NAME", "Locality", "Node", "as_node_proto"]
 
@@ -23,7 +22,7 @@ CLIENT_FEATURES: tuple[str, ...] = (
 )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Locality:
     """Where the node runs; control planes use it for locality-aware routing."""
 
@@ -32,7 +31,7 @@ class Locality:
     sub_zone: str = ""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """The identity a client announces in its requests.
 
@@ -48,7 +47,6 @@ class Node:
 
     def to_proto(self) -> NodeProto:
         """The v3 ``Node`` message (v2 shares its wire format for these fields)."""
-        from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
         node = NodeProto(
             id=self.id,

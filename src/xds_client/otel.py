@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - the base install has no OpenTel
         "xds_client.otel needs OpenTelemetry: pip install 'xds-client[otel]'"
     ) from exc
 
-from xds_client import __version__
+from xds_client._version import __version__
 
 __all__ = ["CACHE_STATES", "OpenTelemetryMetrics"]
 

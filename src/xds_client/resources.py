@@ -16,12 +16,12 @@ import logging
 import pkgutil
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
+from envoy.service.discovery.v3.discovery_pb2 import Resource
 from google.protobuf import descriptor_pool
 from google.protobuf.message import DecodeError, Message
-
-from xds_client._records import field, record
 
 from .errors import (
     DuplicateResourceTypeError,
@@ -96,7 +96,7 @@ V2_SECRET = TYPE_URL_PREFIX + "envoy.api.v2.auth.Secret"
 V2_RUNTIME = TYPE_URL_PREFIX + "envoy.service.discovery.v2.Runtime"
 
 
-@record(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ResourceType(Generic[M]):
     """One kind of xDS resource and everything needed to fetch and decode it.
 
@@ -175,7 +175,7 @@ class ResourceType(Generic[M]):
         return f"ResourceType({self.type_url!r})"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UnwrappedResource:
     """A resource as carried in a response, after removing any ``Resource`` wrapper."""
 
@@ -497,7 +497,6 @@ def unwrap(any_message: AnyProto) -> UnwrappedResource:
     """
     if any_message.type_url not in (RESOURCE_WRAPPER_TYPE_URL, _V2_RESOURCE_WRAPPER_TYPE_URL):
         return UnwrappedResource(None, "", None, any_message)
-    from envoy.service.discovery.v3.discovery_pb2 import Resource
 
     try:
         wrapper = Resource.FromString(any_message.value)

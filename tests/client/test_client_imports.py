@@ -75,7 +75,6 @@ _NOT_ON_THE_USER_LINE = (
     "urllib.parse",  # pathlib's, and xdstp percent-encoding
     "ipaddress",  # urllib.parse's
     "json",  # bootstrap parsing, cache_dir files, JWTs
-    "random",  # backoff jitter: the first failure of a stream
     "tenacity",  # a user's own Backoff(strategy=...)
     "xds_client.transport._polling",  # the polling transports (grpc-fetch, rest)
     "xds_client.client._credentials",  # a bootstrap's call_creds
@@ -86,9 +85,6 @@ _NOT_ON_THE_USER_LINE = (
     "xds_client.client._bootstrap",  # from_bootstrap, load_bootstrap, parse_bootstrap
     "xds_client.client._metrics",  # Metrics, CountingMetrics (a client takes any object)
     "queue",  # the threads backend uses the C SimpleQueue (_queue) only
-    "bisect",  # the watch buffer loads bisect_left only
-    "_bisect",  # ... and only when it folds an indexed segment's superseded event
-    "xds_client.protocol._status",  # the state table's IntEnums: the core moves plain ints
 )
 
 

@@ -263,11 +263,11 @@ def test_normalize_names() -> None:
 
 def test_options_validation() -> None:
     with pytest.raises(UsageError, match="protocol"):
-        build_options("x:1", protocol="incremental")
+        build_options("x:1", protocol="incremental")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="api_version"):
-        build_options("x:1", api_version="v4")
+        build_options("x:1", api_version="v4")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="transport"):
-        build_options("x:1", transport="carrier-pigeon")
+        build_options("x:1", transport="carrier-pigeon")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="sotw"):
         build_options("x:1", transport="rest", protocol="delta")
     with pytest.raises(UsageError, match="at least one"):

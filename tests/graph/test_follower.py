@@ -35,6 +35,7 @@ class FakeWatch:
 class FakeClient:
     def __init__(self) -> None:
         self.watches: list[FakeWatch] = []
+        self.closed = False
 
     def watch(self, kind: str, names: Any = None, *, on_event: Any = None) -> FakeWatch:
         watch = FakeWatch(kind, list(names), on_event)

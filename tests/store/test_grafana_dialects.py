@@ -26,9 +26,9 @@ from xds_client.store import (
     RetryPolicy,
     TooManyRequestsError,
     UnauthorizedError,
+    _calls,
     parse_selector,
 )
-from xds_client.store import _list as core
 from xds_client.store._errors import from_error_result, from_rpc_error
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._watch import DeletedWithoutObjectError, WatchState
@@ -83,34 +83,34 @@ def _fields_on_the_wire(message: object) -> set[int]:
 
 
 def test_read_at_a_version_uses_the_dialects_field_number() -> None:
-    grafana = core.read_request(key("a"), 7, Dialect.GRAFANA)
-    seed = core.read_request(key("a"), 7, Dialect.SEED)
+    grafana = _calls.read_request(key("a"), 7, Dialect.GRAFANA)
+    seed = _calls.read_request(key("a"), 7, Dialect.SEED)
     assert _fields_on_the_wire(grafana) == {1, 2}  # today's Grafana: field 2
     assert _fields_on_the_wire(seed) == {1, 3}  # the seed: field 3
 
 
 def test_list_version_match_uses_the_dialects_field() -> None:
-    grafana = core.ListPager(PREFIX, (), resource_version=5, exact=True).request()
-    seed = core.ListPager(PREFIX, (), resource_version=5, exact=True, dialect=Dialect.SEED)
+    grafana = _calls.ListPager(PREFIX, (), resource_version=5, exact=True).request()
+    seed = _calls.ListPager(PREFIX, (), resource_version=5, exact=True, dialect=Dialect.SEED)
     assert grafana.version_match_v2 == pb.Exact
     assert not grafana.HasField("version_match")
     assert 7 in _fields_on_the_wire(grafana)
     assert seed.request().version_match == pb.DEPRECATED_Exact
     assert 7 not in _fields_on_the_wire(seed.request())
-    latest = core.ListPager(PREFIX, ()).request()
+    latest = _calls.ListPager(PREFIX, ()).request()
     assert latest.version_match_v2 == pb.Unset
 
 
 def test_list_response_error_is_a_typed_error_not_an_empty_list() -> None:
     # Grafana answers a list it refuses with an OK status and ListResponse.error.
-    pager = core.ListPager(PREFIX, ())
+    pager = _calls.ListPager(PREFIX, ())
     refused = pb.ListResponse(
         error=pb.ErrorResult(code=401, reason="Unauthorized", message="no identity")
     )
     with pytest.raises(UnauthorizedError, match="no identity"):
         pager.on_page(refused, None)
     with pytest.raises(UnauthorizedError):
-        core.ListPager(PREFIX, ()).on_page_wire(refused, None)
+        _calls.ListPager(PREFIX, ()).on_page_wire(refused, None)
 
 
 def test_unknown_dialect_is_a_usage_error() -> None:
@@ -226,9 +226,9 @@ def test_a_write_whose_response_is_too_large_is_not_429_and_not_retried(
         def body(n: int) -> bytes:
             return b'{"spec":{"blob":"' + b"x" * n + b'"}}'
 
-        size = core.create_request(key("big"), body(0)).ByteSize()
+        size = _calls.create_request(key("big"), body(0)).ByteSize()
         big = body(limit - size - 20)
-        assert core.create_request(key("big"), big).ByteSize() < limit
+        assert _calls.create_request(key("big"), big).ByteSize() < limit
         with pytest.raises(MessageTooLargeError) as err:
             client.create(key("big"), big)
         assert not isinstance(err.value, TooManyRequestsError)
@@ -282,7 +282,7 @@ def test_default_list_works_with_8_kb_objects(server: ResourceStoreServer) -> No
         items = client.list(PREFIX)
         assert sum(1 for _ in items) == 600
         assert items.pages >= 3
-    page = core.ListPager(PREFIX, (), limit=500)
+    page = _calls.ListPager(PREFIX, (), limit=500)
     first = _raw_list(server, page.request())
     assert sum(len(i.value) for i in first.items) < 2 * 1024 * 1024 + 10_000
     assert first.next_page_token

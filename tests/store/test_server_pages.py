@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from xds_client.store import ResourceKey
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.testing import ResourceStoreServer
-from xds_client.testing._store_server import _Prefix
+from xds_client.testing._store._engine import _Prefix
 
 PREFIX = ResourceKey("grp.grafana.app", "things", "default")
 NAMES = [f"n{i}" for i in range(12)]

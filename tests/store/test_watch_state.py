@@ -30,8 +30,8 @@ from xds_client.store import (
     TooManyRequestsError,
     UnauthorizedError,
     UnavailableError,
+    _calls,
 )
-from xds_client.store import _list as core
 from xds_client.store._errors import (
     error_result_from_metadata,
     from_error_result,
@@ -322,7 +322,7 @@ def test_interrupted_watch_converges_without_repeats(
 
 
 def test_pager_repeats_the_request_and_follows_tokens() -> None:
-    pager = core.ListPager(PREFIX, parse_selector("app=web"), limit=2, resource_version=0)
+    pager = _calls.ListPager(PREFIX, parse_selector("app=web"), limit=2, resource_version=0)
     first = pager.request()
     assert first.limit == 2
     assert first.options.labels[0].key == "app"
@@ -419,7 +419,7 @@ def test_details_in_the_status_win() -> None:
     assert isinstance(err, ExpiredError)
     # An OK call: the details in the trailer win over the response's error field.
     with pytest.raises(ExpiredError):
-        core.read_result(
+        _calls.read_result(
             PREFIX.with_name("a"),
             pb.ReadResponse(error=pb.ErrorResult(code=404)),
             (("grpc-status-details-bin", trailer),),
@@ -429,10 +429,10 @@ def test_details_in_the_status_win() -> None:
 
 def test_zero_resource_version_success_is_an_error() -> None:
     with pytest.raises(InvalidResponseError):
-        core.update_result(pb.UpdateResponse(), None)
+        _calls.update_result(pb.UpdateResponse(), None)
     with pytest.raises(InvalidResponseError):
-        core.create_result(pb.CreateResponse(), None)
-    assert core.update_result(pb.UpdateResponse(resource_version=3), None) == 3
+        _calls.create_result(pb.CreateResponse(), None)
+    assert _calls.update_result(pb.UpdateResponse(resource_version=3), None) == 3
 
 
 def test_status_json_and_write_retry_rules() -> None:
@@ -457,7 +457,7 @@ def test_events_and_objects_are_immutable() -> None:
     assert event is not None
     with pytest.raises(AttributeError):
         event.type = "deleted"  # type: ignore[misc]
-    stored = core.read_result(
+    stored = _calls.read_result(
         PREFIX.with_name("a"), pb.ReadResponse(resource_version=2, value=b"{}"), None
     )
     with pytest.raises(AttributeError):
@@ -467,7 +467,7 @@ def test_events_and_objects_are_immutable() -> None:
 def test_store_target_is_a_server_target_with_the_size_limits() -> None:
     from xds_client.transport import ChannelCredentialsConfig, ServerTarget
 
-    target = core.store_target("h:1", None, [("grpc.primary_user_agent", "x")], 1024)
+    target = _calls.store_target("h:1", None, [("grpc.primary_user_agent", "x")], 1024)
     assert (target.uri, target.credentials, target.max_receive_message_size) == ("h:1", None, 1024)
     assert target.channel_options == (
         ("grpc.primary_user_agent", "x"),
@@ -476,10 +476,10 @@ def test_store_target_is_a_server_target_with_the_size_limits() -> None:
     )
     tls = ChannelCredentialsConfig(ca_certificate=b"pem")
     given = ServerTarget("h:2", call_metadata=(("x-org", "1"),), channel_options=(("a", 1),))
-    target = core.store_target(given, tls, [("grpc.max_receive_message_length", 99)], 2048)
+    target = _calls.store_target(given, tls, [("grpc.max_receive_message_length", 99)], 2048)
     assert target.credentials is tls
     assert target.call_metadata == (("x-org", "1"),)
     assert target.max_receive_message_size == 99
     assert target.channel_options[0] == ("a", 1)
     with pytest.raises(UsageError):
-        core.store_target("h:1", None, [], 0)
+        _calls.store_target("h:1", None, [], 0)

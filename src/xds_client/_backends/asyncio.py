@@ -12,15 +12,16 @@ import contextlib
 import inspect
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
 from typing_extensions import Self
 
 from xds_client._backends.threads import Closing
+from xds_client.errors import UsageError
 
 __all__ = [
     "EMPTY",
@@ -46,8 +47,6 @@ __all__ = [
     "spawn",
 ]
 
-if TYPE_CHECKING:
-    from xds_client.transport._base import ServerTarget
 
 T = TypeVar("T")
 log = logging.getLogger("xds_client.client")
@@ -55,7 +54,6 @@ log = logging.getLogger("xds_client.client")
 
 def running_loop(what: str) -> asyncio.AbstractEventLoop:
     """The running loop; :class:`~xds_client.errors.UsageError` naming ``what`` without one."""
-    from xds_client.errors import UsageError
 
     try:
         return asyncio.get_running_loop()
@@ -329,20 +327,16 @@ class CallCancelledError(grpc.RpcError):
 
 
 def open_channel(
-    target: ServerTarget, credentials: grpc.ChannelCredentials | None = None
+    uri: str, credentials: grpc.ChannelCredentials | None, options: Sequence[tuple[str, Any]]
 ) -> grpc.aio.Channel:
-    """The one way every client builds a channel from a :class:`ServerTarget`.
+    """A channel to ``uri``, plaintext when ``credentials`` is None.
 
-    TLS and call credentials, keepalive, message size and extra options come from the
-    target; ``credentials`` (ready-made gRPC credentials) override the target's.
+    Every client passes ``channel_arguments(target)`` (``transport/_channel.py``), so a
+    target's TLS, keepalive and options apply the same way everywhere.
     """
-    from xds_client.transport._grpc_common import channel_credentials, channel_options
-
-    creds = credentials if credentials is not None else channel_credentials(target)
-    options = channel_options(target)
-    if creds is None:
-        return grpc.aio.insecure_channel(target.uri, options=options)
-    return grpc.aio.secure_channel(target.uri, creds, options=options)
+    if credentials is None:
+        return grpc.aio.insecure_channel(uri, options=options)
+    return grpc.aio.secure_channel(uri, credentials, options=options)
 
 
 CALL_FAILURES: tuple[type[BaseException], ...] = (grpc.RpcError,)

@@ -11,9 +11,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
 
@@ -46,8 +46,6 @@ __all__ = [
     "call_later",
 ]
 
-if TYPE_CHECKING:
-    from xds_client.transport._base import ServerTarget
 
 T = TypeVar("T")
 log = logging.getLogger("xds_client.client")
@@ -218,20 +216,16 @@ def run_blocking(work: Callable[[], object]) -> None:
 
 
 def open_channel(
-    target: ServerTarget, credentials: grpc.ChannelCredentials | None = None
+    uri: str, credentials: grpc.ChannelCredentials | None, options: Sequence[tuple[str, Any]]
 ) -> grpc.Channel:
-    """The one way every client builds a channel from a :class:`ServerTarget`.
+    """A channel to ``uri``, plaintext when ``credentials`` is None.
 
-    TLS and call credentials, keepalive, message size and extra options come from the
-    target; ``credentials`` (ready-made gRPC credentials) override the target's.
+    Every client passes ``channel_arguments(target)`` (``transport/_channel.py``), so a
+    target's TLS, keepalive and options apply the same way everywhere.
     """
-    from xds_client.transport._grpc_common import channel_credentials, channel_options
-
-    creds = credentials if credentials is not None else channel_credentials(target)
-    options = channel_options(target)
-    if creds is None:
-        return grpc.insecure_channel(target.uri, options=options)
-    return grpc.secure_channel(target.uri, creds, options=options)
+    if credentials is None:
+        return grpc.insecure_channel(uri, options=options)
+    return grpc.secure_channel(uri, credentials, options=options)
 
 
 CALL_FAILURES: tuple[type[BaseException], ...] = (grpc.RpcError, grpc.FutureCancelledError)

@@ -9,12 +9,18 @@ usage: unknown type, bad address, selector or file), never a traceback.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from typing import TextIO
+
+from xds_client.errors import UsageError, XdsClientError
+
+from ._args import SERVER_ENV, CommandError, UsageExit, build_parser
+from ._hints import cli_words
 
 __all__ = ["main"]
 
@@ -30,9 +36,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO) -> int:
     """:func:`main` with explicit streams."""
-    # Imports stay inside: `xds-client --help` should not pay for grpc and protobuf.
-    from ._args import UsageExit, build_parser
-
     try:
         # argparse prints --help and usage errors on sys.stdout / sys.stderr.
         with redirect_stdout(stdout), redirect_stderr(stderr):
@@ -75,11 +78,6 @@ def run(argv: Sequence[str] | None, stdout: TextIO, stderr: TextIO) -> int:
 
 def _describe(exc: Exception) -> tuple[int, str]:
     """Exit status and one-line message of a failure."""
-    from xds_client.errors import UsageError, XdsClientError
-
-    from ._hints import cli_words
-    from ._xds import CommandError
-
     text = cli_words(" ".join(str(exc).split())) or type(exc).__name__
     if isinstance(exc, CommandError):
         return exc.code, text
@@ -94,8 +92,8 @@ def _describe(exc: Exception) -> tuple[int, str]:
 
 
 def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
-    import argparse
-
+    # Each command's module is imported when it runs: `xds-client --help` should not pay
+    # for grpc and the Envoy protos, nor a store command for the xDS client.
     from ._output import Output
 
     assert isinstance(args, argparse.Namespace)
@@ -104,8 +102,6 @@ def _dispatch(args: object, stdout: TextIO, stderr: TextIO) -> int:
     out.headers = not getattr(args, "no_headers", False)
     command = args.command
     if command in ("watch", "fetch", "dump", "graph") and not (args.server or args.bootstrap):
-        from ._args import SERVER_ENV
-
         args.server = os.environ.get(SERVER_ENV) or None  # like kubectl's current context
     if command == "watch":
         from ._xds import run_watch

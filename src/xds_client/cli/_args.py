@@ -7,9 +7,11 @@ import difflib
 import sys
 from typing import Any, NoReturn
 
-from xds_client import __version__
+from xds_client._version import __version__
 
-__all__ = ["UsageExit", "build_parser", "check_address"]
+from ._examples import EXAMPLES
+
+__all__ = ["CommandError", "UsageExit", "build_parser", "check_address"]
 
 DEFAULT_NODE_ID = "xds-client-cli"
 SERVER_ENV = "XDS_CLIENT_SERVER"
@@ -34,6 +36,14 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         if shown or not action.option_strings:
             return text
         return f"{text} (default: {default})"
+
+
+class CommandError(Exception):
+    """A failure the command reports as one line; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class _Parser(argparse.ArgumentParser):
@@ -253,6 +263,221 @@ def _store_kind(parser: argparse.ArgumentParser, *, name: bool) -> None:
         )
 
 
+_CONFORM_FORMATS = ("table", "json", "junit")
+
+
+def _conform_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _conform_server(text: str) -> str:
+    try:
+        return check_address(text, rest=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_conform(sub: Any) -> None:
+    """The ``conform`` sub-command's arguments (see cli/_conform.py)."""
+    conform = sub.add_parser(
+        "conform",
+        help="check an xDS server against the protocol, rule by rule (SotW and delta)",
+        description="Check an xDS management server against the xDS protocol. Exit status "
+        "0 when every MUST check passes, 1 when one fails, 2 for bad usage.",
+    )
+    conform.add_argument(
+        "--server",
+        "-s",
+        metavar="HOST:PORT",
+        type=_conform_server,
+        help="the xDS server to check (http(s)://HOST:PORT: a REST-JSON server, polled)",
+    )
+    conform.add_argument(
+        "--protocol", choices=("sotw", "delta", "both"), default="both", help="default both"
+    )
+    conform.add_argument(
+        "--transport",
+        choices=("ads", "per-type", "both"),
+        default="both",
+        help="ADS, the per-type services, or both (default)",
+    )
+    conform.add_argument(
+        "--node-id", default="xds-conformance", metavar="ID", help="node id of the requests"
+    )
+    conform.add_argument(
+        "--cluster", default="xds-conformance", metavar="C", help="node cluster of the requests"
+    )
+    conform.add_argument(
+        "--second-node-id",
+        metavar="ID",
+        help="another node the server serves (best: different resources), for the per-node "
+        "checks (without it they are skipped)",
+    )
+    conform.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="ID",
+        help="run only these checks (ids or globs, e.g. 'sotw-*')",
+    )
+    conform.add_argument(
+        "--skip", nargs="+", action="extend", default=[], metavar="ID", help="skip these checks"
+    )
+    conform.add_argument(
+        "--change-command",
+        metavar="CMD",
+        help="runs 'CMD update TYPE_URL NAME' or 'CMD delete TYPE_URL NAME' through the shell "
+        "to make the server change a resource it serves; exit 0 once it serves the change "
+        "(without it, checks that need a push are skipped)",
+    )
+    conform.add_argument(
+        "--timeout",
+        type=_conform_seconds,
+        default=2.0,
+        metavar="S",
+        help="seconds to wait for a response the server owes (default 2)",
+    )
+    conform.add_argument(
+        "--quiet-period",
+        type=_conform_seconds,
+        default=0.3,
+        metavar="S",
+        help="seconds of silence that mean 'nothing more is coming' (default 0.3)",
+    )
+    conform.add_argument(
+        "--output",
+        "-o",
+        choices=_CONFORM_FORMATS,
+        default="table",
+        help="table (default), json, junit",
+    )
+    conform.add_argument(
+        "--no-evidence",
+        dest="evidence",
+        action="store_false",
+        help="table: leave out the wire exchange under each failure",
+    )
+    conform.add_argument("--list", action="store_true", help="list the checks and exit")
+    _security_options(conform)
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"a share between 0 and 1, not {text!r}")
+    return value
+
+
+def _number(text: str, *, positive: bool = True) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0 or (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"must be {'positive' if positive else '>= 0'}: {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    return _number(text, positive=False)
+
+
+def _nodes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    return key, value
+
+
+def _add_load(sub: Any) -> None:
+    """The ``load`` sub-command's arguments (see cli/_load.py)."""
+    load = sub.add_parser(
+        "load", help="simulate a fleet of xDS clients against a control plane and measure it"
+    )
+    target = load.add_argument_group("server")
+    target.add_argument("--server", "-s", metavar="HOST:PORT", help="the xDS server (plaintext)")
+    target.add_argument(
+        "--sample",
+        metavar="CLUSTERS",
+        type=_nodes,
+        help="instead of --server, serve the sample config with CLUSTERS clusters from an "
+        "in-process ControlPlane (and push to it with --push-interval)",
+    )
+    fleet = load.add_argument_group("fleet")
+    fleet.add_argument("--nodes", "-n", type=_nodes, default=10, help="clients (default 10)")
+    fleet.add_argument("--rate", "-r", type=_number, default=100.0, help="clients started/s")
+    fleet.add_argument(
+        "--duration", "-d", type=_non_negative, default=10.0, help="seconds held after the ramp"
+    )
+    fleet.add_argument("--delta", action="store_true", help="delta xDS instead of SotW")
+    fleet.add_argument(
+        "--profile",
+        choices=("envoy", "grpc"),
+        default="envoy",
+        help="envoy: LDS+CDS wildcard, then RDS+EDS by name; grpc: LDS by name -> RDS -> CDS -> "
+        "EDS (default envoy)",
+    )
+    fleet.add_argument("--listener", help="listener a grpc-profile client asks for")
+    fleet.add_argument("--node-id", default="node-{i}", help="node id template ({i}: index)")
+    fleet.add_argument("--cluster", default="load", help="node cluster template")
+    fleet.add_argument("--region", default="", help="locality region template")
+    fleet.add_argument("--zone", default="", help="locality zone template")
+    fleet.add_argument(
+        "--metadata", "-m", type=_pair, action="append", default=[], metavar="KEY=VALUE"
+    )
+    fleet.add_argument("--validate", action="store_true", help="check resources as Envoy does")
+    fleet.add_argument(
+        "--keep-messages", action="store_true", help="cache decoded messages, not bytes"
+    )
+    fleet.add_argument(
+        "--connect-timeout", type=_number, default=10.0, help="give up when nothing answers"
+    )
+    scenario = load.add_argument_group("scenario")
+    scenario.add_argument(
+        "--storm-at", type=_non_negative, metavar="S", help="drop every stream S s after the ramp"
+    )
+    scenario.add_argument(
+        "--churn", type=_share, default=0.0, metavar="SHARE", help="share replaced per minute"
+    )
+    scenario.add_argument(
+        "--push-interval", type=_number, metavar="S", help="change the config every S seconds"
+    )
+    scenario.add_argument(
+        "--push-command",
+        metavar="CMD",
+        help="shell command that changes the server's config ($XDS_LOAD_STEP: 1, 2, ...)",
+    )
+    report = load.add_argument_group("report")
+    report.add_argument(
+        "--output", "-o", choices=("text", "json"), default="text",
+        help="text: a table; json: the whole report as one JSON document",
+    )  # fmt: skip
+    report.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="same as -o json"
+    )
+    report.add_argument("--plot", metavar="FILE.svg", help="write an SVG of the run")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line, sub-commands included."""
     parser = _Parser(
@@ -379,13 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("listener", metavar="LISTENER", help="the Listener resource name")
     graph.add_argument("--timeout", type=_positive, default=20.0, help="give up after S seconds")
 
-    from ._conform import add_parser as add_conform
-
-    add_conform(sub, _security_options)
-
-    from ._load import add_load_parser
-
-    add_load_parser(sub)
+    _add_conform(sub)
+    _add_load(sub)
 
     demo = sub.add_parser("demo", help="a live story of the xDS protocol (about 20 s)")
     demo.add_argument("--fast", action="store_true", help="no pauses between steps (tests)")
@@ -397,8 +617,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_examples(parser: argparse.ArgumentParser) -> None:
     """Each sub-command's ``--help`` ends with examples (from EXAMPLES), as kubectl's do."""
-    from ._examples import EXAMPLES
-
     parser.epilog = parser.epilog or EXAMPLES.get(parser.prog)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

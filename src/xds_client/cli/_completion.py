@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from ._args import build_parser
 from ._output import Output
 
 __all__ = ["completion_script", "run_completion"]
@@ -69,7 +70,6 @@ complete -o default -F _xds_client xds-client
 
 def run_completion(args: argparse.Namespace, out: Output) -> int:
     """Print the script for ``args.shell``."""
-    from ._args import build_parser
 
     script = completion_script(build_parser())
     if args.shell == "zsh":

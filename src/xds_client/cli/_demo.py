@@ -18,6 +18,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
+from envoy.config.listener.v3.listener_pb2 import Listener
+from envoy.config.route.v3.route_pb2 import RouteConfiguration
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
@@ -145,11 +152,6 @@ def _describe(record: dict[str, Any]) -> str:
 
 
 def _listener(route: str) -> Message:
-    from envoy.config.listener.v3.listener_pb2 import Listener
-    from envoy.extensions.filters.network.http_connection_manager.v3 import (
-        http_connection_manager_pb2 as hcm_pb2,
-    )
-
     manager = hcm_pb2.HttpConnectionManager(stat_prefix="ingress")
     manager.rds.route_config_name = route
     manager.rds.config_source.ads.SetInParent()
@@ -159,8 +161,6 @@ def _listener(route: str) -> Message:
 
 
 def _route(clusters: dict[str, int]) -> Message:
-    from envoy.config.route.v3.route_pb2 import RouteConfiguration
-
     route = RouteConfiguration(name="local-routes")
     host = route.virtual_hosts.add(name="shop", domains=["*"])
     entry = host.routes.add()
@@ -171,16 +171,12 @@ def _route(clusters: dict[str, int]) -> Message:
 
 
 def _cluster(name: str, timeout_s: int = 1) -> Message:
-    from envoy.config.cluster.v3.cluster_pb2 import Cluster
-
     cluster = Cluster(name=name, type=Cluster.EDS, connect_timeout=Duration(seconds=timeout_s))
     cluster.eds_cluster_config.eds_config.ads.SetInParent()
     return cluster
 
 
 def _endpoints(name: str, *addresses: tuple[str, int]) -> Message:
-    from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
-
     assignment = ClusterLoadAssignment(cluster_name=name)
     locality = assignment.endpoints.add()
     locality.locality.zone = "zone-a"

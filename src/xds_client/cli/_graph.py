@@ -10,16 +10,9 @@ from xds_client.errors import WaitTimeoutError
 from xds_client.graph import ResourceKey
 from xds_client.protocol import ResourceDoesNotExist
 
+from ._args import CommandError
 from ._output import Output, Progress
-from ._xds import (
-    CommandError,
-    _Answered,
-    _Answers,
-    _make_client,
-    _resolve,
-    _where,
-    uses_tls,
-)
+from ._xds import _Answered, _Answers, _make_client, _resolve, _where, uses_tls
 
 __all__ = ["run_graph"]
 

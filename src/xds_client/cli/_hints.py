@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ._args import CommandError
+
 __all__ = ["check_pem", "cli_words", "explain"]
 
 # (pattern in the library's message, replacement in CLI words)
@@ -113,8 +115,6 @@ def _untrusted(server: str) -> str:
 
 def check_pem(data: bytes, flag: str, path: str, *, key: bool = False) -> None:
     """A file given to a TLS flag must be PEM: say which flag, before gRPC logs about it."""
-    from ._xds import CommandError
-
     what = "PRIVATE KEY" if key else "CERTIFICATE"
     if b"-----BEGIN " not in data or (what.encode() not in data):
         raise CommandError(f"{flag} {path} is not a PEM file with a {what.lower()}", 2)

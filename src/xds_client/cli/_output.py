@@ -244,8 +244,7 @@ class Progress:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
-        isatty = getattr(stream, "isatty", None)
-        self.enabled = bool(isatty and isatty())
+        self.enabled = stream.isatty()
         self._shown = False
 
     def update(self, text: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from xds_client.client._bootstrap import BOOTSTRAP_CONFIG_ENV, BOOTSTRAP_ENV
 from xds_client.transport import ChannelCredentialsConfig
 
+from ._args import CommandError
 from ._hints import check_pem
 
 __all__ = ["bootstrap_from_env", "channel_options", "security_options", "store_channel_options"]
@@ -33,8 +34,6 @@ def bootstrap_from_env() -> str | None:
 
 
 def _read(path: str, flag: str) -> bytes:
-    from ._xds import CommandError
-
     try:
         return Path(path).read_bytes()
     except OSError as exc:
@@ -42,8 +41,6 @@ def _read(path: str, flag: str) -> bytes:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    from ._xds import CommandError
-
     if args.token_file:
         token = _read(args.token_file, "--token-file").decode("utf-8", "replace").strip()
         if not token:
@@ -53,8 +50,6 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _tls(args: argparse.Namespace) -> ChannelCredentialsConfig | None:
-    from ._xds import CommandError
-
     if (args.cert is None) != (args.key is None):
         raise CommandError("mTLS needs both --cert and --key", 2)
     if not (args.tls or args.ca_file or args.cert or args.server_name):
@@ -108,8 +103,6 @@ def channel_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _secret_file(path: str, flag: str) -> str:
-    from ._xds import CommandError
-
     text = _read(path, flag).decode("utf-8", "replace").strip()
     if not text:
         raise CommandError(f"{flag} {path} is empty", 2)
@@ -118,8 +111,6 @@ def _secret_file(path: str, flag: str) -> str:
 
 def _grafana_auth(args: argparse.Namespace) -> dict[str, Any]:
     """``access_token`` (token exchange) and ``id_token`` from the Grafana flags."""
-    from ._xds import CommandError
-
     options: dict[str, Any] = {}
     if args.exchange_url:
         from xds_client.store import TokenExchange  # store commands only: keep xDS startup light

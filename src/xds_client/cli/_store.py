@@ -21,10 +21,9 @@ from xds_client.store import (
     parse_selector,
 )
 
-from ._args import check_address
+from ._args import CommandError, check_address
 from ._output import Output, Progress, store_record
 from ._security import store_channel_options
-from ._xds import CommandError
 
 __all__ = ["run_store"]
 

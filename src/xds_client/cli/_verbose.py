@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from typing import Any, TextIO
 
-from xds_client._records import replace
 from xds_client.client import to_dict
 from xds_client.transport import Request, Response, Stream, StreamSpec, Transport
 

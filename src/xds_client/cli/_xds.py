@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import queue
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
 
 from xds_client.client import Backoff, ConnectivityChanged, XdsClient
 from xds_client.client import to_dict as message_to_dict
@@ -18,25 +21,18 @@ from xds_client.protocol import ResourceDoesNotExist, ResourceUpdated, ResponseR
 from xds_client.resources import ResourceType, resource_type
 from xds_client.transport import Transport
 
-from ._args import DEFAULT_NODE_ID, check_address
+from ._args import DEFAULT_NODE_ID, CommandError, check_address
 from ._hints import explain
 from ._output import Output, Progress, kind_of, xds_records
 from ._security import bootstrap_from_env, security_options
+from ._verbose import VerboseTransport
 
-__all__ = ["CommandError", "run_dump", "run_fetch", "run_watch"]
+__all__ = ["run_dump", "run_fetch", "run_watch"]
 
 # A command-line client should notice a dead server quickly and come back fast.
 _CLI_BACKOFF = Backoff(initial=0.5, maximum=5.0)
 _SETTLE_QUIET = 0.3  # seconds without events after which a subscription counts as settled
 _DEFAULT_DUMP_TYPES = ("lds", "rds", "cds", "eds")
-
-
-class CommandError(Exception):
-    """A failure the command reports as one line; ``code`` is the exit status."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _resolve(spec: str, api: str) -> ResourceType[Any]:
@@ -93,9 +89,6 @@ def _verbose_client(level: int) -> type[XdsClient]:
     Every server keeps the transport the client makes for it (gRPC stream, Fetch or REST
     polls; a bootstrap's fallbacks and authorities), wrapped where the client takes it.
     """
-    import sys
-
-    from ._verbose import VerboseTransport
 
     class VerboseXdsClient(XdsClient):
         def _transport(self, server: int) -> Transport:
@@ -357,7 +350,6 @@ def run_fetch(args: argparse.Namespace, out: Output) -> int:
 def run_dump(args: argparse.Namespace, out: Output) -> int:
     """Subscribe to every resource of some types, wait until settled, print the CSDS dump."""
     rtypes = [_resolve(spec, args.api) for spec in (args.types or _DEFAULT_DUMP_TYPES)]
-    from envoy.admin.v3.config_dump_shared_pb2 import ClientResourceStatus
 
     progress = Progress(out.err)
     progress.update("subscribing and waiting for the server to settle ...")

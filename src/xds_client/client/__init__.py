@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._federation import Authority
-from ._options import Backoff
+from ._authorities import Authority
+from ._options import Backoff, ClientArgs, ClientOptions
 from ._sync import Watch, XdsClient
 from ._watchers import ConnectivityChanged, WatchEvent
 
@@ -38,6 +38,8 @@ __all__ = [
     "WatchEvent",
     "ConnectivityChanged",
     "Backoff",
+    "ClientArgs",
+    "ClientOptions",
     "Metrics",
     "CountingMetrics",
     "AuthorityMetrics",

@@ -15,6 +15,7 @@ import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -40,6 +41,7 @@ from xds_client.resources import ResourceType
 from xds_client.transport import (
     AsyncStream,
     AsyncTransport,
+    ReportsWrites,
     ServerTarget,
     given_transport,
     make_transport,
@@ -180,26 +182,17 @@ class AsyncWatch(AsyncClosing, Generic[M]):
     # end async-only
 
 
+@dataclass(frozen=True, slots=True)
 class _OpenStream:
     """A stream the driver holds: its attempt number, its reader and the reader's stop flag."""
 
-    __slots__ = ("attempt", "confirms_writes", "reader", "stop", "stream")
-
-    def __init__(
-        self,
-        attempt: int,
-        stream: AsyncStream,
-        stop: AsyncEvent,
-        reader: AsyncWorker,
-        confirms_writes: bool,
-    ) -> None:
-        self.attempt = attempt
-        self.stream = stream
-        self.stop = stop
-        self.reader = reader
-        self.confirms_writes = confirms_writes
-        """The stream reports each write that reached the wire (gRFC A57); else a request
-        counts as written once ``send`` returns."""
+    attempt: int
+    stream: AsyncStream
+    stop: AsyncEvent
+    reader: AsyncWorker
+    confirms_writes: bool
+    """The stream reports each write that reached the wire (gRFC A57); else a request
+    counts as written once ``send`` returns."""
 
 
 class AsyncXdsClient:
@@ -210,18 +203,12 @@ class AsyncXdsClient:
     ``async with AsyncXdsClient(...) as client``, or call ``await client.aclose()``;
     the client starts on first use.
 
-    Keyword options (the same for the thread and the asyncio client): ``node``,
-    ``protocol="sotw" | "delta"``, ``ads=True`` (False: one stream per type),
-    ``api_version="v3" | "v2"``, ``transport="grpc" | "grpc-fetch" | "rest"``,
-    ``poll_interval``, ``credentials`` (TLS/mTLS), ``bearer_token``, ``metadata``,
-    ``call_credentials``, ``keepalive``, ``max_receive_message_size`` (256 MiB),
-    ``backoff`` (:class:`Backoff`), ``does_not_exist_timeout`` (15 s),
-    ``ignore_resource_deletion``, ``node_in_every_request``,
-    ``reject_whole_response``, ``validators`` (type -> callable that raises to
-    NACK), ``queue_size`` (per watch, before coalescing), ``flow_control`` (read the
-    next response, and ACK the last, only once watchers took it), ``metrics``
-    (:class:`Metrics`), ``fallback_probe_interval``, ``lazy_decode`` (cache only the
-    bytes and decode on access of ``CachedResource.resource``: less memory).
+    Keyword options (the same for the thread and the asyncio client, typed by
+    :data:`~xds_client.client.ClientArgs`): each one's default and meaning are declared
+    once, by :class:`~xds_client.client.ClientOptions`, and tabled in docs/client.md;
+    ``credentials`` (TLS/mTLS), ``bearer_token``, ``metadata``, ``call_credentials``,
+    ``keepalive``, ``max_receive_message_size`` and ``server_features`` build each
+    server's :class:`~xds_client.transport.ServerTarget`.
     """
 
     def __init__(
@@ -280,6 +267,11 @@ class AsyncXdsClient:
         )
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: the client cannot be used again."""
+        return self._closed
 
     @overload
     def watch(
@@ -578,10 +570,10 @@ class AsyncXdsClient:
             if session.on_written(slot, attempt, time.monotonic()):
                 self._wake()  # a timer started: the I/O worker must wake for it
 
-        notify_written = getattr(stream, "notify_written", None)
-        if notify_written is not None:
-            notify_written(written)
-        confirms = notify_written is not None
+        confirms = False
+        if isinstance(stream, ReportsWrites):
+            stream.notify_written(written)
+            confirms = True
         reader = spawn(
             self._read, action.slot, action.attempt, stream, stop, confirms,
             name=f"xds-client-read {action.slot}",

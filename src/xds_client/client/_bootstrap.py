@@ -7,21 +7,23 @@ field that is present but wrong gives a :class:`BootstrapError` naming it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
+from google.protobuf import json_format
 
-from xds_client import __version__
-from xds_client._records import record
+from xds_client._version import __version__
 from xds_client.errors import BootstrapError
 from xds_client.federation import ResourceNameError, listener_name_for_target, parse_xdstp
 from xds_client.node import CLIENT_FEATURES, USER_AGENT_NAME
 from xds_client.transport import ChannelCredentialsConfig, ServerTarget
 
-from ._federation import Authority
+from ._authorities import Authority
+from ._credentials import call_credentials_from_bootstrap
 
 # json and the call-credential helpers load when a bootstrap is parsed:
 # every client imports this module, few read a bootstrap file.
@@ -39,7 +41,7 @@ BOOTSTRAP_CONFIG_ENV = "GRPC_XDS_BOOTSTRAP_CONFIG"
 SUPPORTED_CHANNEL_CREDS = ("insecure", "tls")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bootstrap:
     """What a bootstrap file configures."""
 
@@ -107,8 +109,6 @@ def _tls(config: Mapping[str, Any], field: str) -> ChannelCredentialsConfig:
 def _server(raw: Any, field: str, memo: dict[str, ServerTarget] | None = None) -> ServerTarget:
     # A47: one server listed by several authorities is one channel. Equal JSON gives the
     # same target object, so even call credentials (compared by identity) match.
-    import json
-
     key = json.dumps(raw, sort_keys=True, default=str) if memo is not None else ""
     if memo is not None and key in memo:
         return memo[key]
@@ -155,8 +155,6 @@ def _parse_server(raw: Any, field: str) -> ServerTarget:
         _expect(feature, str, f"{field}.server_features[{i}]")
     call_credentials = None
     if "call_creds" in raw:
-        from ._credentials import call_credentials_from_bootstrap
-
         call_credentials = call_credentials_from_bootstrap(raw["call_creds"], f"{field}.call_creds")
     return ServerTarget(
         uri,
@@ -175,7 +173,6 @@ def _node(raw: Any) -> NodeProto:
         _expect(raw["locality"], dict, "node.locality")
     if "metadata" in raw:
         _expect(raw["metadata"], dict, "node.metadata")
-    from google.protobuf import json_format  # only for a bootstrap's node
 
     node = NodeProto()
     try:
@@ -231,8 +228,6 @@ def _authorities(raw: Any, memo: dict[str, ServerTarget]) -> dict[str, Authority
 def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     """Parse bootstrap JSON (text or an already decoded object)."""
     if isinstance(data, (str, bytes)):
-        import json
-
         try:
             data = json.loads(data)
         except ValueError as exc:
@@ -252,7 +247,12 @@ def parse_bootstrap(data: str | bytes | Mapping[str, Any]) -> Bootstrap:
     key = "client_default_listener_resource_name_template"
     if key in root:
         default_template = _template(root[key], key, None)
-    return Bootstrap(servers, node, authorities, default_template)
+    return Bootstrap(
+        servers=servers,
+        node=node,
+        authorities=authorities,
+        client_default_listener_resource_name_template=default_template,
+    )
 
 
 def _parse_from(text: str, source: str) -> Bootstrap:

@@ -21,10 +21,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from udpa.annotations import sensitive_pb2
 
 from xds_client.protocol._cache import CachedResource, ResourceState
+from xds_client.transport._base import REDACTED
 
 __all__ = ["REDACTED", "build_client_config", "redact"]
 
-REDACTED = "[redacted]"
 _STATUS = {
     "REQUESTED": ClientResourceStatus.REQUESTED,
     "ACKED": ClientResourceStatus.ACKED,

@@ -5,15 +5,19 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 import grpc
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 from google.protobuf.message import Message
+from typing_extensions import Unpack
 
 from xds_client._backoff import Backoff, BackoffState
 from xds_client.errors import UnknownResourceTypeError, UsageError
 from xds_client.node import Node, as_node_proto
+from xds_client.protocol._config import DOES_NOT_EXIST_TIMEOUT, check_does_not_exist_timeout
+from xds_client.protocol._subscriptions import WILDCARD
 from xds_client.resources import ApiVersion, ResourceType, resource_type
 from xds_client.transport import (
     TRANSPORT_KINDS,
@@ -25,7 +29,7 @@ from xds_client.transport import (
 )
 from xds_client.transport._base import DEFAULT_MAX_RECEIVE_MESSAGE_SIZE
 
-from ._federation import Authority
+from ._authorities import Authority
 
 if TYPE_CHECKING:
     from ._metrics import Metrics
@@ -53,113 +57,100 @@ ServerSpec: TypeAlias = "str | ServerTarget"
 Validator: TypeAlias = Callable[[Any], None]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClientOptions:
-    """Everything a client needs, validated; shared by the sync and async drivers.
+    """Every option of :class:`XdsClient` and :class:`AsyncXdsClient`, checked: the one
+    declaration of each option's default and meaning.
 
-    Internal, made only by :func:`build_options`: a plain class with ``__slots__``
-    (read-only by convention), since a 30-field frozen dataclass costs over 3 ms of
-    every client's import.
+    :func:`build_options` makes it from the keyword arguments (:data:`ClientArgs`): it
+    turns the connection options (``credentials``, ``bearer_token``, ``metadata``,
+    ``call_credentials``, ``keepalive``, ``max_receive_message_size``,
+    ``server_features``) into the :class:`ServerTarget` of each server and passes the
+    rest through. The values are checked here, once.
     """
 
-    __slots__ = (
-        "ads",
-        "api_version",
-        "authorities",
-        "backoff",
-        "cache_dir",
-        "does_not_exist_timeout",
-        "fail_on_data_errors",
-        "fallback_probe_interval",
-        "flow_control",
-        "ignore_resource_deletion",
-        "ignore_resource_deletion_asked",
-        "lazy_decode",
-        "metrics",
-        "node",
-        "node_in_every_request",
-        "persist_secrets",
-        "poll_interval",
-        "protocol",
-        "queue_size",
-        "reject_whole_response",
-        "resource_timer_is_transient_error",
-        "servers",
-        "transport",
-        "transport_object",
-        "validate_rules",
-        "validators",
-    )
+    servers: tuple[ServerTarget, ...]
+    """The xDS servers in priority order; later ones are fallbacks (gRFC A71)."""
+    node: NodeProto
+    """The ``Node`` sent to the servers."""
+    protocol: ProtocolName = "sotw"
+    """``"sotw"`` or ``"delta"`` (incremental xDS)."""
+    ads: bool = True
+    """One ADS stream for every type; False: one stream per type (``StreamClusters`` ...)."""
+    api_version: ApiVersion = "v3"
+    """``"v2"``: the v2 method paths and type URLs."""
+    transport: str = "grpc"
+    """``"grpc"``, or ``"grpc-fetch"``/``"rest"``, which poll every ``poll_interval``."""
+    poll_interval: float = 5.0
+    """Seconds between polls of one type (polling transports)."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """How long to wait before reconnecting (gRPC's policy by default)."""
+    does_not_exist_timeout: float | None = DOES_NOT_EXIST_TIMEOUT
+    """Seconds before a requested name is reported as not existing; None disables it."""
+    ignore_resource_deletion: bool = False
+    """Keep resources the server deletes (gRFC A53): as asked, or by the primary's features."""
+    ignore_resource_deletion_asked: bool = False
+    """``ignore_resource_deletion`` as the caller gave it (before any server's features)."""
+    node_in_every_request: bool = False
+    """Send ``node`` in every request, not only in a stream's first."""
+    reject_whole_response: bool = False
+    """Envoy's behaviour: one bad resource rejects the whole response (else gRFC A46)."""
+    validate_rules: bool = True
+    """NACK resources that break their proto's ``(validate.rules)``, as Envoy does."""
+    fail_on_data_errors: bool = False
+    """A88 server feature, from the primary's ``server_features``."""
+    resource_timer_is_transient_error: bool = False
+    """A88 server feature, from the primary's ``server_features``."""
+    validators: Mapping[str, Validator] = field(default_factory=dict)
+    """type URL -> a check that raises to NACK a resource (runs after the rules)."""
+    queue_size: int = 1000
+    """Events per watch before coalescing."""
+    flow_control: bool = False
+    """ADS flow control: a stream reads its next response (and ACKs the last one) only
+    once the watchers it fed have taken their events."""
+    metrics: Metrics | None = None
+    """An object with the :class:`Metrics` methods, told of ACKs, NACKs, reconnects ..."""
+    fallback_probe_interval: float = 1.0
+    """Seconds between probes of a better server while on a fallback (gRFC A71)."""
+    lazy_decode: bool = False
+    """Cache only the bytes of each resource and decode on access: less memory."""
+    authorities: Mapping[str, Authority] = field(default_factory=dict)
+    """gRFC A47: the servers of each ``xdstp://`` authority (empty: top-level servers)."""
+    cache_dir: str | None = None
+    """Directory of the last good config (None: nothing is persisted)."""
+    persist_secrets: bool = False
+    """Also write Secret (SDS) resources to ``cache_dir``, in clear."""
+    transport_object: Transport | AsyncTransport | None = None
+    """A transport given as an object (``transport=``); it then serves every server and
+    ``transport`` is ``"grpc"``: the object gets the gRPC stream specs."""
 
-    def __init__(
-        self,
-        *,
-        servers: tuple[ServerTarget, ...],
-        node: NodeProto,
-        protocol: ProtocolName = "sotw",
-        ads: bool = True,
-        api_version: ApiVersion = "v3",
-        transport: str = "grpc",
-        poll_interval: float = 5.0,
-        backoff: Backoff | None = None,
-        does_not_exist_timeout: float | None = 15.0,
-        ignore_resource_deletion: bool = False,
-        node_in_every_request: bool = False,
-        reject_whole_response: bool = False,
-        validate_rules: bool = True,
-        ignore_resource_deletion_asked: bool = False,
-        fail_on_data_errors: bool = False,
-        resource_timer_is_transient_error: bool = False,
-        validators: Mapping[str, Validator] | None = None,
-        queue_size: int = 1000,
-        flow_control: bool = False,
-        metrics: Metrics | None = None,
-        fallback_probe_interval: float = 1.0,
-        lazy_decode: bool = False,
-        authorities: Mapping[str, Authority] | None = None,
-        cache_dir: str | None = None,
-        persist_secrets: bool = False,
-        transport_object: Transport | AsyncTransport | None = None,
-    ) -> None:
-        self.servers = servers
-        self.node = node
-        self.protocol: ProtocolName = protocol
-        self.ads = ads
-        self.api_version: ApiVersion = api_version
-        self.transport = transport
-        self.poll_interval = poll_interval
-        self.backoff = Backoff() if backoff is None else backoff
-        self.does_not_exist_timeout = does_not_exist_timeout
-        self.ignore_resource_deletion = ignore_resource_deletion
-        self.node_in_every_request = node_in_every_request
-        self.reject_whole_response = reject_whole_response
-        self.validate_rules = validate_rules
-        self.ignore_resource_deletion_asked = ignore_resource_deletion_asked
-        """``ignore_resource_deletion`` as the caller gave it (before any server's features)."""
-        self.fail_on_data_errors = fail_on_data_errors
-        """A88 server feature, from the primary's ``server_features``."""
-        self.resource_timer_is_transient_error = resource_timer_is_transient_error
-        """A88 server feature, from the primary's ``server_features``."""
-        self.validators: Mapping[str, Validator] = {} if validators is None else validators
-        self.queue_size = queue_size
-        self.flow_control = flow_control
-        """ADS flow control: a stream reads its next response (and ACKs the last one) only
-        once the watchers it fed have taken their events."""
-        self.metrics = metrics
-        self.fallback_probe_interval = fallback_probe_interval
-        self.lazy_decode = lazy_decode
-        self.authorities: Mapping[str, Authority] = {} if authorities is None else authorities
-        """gRFC A47: the servers of each ``xdstp://`` authority (empty: top-level servers)."""
-        self.cache_dir = cache_dir
-        """Directory of the last good config (None: nothing is persisted)."""
-        self.persist_secrets = persist_secrets
-        """Also write Secret (SDS) resources to ``cache_dir``, in clear."""
-        self.transport_object = transport_object
-        """A transport given as an object (``transport=``); it then serves every server and
-        ``transport`` is ``"grpc"``: the object gets the gRPC stream specs."""
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"ClientOptions({fields})"
+    def __post_init__(self) -> None:
+        if self.protocol not in ("sotw", "delta"):
+            raise UsageError(f"protocol must be 'sotw' or 'delta', not {self.protocol!r}")
+        if self.api_version not in ("v2", "v3"):
+            raise UsageError(f"api_version must be 'v3' or 'v2', not {self.api_version!r}")
+        if self.transport not in TRANSPORT_KINDS:
+            raise UsageError(
+                f"transport must be one of {', '.join(TRANSPORT_KINDS)}, not {self.transport!r}"
+            )
+        if self.transport != "grpc" and self.protocol == "delta":
+            raise UsageError(
+                f"transport {self.transport!r} polls, which works with protocol='sotw' only"
+            )
+        if self.poll_interval <= 0:
+            raise UsageError("poll_interval must be positive")
+        check_does_not_exist_timeout(self.does_not_exist_timeout)
+        if self.queue_size < 1:
+            raise UsageError("queue_size must be at least 1")
+        if self.metrics is not None:
+            _check_metrics(self.metrics)
+        if not self.servers:
+            raise UsageError("give at least one xDS server")
+        for authority in self.authorities.values():
+            for target in authority.servers:
+                _check_uri_fits(target.uri, self.transport)
+        for target in self.servers:
+            _check_uri_fits(target.uri, self.transport)
 
     @property
     def per_type(self) -> bool:
@@ -192,142 +183,100 @@ def _target(
     )
 
 
+# The options that build each server's ServerTarget rather than ClientOptions fields.
+_CONNECTION = frozenset(
+    {
+        "credentials",
+        "bearer_token",
+        "metadata",
+        "call_credentials",
+        "keepalive",
+        "max_receive_message_size",
+        "server_features",
+    }
+)
+
+
 def build_options(
-    servers: ServerSpec | Sequence[ServerSpec],
-    *,
-    node: Node | NodeProto | str | None = None,
-    protocol: str = "sotw",
-    ads: bool = True,
-    api_version: str = "v3",
-    transport: str | Transport | AsyncTransport = "grpc",
-    poll_interval: float = 5.0,
-    credentials: ChannelCredentialsConfig | None = None,
-    bearer_token: str | None = None,
-    metadata: Mapping[str, str] | Sequence[tuple[str, str]] = (),
-    call_credentials: grpc.CallCredentials | None = None,
-    keepalive: Keepalive | None = None,
-    max_receive_message_size: int = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
-    server_features: Iterable[str] = (),
-    backoff: Backoff | None = None,
-    does_not_exist_timeout: float | None = 15.0,
-    ignore_resource_deletion: bool = False,
-    node_in_every_request: bool = False,
-    reject_whole_response: bool = False,
-    validate_rules: bool = True,
-    validators: Mapping[ResourceSpec, Validator] | None = None,
-    queue_size: int = 1000,
-    flow_control: bool = False,
-    metrics: Metrics | None = None,
-    fallback_probe_interval: float = 1.0,
-    lazy_decode: bool = False,
-    authorities: Mapping[str, Authority | ServerSpec | Sequence[ServerSpec]] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    persist_secrets: bool = False,
+    servers: ServerSpec | Sequence[ServerSpec], **args: Unpack[ClientArgs]
 ) -> ClientOptions:
-    """Check the client arguments and turn them into :class:`ClientOptions`.
+    """Turn a client's arguments into :class:`ClientOptions` (which checks them).
 
     Raises :class:`~xds_client.errors.UsageError` naming the bad argument.
     """
-    if protocol not in ("sotw", "delta"):
-        raise UsageError(f"protocol must be 'sotw' or 'delta', not {protocol!r}")
-    if api_version not in ("v2", "v3"):
-        raise UsageError(f"api_version must be 'v3' or 'v2', not {api_version!r}")
-    transport_object: Transport | AsyncTransport | None = None
+    given: dict[str, Any] = dict(args)
+    unknown = sorted(given.keys() - ClientArgs.__optional_keys__)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    connection = {name: given.pop(name) for name in _CONNECTION & given.keys()}
+    transport = given.pop("transport", "grpc")
     if not isinstance(transport, str):
         if not isinstance(transport, (Transport, AsyncTransport)):
             raise UsageError(
                 f"transport must be one of {', '.join(TRANSPORT_KINDS)} or an object with "
                 f"open(spec), probe(timeout) and close(), not {transport!r}"
             )
-        transport_object, transport = transport, "grpc"
-    if transport not in TRANSPORT_KINDS:
-        raise UsageError(
-            f"transport must be one of {', '.join(TRANSPORT_KINDS)}, not {transport!r}"
-        )
-    if transport != "grpc" and protocol == "delta":
-        raise UsageError(f"transport {transport!r} polls, which works with protocol='sotw' only")
-    if poll_interval <= 0:
-        raise UsageError("poll_interval must be positive")
-    if does_not_exist_timeout is not None and does_not_exist_timeout <= 0:
-        raise UsageError("does_not_exist_timeout must be positive or None")
-    if queue_size < 1:
-        raise UsageError("queue_size must be at least 1")
-    if metrics is not None:
-        _check_metrics(metrics)
+        given["transport_object"], transport = transport, "grpc"
+    max_receive_message_size = connection.get(
+        "max_receive_message_size", DEFAULT_MAX_RECEIVE_MESSAGE_SIZE
+    )
     if max_receive_message_size <= 0:
         raise UsageError("max_receive_message_size must be positive")
+    metadata = connection.get("metadata", ())
     pairs = list(metadata.items()) if isinstance(metadata, Mapping) else list(metadata)
-    if bearer_token is not None:
-        pairs.append(("authorization", f"Bearer {bearer_token}"))
-    server_list: Sequence[ServerSpec] = (
-        [servers] if isinstance(servers, (str, ServerTarget)) else list(servers)
-    )
-    if not server_list:
-        raise UsageError("give at least one xDS server")
+    if connection.get("bearer_token") is not None:
+        pairs.append(("authorization", f"Bearer {connection['bearer_token']}"))
 
     def make_target(spec: ServerSpec) -> ServerTarget:
         return _target(
             spec,
-            credentials=credentials,
+            credentials=connection.get("credentials"),
             metadata=pairs,
-            call_credentials=call_credentials,
-            keepalive=keepalive,
+            call_credentials=connection.get("call_credentials"),
+            keepalive=connection.get("keepalive"),
             max_receive_message_size=max_receive_message_size,
-            server_features=server_features,
+            server_features=connection.get("server_features", ()),
         )
 
+    server_list: Sequence[ServerSpec] = (
+        [servers] if isinstance(servers, (str, ServerTarget)) else list(servers)
+    )
     targets = tuple(make_target(s) for s in server_list)
-    checked_authorities: dict[str, Authority] = {}
-    for name, value in (authorities or {}).items():
+    authorities: dict[str, Authority] = {}
+    for name, value in (given.pop("authorities", None) or {}).items():
         if not isinstance(name, str):
             raise UsageError(f"authority names are strings, got {name!r}")
         if isinstance(value, Authority):
-            checked_authorities[name] = value
+            authorities[name] = value
             continue
         listed: Sequence[ServerSpec] = (
             [value] if isinstance(value, (str, ServerTarget)) else list(value)
         )
-        checked_authorities[name] = Authority(tuple(make_target(s) for s in listed))
-    for target in (*targets, *(t for a in checked_authorities.values() for t in a.servers)):
-        _check_uri_fits(target.uri, transport)
-    version: ApiVersion = "v2" if api_version == "v2" else "v3"
-    checked: dict[str, Validator] = {}
-    for spec, check in (validators or {}).items():
+        authorities[name] = Authority(tuple(make_target(s) for s in listed))
+    version: ApiVersion = "v2" if given.get("api_version") == "v2" else "v3"
+    validators: dict[str, Validator] = {}
+    for spec, check in (given.pop("validators", None) or {}).items():
         if not callable(check):
             raise UsageError(f"validator for {spec!r} is not callable")
-        checked[resolve_type(spec, version).type_url] = check
-    # A53: the primary server's feature list decides (as in gRPC).
-    ignore = ignore_resource_deletion or "ignore_resource_deletion" in targets[0].server_features
+        validators[resolve_type(spec, version).type_url] = check
+    if given.get("backoff") is None:
+        given.pop("backoff", None)
+    cache_dir = given.pop("cache_dir", None)
+    asked = given.pop("ignore_resource_deletion", False)
+    # A53 and A88: the primary server's feature list decides (as in gRPC; per server: not yet).
+    features = targets[0].server_features if targets else frozenset()
     return ClientOptions(
         servers=targets,
-        node=as_node_proto(node),
-        protocol="delta" if protocol == "delta" else "sotw",
-        ads=ads,
-        api_version=version,
+        node=as_node_proto(given.pop("node", None)),
         transport=transport,
-        poll_interval=poll_interval,
-        backoff=backoff or Backoff(),
-        does_not_exist_timeout=does_not_exist_timeout,
-        ignore_resource_deletion=ignore,
-        ignore_resource_deletion_asked=ignore_resource_deletion,
-        node_in_every_request=node_in_every_request,
-        reject_whole_response=reject_whole_response,
-        validate_rules=validate_rules,
-        # A88: as A53 above, the primary's features decide (per server: not yet).
-        fail_on_data_errors="fail_on_data_errors" in targets[0].server_features,
-        resource_timer_is_transient_error=(
-            "resource_timer_is_transient_error" in targets[0].server_features
-        ),
-        validators=checked,
-        queue_size=queue_size,
-        flow_control=flow_control,
-        metrics=metrics,
-        fallback_probe_interval=fallback_probe_interval,
-        lazy_decode=lazy_decode,
-        authorities=checked_authorities,
+        ignore_resource_deletion=asked or "ignore_resource_deletion" in features,
+        ignore_resource_deletion_asked=asked,
+        fail_on_data_errors="fail_on_data_errors" in features,
+        resource_timer_is_transient_error="resource_timer_is_transient_error" in features,
+        validators=validators,
+        authorities=authorities,
         cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-        persist_secrets=persist_secrets,
-        transport_object=transport_object,
+        **given,
     )
 
 
@@ -374,10 +323,9 @@ def resolve_type(spec: ResourceSpec, api_version: ApiVersion) -> ResourceType[An
     return rtype
 
 
-# Keyword arguments of XdsClient and AsyncXdsClient (one definition). The functional
-# form with the types as objects: TypedDict compiles each string into a ForwardRef at
-# import (about 0.2 M instructions each); only Metrics, a module the client line does not
-# load, is a string (grpc and the Node message are loaded by the line anyway).
+# The keyword arguments of XdsClient and AsyncXdsClient, typed (their defaults and
+# meanings are ClientOptions'). The functional form, with the types as objects: see
+# docs/performance.md ("Lazy imports and import costs") for why.
 ClientArgs = TypedDict(  # noqa: UP013
     "ClientArgs",
     {
@@ -450,7 +398,7 @@ def normalize_names(names: str | Iterable[str] | None) -> frozenset[str] | None:
     for name in out:
         if not isinstance(name, str) or not name:
             raise UsageError(f"resource names are non-empty strings, got {name!r}")
-    if "*" in out:
+    if WILDCARD in out:
         if len(out) > 1:
             raise UsageError("'*' (wildcard) cannot be mixed with names in one watch")
         return None

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xds_client.protocol import CachedResource, DeltaProtocol, Event, ResourceUpdated, SotwProtocol
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
     from google.protobuf.message import Message
 
-# Loaded with ``cache_dir=`` (or the first use of ResourceRestored); json, base64 and
-# pathlib load only when a file is first read or written.
+# The client loads this module; json, base64, hashlib, tempfile and pathlib load only
+# when a file is first read or written (pyproject's PLC0415 list).
 
 __all__ = [
     "FORMAT",
@@ -66,33 +66,20 @@ class ResourceRestored(ResourceUpdated[Any]):
     __slots__ = ()
 
 
+@dataclass(frozen=True, slots=True)
 class PersistedType:
-    """What one file holds: the accepted config of one type from one server.
+    """What one file holds: the accepted config of one type from one server."""
 
-    An internal record (a plain class: a dataclass costs about 1 ms of import).
-    """
-
-    __slots__ = ("entries", "protocol", "resources", "server", "type_url", "version_info")
-
-    def __init__(
-        self,
-        server: str,
-        type_url: str,
-        protocol: str,
-        version_info: str,
-        resources: tuple[tuple[str, str, str, bytes], ...],
-        *,
-        entries: Mapping[str, CachedResource[Any]] | None = None,
-    ) -> None:
-        self.server = server
-        self.type_url = type_url
-        self.protocol = protocol
-        self.version_info = version_info
-        self.resources = resources
-        """``(name, version, resource_version, serialized message)`` per resource."""
-        self.entries = entries
-        """For a record to save: the cache entries as accepted (immutable values), turned
-        into ``resources`` only when written, so taking a snapshot is one dict copy."""
+    server: str
+    type_url: str
+    protocol: str
+    version_info: str
+    resources: tuple[tuple[str, str, str, bytes], ...]
+    """``(name, version, resource_version, serialized message)`` per resource."""
+    _: KW_ONLY
+    entries: Mapping[str, CachedResource[Any]] | None = None
+    """For a record to save: the cache entries as accepted (immutable values), turned
+    into ``resources`` only when written, so taking a snapshot is one dict copy."""
 
     def __repr__(self) -> str:
         return (

@@ -18,6 +18,7 @@ from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
+from google.protobuf.struct_pb2 import Struct
 
 from xds_client.resources import message_descriptor
 
@@ -109,8 +110,6 @@ def _strip(message: Message) -> None:
         descriptor = message_descriptor(message.type_url.rsplit("/", 1)[-1])
         if message.type_url and descriptor is None:
             # Struct JSON is always printable, so mark the hole with it.
-            from google.protobuf.struct_pb2 import Struct
-
             marker = Struct()
             marker.update({"@type": message.type_url, "@unresolved": True})
             message.Pack(marker)

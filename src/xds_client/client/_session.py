@@ -23,12 +23,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from xds_client._clock import monotonic_to_wall
 from xds_client._gc import LARGE_RESPONSE, collector_paused
-from xds_client._records import replace
 from xds_client.errors import ClientClosedError, ResourceNameError, UsageError
 from xds_client.federation import is_xdstp, normalize_name, parse_xdstp
 from xds_client.protocol import (
@@ -53,8 +52,8 @@ from xds_client.transport import (
     StreamSpec,
 )
 
+from ._authorities import AuthorityRouter
 from ._delivery import hook, observe, route
-from ._federation import AuthorityRouter
 from ._html import ResourceCache
 from ._lifecycle import Input, Phase, Role, Stream, after_failure
 from ._options import ClientOptions

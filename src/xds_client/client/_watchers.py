@@ -9,13 +9,14 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, Union
 
 from google.protobuf.message import Message
 
-from xds_client._records import record
 from xds_client.errors import ResourceNotFoundError, TransportError, UsageError, XdsClientError
 from xds_client.federation import glob_collection_of, is_glob_collection
 from xds_client.protocol._events import (
@@ -43,7 +44,7 @@ __all__ = [
 M = TypeVar("M", bound=Message)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ConnectivityChanged:
     """The stream carrying a watch's type went down or came back.
 
@@ -224,8 +225,6 @@ class EventBuffer:
             index = old.index
             at = position
             if index is not None:  # folding an indexed segment: rare, so loaded here
-                from bisect import bisect_left
-
                 at = bisect_left(index, position)
             if at < old.pos:
                 return  # handed to the reader already (the index keeps a segment's names)

@@ -27,8 +27,19 @@ from ._drivers import (
     DriverError,
     HookDriver,
 )
-from ._model import Check, CheckResult, Level, Outcome, Protocol, Report, TransportKind
-from ._render import render, render_json, render_junit, render_table
+from ._model import (
+    Check,
+    CheckResult,
+    Level,
+    Outcome,
+    Protocol,
+    Report,
+    TransportKind,
+    render,
+    render_json,
+    render_junit,
+    render_table,
+)
 from ._runner import arun, checks, run, select
 
 __all__ = [

@@ -24,7 +24,7 @@ from xds_client.resources import (
 )
 from xds_client.transport import ADS_DELTA_METHOD, ADS_METHOD
 
-from ._model import Protocol, Skip, TransportKind, Violation
+from ._kinds import Protocol, Skip, TransportKind, Violation
 from ._wire import Ended, RawStream, Response, Wire
 
 if TYPE_CHECKING:

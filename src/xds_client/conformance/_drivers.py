@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, runtime_checkabl
 from xds_client.errors import XdsClientError
 
 if TYPE_CHECKING:
-    from google.protobuf.any_pb2 import Any as AnyProto
+    from collections.abc import Iterable, Mapping
 
-    from xds_client.testing import ControlPlane
+    from google.protobuf.any_pb2 import Any as AnyProto
 
 __all__ = [
     "ChangeHook",
@@ -96,6 +96,25 @@ class CommandDriver:
         self._run("delete", type_url, name)
 
 
+class ServedResources(Protocol):
+    """What :class:`ControlPlaneDriver` uses of an in-process
+    :class:`~xds_client.testing.ControlPlane` (declared here: the testing package sits
+    above this one and imports it)."""
+
+    def resources(self, type: str, *, node_id: str | None = None) -> dict[str, AnyProto]: ...
+
+    def update(
+        self,
+        type: str,
+        resources: Mapping[str, AnyProto],
+        *,
+        versions: Mapping[str, str] | None = None,
+        node_id: str | None = None,
+    ) -> str: ...
+
+    def remove(self, type: str, names: Iterable[str], *, node_id: str | None = None) -> str: ...
+
+
 class ControlPlaneDriver:
     """Changes resources of an in-process :class:`~xds_client.testing.ControlPlane`.
 
@@ -103,7 +122,7 @@ class ControlPlaneDriver:
     removes it and remembers the body, so the next update brings it back.
     """
 
-    def __init__(self, control_plane: ControlPlane, *, node_id: str | None = None) -> None:
+    def __init__(self, control_plane: ServedResources, *, node_id: str | None = None) -> None:
         self._cp = control_plane
         self._node_id = node_id
         self._lock = threading.Lock()

@@ -13,6 +13,7 @@ import grpc
 from xds_client._backends.asyncio import open_channel
 from xds_client.errors import ServerProtocolError, TransportError, UsageError
 from xds_client.transport import ServerTarget
+from xds_client.transport._channel import channel_arguments
 
 from ._checks import CHECKS
 from ._context import Context, Inventory, Options
@@ -88,7 +89,11 @@ async def _run_one(
     inventory: Inventory,
     driver: Driver | None,
 ) -> CheckResult:
-    wire = Wire(channel, target.call_metadata, lambda: open_channel(_own_connection(target)))
+    wire = Wire(
+        channel,
+        target.call_metadata,
+        lambda: open_channel(*channel_arguments(_own_connection(target))),
+    )
     ctx = Context(
         protocol=check.protocol,
         transport=transport,
@@ -200,7 +205,7 @@ async def arun(
     selected = select(only, skip, protocols)
     change = _driver(driver)
     results = []
-    channel = open_channel(target)
+    channel = open_channel(*channel_arguments(target))
     try:
         for protocol in protocols:
             mine = [c for c in selected if c.protocol == protocol]

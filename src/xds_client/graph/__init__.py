@@ -16,7 +16,6 @@ from ._filter_chains import (
     select_filter_chain_v2,
     validate_filter_chains,
 )
-from ._render import Node, snapshot_to_svg, snapshot_to_text, snapshot_tree
 from ._routing import (
     GENERATED_REQUEST_ID,
     RouteChoice,
@@ -27,7 +26,16 @@ from ._routing import (
     select_virtual_host,
     validate_routes,
 )
-from ._snapshot import ConfigSnapshot, HttpManager, ResourceKey, ResourceStatus
+from ._snapshot import (
+    ConfigSnapshot,
+    HttpManager,
+    Node,
+    ResourceKey,
+    ResourceStatus,
+    snapshot_to_svg,
+    snapshot_to_text,
+    snapshot_tree,
+)
 from ._tracker import MAX_AGGREGATE_DEPTH, ConfigTracker, TrackerUpdate
 from ._watch import ConfigWatch
 

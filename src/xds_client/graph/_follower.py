@@ -14,18 +14,38 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from xds_client.protocol._events import (
+    ResourceDeletionIgnored,
+    ResourceDoesNotExist,
+    ResourceErrorReported,
+    ResourceRemoved,
+    ResourceUpdated,
+    ResponseRejected,
+)
+
 from ._snapshot import ConfigSnapshot, ResourceKey
 from ._tracker import ConfigTracker, TrackerUpdate
 
 __all__ = ["_Follower", "_WatchingClient"]
 
 
-class _Closable(Protocol):
+class _ClientWatch(Protocol):
+    """What the follower uses of a client's watch (``Watch`` and ``AsyncWatch`` have it)."""
+
+    @property
+    def pending(self) -> int:
+        """Events queued behind the one being handled (a burst)."""
+
     def close(self) -> None: ...
 
 
 class _WatchingClient(Protocol):
-    def watch(self, resource: Any, names: Any = ..., *, on_event: Any = ...) -> Any: ...
+    """What the follower uses of a client (``XdsClient`` and ``AsyncXdsClient`` have it)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def watch(self, resource: Any, names: Any = ..., *, on_event: Any = ...) -> _ClientWatch: ...
 
 
 class _Group:
@@ -34,7 +54,7 @@ class _Group:
     def __init__(self, kind: str, names: set[str]) -> None:
         self.kind = kind
         self.names = names
-        self.watch: _Closable | None = None
+        self.watch: _ClientWatch | None = None
 
 
 class _Follower:
@@ -110,30 +130,34 @@ class _Follower:
             # While more events of this watch are queued (a burst: every cluster of a
             # response), new subscriptions wait and go out as one watch at its end,
             # and the snapshot is built once, at its end too.
-            self._defer = bool(getattr(group.watch, "pending", 0))
+            self._defer = group.watch is not None and group.watch.pending > 0
             try:
                 for key in self._keys_of(group, event):
                     if self._group_of.get(key) is group:  # not a stale group's late event
                         self._apply(self.tracker.receive(key, event, defer=True))
             finally:
                 self._defer = False
-            if not getattr(group.watch, "pending", 0):
+            if not (group.watch is not None and group.watch.pending):
                 self._apply(self.tracker.flush())
 
     @staticmethod
     def _keys_of(group: _Group, event: object) -> list[ResourceKey]:
         """The subscribed names an event is about (a NACK may name several)."""
-        errors = getattr(event, "errors", None)
-        if errors is not None:
-            names = [n for n in group.names if n in errors]
-        else:
-            candidates = [getattr(event, "name", None), *getattr(event, "aliases", ())]
-            names = [n for n in candidates if n in group.names][:1]
+        if isinstance(event, ResponseRejected):
+            names = [n for n in group.names if n in event.errors]
+        elif isinstance(event, ResourceUpdated | ResourceRemoved):
+            names = [n for n in (event.name, *event.aliases) if n in group.names][:1]
+        elif isinstance(
+            event, ResourceDoesNotExist | ResourceErrorReported | ResourceDeletionIgnored
+        ):
+            names = [event.name] if event.name in group.names else []
+        else:  # ConnectivityChanged, ResponseAccepted: about no one resource
+            names = []
         return [ResourceKey(group.kind, n) for n in names]  # type: ignore[arg-type]
 
     def client_closed(self) -> bool:
         """True once the client is closed: no snapshot can come any more."""
-        return bool(getattr(self._client, "_closed", False))
+        return self._client.closed
 
     def close(self) -> None:
         with self._lock:

@@ -11,8 +11,9 @@ over Locust workers. See ``docs/load.md``.
 from __future__ import annotations
 
 from ._drivers import CallableDriver, CommandDriver, ControlPlaneDriver, PushError, UpdateDriver
-from ._fleet import Fleet, FleetOptions, check_fd_limit
+from ._fleet import Fleet, check_fd_limit
 from ._metrics import ClientStats, LoadEvent, Report, Sample, Summary, VersionResult, summarize
+from ._options import FleetOptions
 from ._plot import render_svg
 from ._profile import Profile
 from ._sample import SAMPLE_LISTENER, sample_config, sample_endpoints

@@ -12,25 +12,39 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 import grpc.aio
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
 
 from xds_client.protocol import DeltaProtocol, ResponseAccepted, ResponseRejected, SotwProtocol
 from xds_client.protocol._raw import parse_raw_response
 
-from ._metrics import ClientStats
-from ._profile import CDS, EDS, LDS, RDS
+from ._metrics import ClientStats, Recorder
+from ._options import FleetOptions
+from ._profile import CDS, EDS, LDS, RDS, References
 
 if TYPE_CHECKING:
     from envoy.config.core.v3.base_pb2 import Node
 
     from xds_client.protocol import ProtocolConfig
 
-    from ._fleet import Fleet
+__all__ = ["CHANNEL_OPTIONS", "FleetView", "SimClient"]
 
-__all__ = ["CHANNEL_OPTIONS", "SimClient"]
+
+class FleetView(Protocol):
+    """What a client uses of its :class:`~xds_client.load.Fleet` (which imports this
+    module): the options, the shared recorder and references, and its notices."""
+
+    options: FleetOptions
+    recorder: Recorder
+    references: References
+    first_response_seen: bool
+    last_error: str
+
+    def _client_completed(self, client: SimClient, now: float) -> None: ...
+
 
 SOTW_METHOD = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
 DELTA_METHOD = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
@@ -66,7 +80,7 @@ STATUS_LOST = "ended during a write (status lost)"
 class SimClient:
     """One simulated client; :meth:`run` is its task."""
 
-    def __init__(self, index: int, node: Node, fleet: Fleet, config: ProtocolConfig) -> None:
+    def __init__(self, index: int, node: Node, fleet: FleetView, config: ProtocolConfig) -> None:
         self.index = index
         self.node = node
         self._fleet = fleet
@@ -108,7 +122,6 @@ class SimClient:
         return parse_raw_response(data)
 
     def _parse_delta(self, data: bytes) -> Any:
-        from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryResponse
 
         self.bytes_in += len(data)
         return DeltaDiscoveryResponse.FromString(data)

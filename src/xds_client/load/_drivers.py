@@ -20,7 +20,7 @@ from xds_client.errors import XdsClientError
 from ._sample import sample_endpoints
 
 if TYPE_CHECKING:
-    from xds_client.testing import ControlPlane
+    from google.protobuf.message import Message
 
 __all__ = ["CallableDriver", "CommandDriver", "ControlPlaneDriver", "PushError", "UpdateDriver"]
 
@@ -36,11 +36,19 @@ class UpdateDriver(Protocol):
         """Make change number ``step`` (1, 2, ...); return once the server has it."""
 
 
+class SetsResources(Protocol):
+    """What :class:`ControlPlaneDriver` uses of an in-process
+    :class:`~xds_client.testing.ControlPlane` (declared here: the testing package sits
+    above this one and imports it)."""
+
+    def set_resources(self, type: str, resources: list[Message]) -> str: ...
+
+
 class ControlPlaneDriver:
     """Moves the endpoints of every cluster of the sample config (an EDS push) on a
     :class:`~xds_client.testing.ControlPlane`, the most common change in a mesh."""
 
-    def __init__(self, control_plane: ControlPlane, *, clusters: int, endpoints: int = 3) -> None:
+    def __init__(self, control_plane: SetsResources, *, clusters: int, endpoints: int = 3) -> None:
         self.control_plane = control_plane
         self.clusters = clusters
         self.endpoints = endpoints

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import random
 import resource
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+
+from envoy.config.core.v3.base_pb2 import Node
 
 from xds_client.errors import TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import ProtocolConfig
@@ -15,79 +15,14 @@ from xds_client.protocol import ProtocolConfig
 from ._client import SimClient
 from ._drivers import UpdateDriver
 from ._metrics import ClientStats, LoadEvent, Recorder, Report, Sample, summarize
-from ._profile import Profile, References
-from ._sample import SAMPLE_LISTENER
-
-if TYPE_CHECKING:
-    from envoy.config.core.v3.base_pb2 import Node
+from ._options import FleetOptions
+from ._profile import References
 
 __all__ = ["Fleet", "FleetOptions", "check_fd_limit"]
 
 # Descriptors the process needs besides one socket per client: stdio, gRPC's
 # pollers and wakeup fds, the event loop, files. Measured: about 20 at rest.
 FD_RESERVE = 64
-
-
-@dataclass(frozen=True)
-class FleetOptions:
-    """What to simulate and how. Node fields are templates: ``{i}`` is the client's
-    index (``node-{i}`` gives ``node-0``, ``node-1`` ...)."""
-
-    server: str
-    """``HOST:PORT`` of the xDS server (plaintext gRPC)."""
-    nodes: int = 1
-    """Clients to start (N)."""
-    rate: float = 100.0
-    """Clients started per second during the ramp (R)."""
-    duration: float = 10.0
-    """Seconds to hold the fleet after the ramp ends."""
-    protocol: Literal["sotw", "delta"] = "sotw"
-    profile: Profile = "envoy"
-    """``envoy``: LDS and CDS wildcard, then RDS and EDS by name; ``grpc``: LDS for
-    ``listener``, then RDS, CDS and EDS by name."""
-    listener: str = SAMPLE_LISTENER
-    """The listener a ``grpc``-profile client asks for (its target)."""
-    node_id: str = "node-{i}"
-    cluster: str = "load"
-    region: str = ""
-    zone: str = ""
-    sub_zone: str = ""
-    metadata: Mapping[str, str] = field(default_factory=dict)
-    """Node metadata (string values, templates too)."""
-    validate: bool = False
-    """Check every new resource against its proto's rules, as Envoy does (NACK on failure)."""
-    keep_messages: bool = False
-    """Keep decoded messages instead of bytes (costs several times the memory)."""
-    storm_at: float | None = None
-    """Seconds after the ramp ends to drop every stream at once (a reconnect storm)."""
-    churn: float = 0.0
-    """Share of the clients replaced by new ones per minute (0.1: one in ten)."""
-    push_interval: float | None = None
-    """Seconds between config changes made by the driver (update fan-out)."""
-    connect_timeout: float = 10.0
-    """Give up when no client has received anything after this many seconds."""
-    first_index: int = 0
-    """Index of the first client (Locust workers take disjoint ranges)."""
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1:
-            raise UsageError(f"nodes must be at least 1, got {self.nodes}")
-        if not self.rate > 0:
-            raise UsageError(f"rate must be positive, got {self.rate}")
-        if self.duration < 0:
-            raise UsageError(f"duration must not be negative, got {self.duration}")
-        if not 0 <= self.churn <= 1:
-            raise UsageError(f"churn is a share per minute between 0 and 1, got {self.churn}")
-        if self.push_interval is not None and not self.push_interval > 0:
-            raise UsageError(f"push_interval must be positive, got {self.push_interval}")
-        if self.protocol not in ("sotw", "delta"):
-            raise UsageError(f"protocol must be sotw or delta, got {self.protocol!r}")
-        if self.profile not in ("envoy", "grpc"):
-            raise UsageError(f"profile must be envoy or grpc, got {self.profile!r}")
-        try:
-            self.node_id.format(i=0)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise UsageError(f"bad node id template {self.node_id!r}: {exc}") from None
 
 
 def check_fd_limit(clients: int) -> int:
@@ -149,7 +84,6 @@ class Fleet:
     # -------------------------------------------------------------- clients
 
     def _node(self, i: int) -> Node:
-        from envoy.config.core.v3.base_pb2 import Node
 
         o = self.options
         node = Node(id=o.node_id.format(i=i), cluster=o.cluster.format(i=i))

@@ -15,6 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.listener.v3.listener_pb2 import Listener
+from envoy.config.route.v3.route_pb2 import RouteConfiguration
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
+
 from xds_client.resources import resource_type
 
 __all__ = ["CDS", "EDS", "LDS", "RDS", "Profile", "References"]
@@ -76,10 +83,6 @@ def _decode_refs(type_url: str, raw: bytes) -> Refs:
 
 
 def _listener_refs(listener: object) -> Refs:
-    from envoy.config.listener.v3.listener_pb2 import Listener
-    from envoy.extensions.filters.network.http_connection_manager.v3 import (
-        http_connection_manager_pb2 as hcm_pb2,
-    )
 
     assert isinstance(listener, Listener)
     managers = []
@@ -106,7 +109,6 @@ def _listener_refs(listener: object) -> Refs:
 
 
 def _route_clusters(config: object) -> set[str]:
-    from envoy.config.route.v3.route_pb2 import RouteConfiguration
 
     assert isinstance(config, RouteConfiguration)
     names: set[str] = set()
@@ -122,7 +124,6 @@ def _route_clusters(config: object) -> set[str]:
 
 
 def _cluster_refs(cluster: object) -> Refs:
-    from envoy.config.cluster.v3.cluster_pb2 import Cluster
 
     assert isinstance(cluster, Cluster)
     if cluster.type != Cluster.EDS:

@@ -10,6 +10,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from envoy.config.cluster.v3.cluster_pb2 import Cluster
+from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
+from envoy.config.listener.v3.listener_pb2 import Listener
+from envoy.config.route.v3.route_pb2 import RouteConfiguration
+from envoy.extensions.filters.http.router.v3.router_pb2 import (  # type: ignore[import-untyped]
+    Router,
+)
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
+
 if TYPE_CHECKING:
     from google.protobuf.message import Message
 
@@ -27,7 +38,6 @@ def cluster_name(i: int) -> str:
 
 def sample_endpoints(clusters: int, *, endpoints: int = 3, revision: int = 0) -> list[Message]:
     """One ClusterLoadAssignment per cluster; ``revision`` moves every port (a push)."""
-    from envoy.config.endpoint.v3.endpoint_pb2 import ClusterLoadAssignment
 
     out: list[Message] = []
     for i in range(clusters):
@@ -51,15 +61,6 @@ def sample_config(
 ) -> dict[str, list[Message]]:
     """The resources by type alias (``lds``, ``rds``, ``cds``, ``eds``), ready for
     :meth:`~xds_client.testing.ControlPlane.set_snapshot`."""
-    from envoy.config.cluster.v3.cluster_pb2 import Cluster
-    from envoy.config.listener.v3.listener_pb2 import Listener
-    from envoy.config.route.v3.route_pb2 import RouteConfiguration
-    from envoy.extensions.filters.http.router.v3.router_pb2 import (  # type: ignore[import-untyped]
-        Router,
-    )
-    from envoy.extensions.filters.network.http_connection_manager.v3 import (
-        http_connection_manager_pb2 as hcm_pb2,
-    )
 
     manager = hcm_pb2.HttpConnectionManager(stat_prefix="load")
     manager.rds.route_config_name = SAMPLE_ROUTE

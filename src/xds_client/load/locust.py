@@ -40,9 +40,12 @@ from typing import Any, ClassVar
 if sys.version_info < (3, 11):  # pragma: no cover - Locust itself needs 3.11
     raise ImportError("xds_client.load.locust needs Python 3.11+ (Locust does)")
 
+import threading
+
 import gevent
 import gevent.monkey
 import gevent.queue
+import grpc.aio
 from locust import User, constant, events, task
 from locust.env import Environment
 from locust.runners import MasterRunner
@@ -111,9 +114,6 @@ class LoopThread:
         self._pump = gevent.spawn(self._fire_events)
 
     def _main(self, ready: Any) -> None:
-        import threading
-
-        import grpc.aio
 
         try:
             epoll_selector = gevent.monkey.get_original("selectors", "EpollSelector")

@@ -31,6 +31,7 @@ from xds_client._backoff import Backoff
 from xds_client.errors import ClientClosedError, ServerProtocolError, XdsClientError
 from xds_client.node import Node, as_node_proto
 from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
+from xds_client.transport._channel import channel_arguments
 
 from ._common import METHOD, lrs_target
 from ._load import LoadStore
@@ -159,7 +160,7 @@ class LrsClient:
         self._inbox = inbox
         if self._closed:
             return False
-        channel = open_channel(self.target)
+        channel = open_channel(*channel_arguments(self.target))
         call: Any = channel.stream_stream(
             METHOD,
             request_serializer=LoadStatsRequest.SerializeToString,

@@ -7,8 +7,11 @@ is wanted, held, expired or missing lives here once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from google.rpc.status_pb2 import Status
 
 from xds_client.errors import ProtocolUsageError, ResourceError, UnknownResourceTypeError
 from xds_client.federation import is_glob_collection
@@ -38,13 +41,12 @@ from ._events import (
 )
 from ._state import CSDS_SHOWN, DNE_TIMER, Detail, I, ResourceStates
 from ._state import S as St
-from ._subscriptions import Subscription, normalize_names
+from ._subscriptions import Subscription, split_wildcard
 from ._timers import DeadlineQueue
 from ._validation import RESPONSE_KEY, nack_message
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
-    from google.rpc.status_pb2 import Status
 
 __all__ = ["ProtocolCore", "TypeState"]
 
@@ -66,16 +68,15 @@ _EMPTY: Mapping[str, CachedResource[Any]] = MappingProxyType({})
 S = TypeVar("S")  # per-type, per-stream state of a subclass
 
 
+@dataclass(frozen=True, slots=True)
 class _Reply:
     """An ACK or NACK owed to the server for one response."""
 
-    __slots__ = ("error", "nonce", "type_url", "version")
-
-    def __init__(self, type_url: str, nonce: str, version: str, error: Status | None) -> None:
-        self.type_url = type_url
-        self.nonce = nonce
-        self.version = version  # SotW: version_info to send (new one for ACK, last good for NACK)
-        self.error = error
+    type_url: str
+    nonce: str
+    version: str
+    """SotW: ``version_info`` to send (the new one for an ACK, the last good for a NACK)."""
+    error: Status | None
 
 
 class TypeState:
@@ -190,7 +191,7 @@ class ProtocolCore(Generic[S]):
         resource of the type. The request goes out on the next
         :meth:`requests_to_send`.
         """
-        explicit, wildcard = normalize_names(names, "subscribe")
+        explicit, wildcard = split_wildcard(names, "subscribe")
         st = self._state(type_url)
         added, wildcard_added = st.subs.add(explicit, wildcard)
         stored = st.states.status
@@ -206,7 +207,7 @@ class ProtocolCore(Generic[S]):
         Cached resources no longer wanted are forgotten without an event (the
         caller asked for it). Names still covered by the wildcard stay cached.
         """
-        explicit, wildcard = normalize_names(names, "unsubscribe")
+        explicit, wildcard = split_wildcard(names, "unsubscribe")
         st = self._types.get(type_url)
         if st is None:
             return
@@ -718,7 +719,6 @@ class ProtocolCore(Generic[S]):
             return
         if invalid is None:
             invalid = len(errors) - (RESPONSE_KEY in errors)
-        from google.rpc.status_pb2 import Status
 
         status = Status(
             code=self.config.nack_code, message=nack_message(st.type_url, version, errors)

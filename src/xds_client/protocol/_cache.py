@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
 from google.protobuf.message import Message
 
-from xds_client._records import mutable_twin, record
+from ._mutable_twins import mutable_twin
 
 __all__ = [
     "CachedResource",
@@ -28,7 +29,7 @@ ResourceStatus = Literal[
 ]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class CachedResource(Generic[M]):
     """The last accepted value of one resource."""
 
@@ -57,7 +58,7 @@ class CachedResource(Generic[M]):
     """The per-resource version the server sent (``Resource.version``); heartbeats must match it."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResourceState:
     """Where one resource stands, in the terms of CSDS ``ClientResourceStatus``."""
 
@@ -137,7 +138,7 @@ _new = object.__new__
 
 
 _CachedDraft = mutable_twin(CachedResource)
-"""``CachedResource``'s mutable twin (see :func:`~xds_client._records.mutable_twin`)."""
+"""``CachedResource``'s mutable twin (see :mod:`._mutable_twins`)."""
 
 
 def new_cached_resource(  # noqa: PLR0917 - positional like the dataclass it builds
@@ -259,15 +260,13 @@ def with_changes(
     )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
 class Record:
     """What every bare resource stored by one response shares: one object per response,
     not one per resource (the cache keeps no Python object per bare entry)."""
 
-    __slots__ = ("last_updated", "version")
-
-    def __init__(self, version: str, last_updated: float) -> None:
-        self.version = version
-        self.last_updated = last_updated
+    version: str
+    last_updated: float
 
 
 def _plain_entry(

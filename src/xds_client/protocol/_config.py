@@ -3,23 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
-from xds_client._records import field, record
 from xds_client.errors import ProtocolUsageError
 
 if TYPE_CHECKING:
     from envoy.config.core.v3.base_pb2 import Node
 
-__all__ = ["ProtocolConfig", "Validator"]
+__all__ = [
+    "DOES_NOT_EXIST_TIMEOUT",
+    "ProtocolConfig",
+    "Validator",
+    "check_does_not_exist_timeout",
+]
 
 Validator = Callable[[Message], None]
 """A user check for one decoded resource; it raises (any exception) to reject it."""
 
+DOES_NOT_EXIST_TIMEOUT = 15.0
+"""The default does-not-exist timer, in seconds (gRFC A27), for the core and the clients."""
 
-@record(frozen=True)
+
+def check_does_not_exist_timeout(timeout: float | None) -> None:
+    """Refuse a timeout that is neither positive nor None (the core's and the clients')."""
+    if timeout is not None and not timeout > 0:
+        raise ProtocolUsageError(
+            f"does_not_exist_timeout must be positive or None, got {timeout!r}"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProtocolConfig:
     """How a :class:`SotwProtocol` or :class:`DeltaProtocol` behaves.
 
@@ -30,7 +46,7 @@ class ProtocolConfig:
     """``envoy.config.core.v3.Node`` sent in the first request of every stream."""
     node_in_every_request: bool = False
     """Send ``node`` in every request, not only a stream's first (pollers need this)."""
-    does_not_exist_timeout: float | None = 15.0
+    does_not_exist_timeout: float | None = DOES_NOT_EXIST_TIMEOUT
     """Seconds after sending a request for a name before it is reported as not
     existing (gRFC A27/A53); None disables the timer."""
     resource_timer_is_transient_error: bool = False
@@ -66,11 +82,7 @@ class ProtocolConfig:
     clock) leaves those rules unchecked; the clients pass one."""
 
     def __post_init__(self) -> None:
-        timeout = self.does_not_exist_timeout
-        if timeout is not None and not timeout > 0:
-            raise ProtocolUsageError(
-                f"does_not_exist_timeout must be positive or None, got {timeout!r}"
-            )
+        check_does_not_exist_timeout(self.does_not_exist_timeout)
         for key in self.validators:
             if not isinstance(key, str) or "/" not in key:
                 raise ProtocolUsageError(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
+
 from xds_client.errors import ResourceError
 from xds_client.resources import ResourceType
 
@@ -15,25 +17,12 @@ from ._validation import RESPONSE_KEY, resource_check, twin_type_url
 
 if TYPE_CHECKING:
     from envoy.service.discovery.v3.discovery_pb2 import (
-        DeltaDiscoveryRequest,
         DeltaDiscoveryResponse,
         Resource,
     )
     from google.protobuf.message import Message
 
 __all__ = ["DeltaProtocol"]
-
-_request_class: list[type[DeltaDiscoveryRequest]] = []
-
-
-def _request_type() -> type[DeltaDiscoveryRequest]:
-    """The request class, imported on first use (a ``from`` import inside a function
-    costs microseconds per call: too much once per ACK)."""
-    if not _request_class:
-        from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest
-
-        _request_class.append(DeltaDiscoveryRequest)
-    return _request_class[0]
 
 
 class _Stream:
@@ -92,7 +81,6 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         """
         if not self._connected:
             return []
-        DeltaDiscoveryRequest = _request_type()  # noqa: N806 - the class, named as usual
         out = self.replies_to_send()
         for st in self._types.values():
             ss = self._stream(st)
@@ -135,7 +123,7 @@ class DeltaProtocol(ProtocolCore[_Stream]):
         """
         if not self._connected or not self._replies:
             return []
-        new = _request_type()
+        new = DeltaDiscoveryRequest
         out: list[DeltaDiscoveryRequest] = []
         replies, self._replies = self._replies, []
         for reply in replies:

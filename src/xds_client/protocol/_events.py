@@ -7,11 +7,12 @@ watchers; none of them refers back to the protocol object.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
-from xds_client._records import mutable_twin, record
+from ._mutable_twins import mutable_twin
 
 __all__ = [
     "Event",
@@ -34,7 +35,7 @@ RemovalReason = Literal["deleted", "ttl_expired", "data_error"]
 _setattr = object.__setattr__  # what a frozen dataclass's __init__ sets fields with
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResourceUpdated(Generic[M]):
     """A resource arrived for the first time or its serialized bytes changed.
 
@@ -279,10 +280,10 @@ class UpdateBatch:
 
 
 _Draft = mutable_twin(ResourceUpdated)
-"""``ResourceUpdated``'s mutable twin (see :func:`~xds_client._records.mutable_twin`)."""
+"""``ResourceUpdated``'s mutable twin (see :mod:`._mutable_twins`)."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResourceRemoved:
     """A cached resource is gone: the server deleted it, or its TTL ran out."""
 
@@ -306,7 +307,7 @@ class ResourceRemoved:
         _setattr(self, "aliases", aliases)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResourceDoesNotExist:
     """A subscribed resource did not arrive before the does-not-exist timer fired.
 
@@ -323,7 +324,7 @@ class ResourceDoesNotExist:
         _setattr(self, "name", name)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResourceErrorReported:
     """The server reported an error for this resource (xRFC TP3 ``resource_errors``).
 
@@ -343,7 +344,7 @@ class ResourceErrorReported:
     """The server's message."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResourceDeletionIgnored:
     """The server deleted a resource, but ``ignore_resource_deletion`` keeps it (gRFC A53).
 
@@ -356,7 +357,7 @@ class ResourceDeletionIgnored:
     """Name of the resource the server no longer sends."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResponseAccepted:
     """A response was ACKed (one per accepted response)."""
 
@@ -389,7 +390,7 @@ class ResponseAccepted:
 
 
 _AcceptedDraft = mutable_twin(ResponseAccepted)
-"""``ResponseAccepted``'s mutable twin (see :func:`~xds_client._records.mutable_twin`)."""
+"""``ResponseAccepted``'s mutable twin (see :mod:`._mutable_twins`)."""
 
 
 def new_response_accepted(
@@ -410,7 +411,7 @@ def new_response_accepted(
     return built
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ResponseRejected:
     """A response was NACKed (one per rejected response).
 

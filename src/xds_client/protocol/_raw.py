@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
 if TYPE_CHECKING:
     from google.protobuf.message import Message
 
@@ -49,8 +51,6 @@ def raw_response_class() -> type[Message]:
     """The message class (built on first use); ``FromString`` parses a response's bytes."""
     global _class  # noqa: PLW0603 - built once, on first use
     if _class is None:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
         fdp = descriptor_pb2.FieldDescriptorProto
         file = descriptor_pb2.FileDescriptorProto(
             name="xds_client/internal/raw_discovery.proto",

@@ -8,6 +8,9 @@ from itertools import compress, repeat
 from operator import is_, is_not
 from typing import TYPE_CHECKING, Any
 
+from envoy.config.core.v3.base_pb2 import ControlPlane
+from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
+from envoy.service.discovery.v3.discovery_pb2 import ResourceError as ResourceErrorMessage
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import DecodeError
 
@@ -33,7 +36,7 @@ from ._validation import (
 )
 
 if TYPE_CHECKING:
-    from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
+    from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
     from google.protobuf.message import Message
 
     from ._raw import RawDiscoveryResponse
@@ -129,9 +132,6 @@ def _decoded_parts(
     reported: Sequence[Any] = response.resource_errors
     if not isinstance(given, bytes):
         return None, given.identifier, reported
-    from envoy.config.core.v3.base_pb2 import ControlPlane
-    from envoy.service.discovery.v3.discovery_pb2 import ResourceError
-
     plane = ""
     if given:
         try:
@@ -141,7 +141,7 @@ def _decoded_parts(
     errors: list[Any] = []
     for index, blob in enumerate(reported):
         try:
-            errors.append(ResourceError.FromString(blob))
+            errors.append(ResourceErrorMessage.FromString(blob))
         except DecodeError as exc:
             where = f"resource_errors[{index}]"
             problem = _corrupt(where, "envoy.service.discovery.v3.ResourceError", exc)
@@ -227,8 +227,6 @@ class SotwProtocol(ProtocolCore[_Stream]):
         return list(subs.names)
 
     def _request(self, st: TypeState, version: str, nonce: str) -> DiscoveryRequest:
-        from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
-
         ss = self._stream(st)
         names = self._names(st, ss)
         request = DiscoveryRequest(
@@ -284,7 +282,6 @@ class SotwProtocol(ProtocolCore[_Stream]):
         the last nonce, and the last ``error_detail`` while the latest
         response stays rejected. It changes no state.
         """
-        from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 
         st = self._types.get(type_url)
         if st is None or not st.subs.active:

@@ -28,22 +28,12 @@ value), and which names this stream has already requested (one
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final
 
 from ._cache import ResourceStatus
 from ._timers import DeadlineQueue
-
-if TYPE_CHECKING:
-    from ._status import (
-        CACHED,
-        CSDS_STATUS,
-        EVENT_TRIGGERED,
-        IMPLICIT,
-        TIMING,
-        TRANSITIONS,
-        Input,
-        Status,
-    )
 
 __all__ = [
     "CACHED",
@@ -71,14 +61,8 @@ class InternalStateError(AssertionError):
 
 
 class S:
-    """The statuses as the core moves them: plain ints, the values of :class:`Status`.
-
-    :class:`Status` and :class:`Input`, the ``IntEnum``\\ s that name these ints for
-    people (``repr``, errors, the docs' table), live in ``_status.py`` and are made on
-    first use, as are the views of the table keyed by them (:data:`TRANSITIONS` ...):
-    making the two enums cost about 3 million instructions, 7% of what the client's
-    import line adds to ``import grpc``, and the core needs only the ints.
-    """
+    """The statuses as the core moves them: plain ints, the values of :class:`Status`
+    (the ``IntEnum`` that names them for people: ``repr``, errors, the docs' table)."""
 
     __slots__ = ()
     REQUESTED: Final = 0
@@ -273,16 +257,110 @@ _MOVES: Final[dict[tuple[int, int], int]] = {
 (:data:`TRANSITIONS` is the same table by name)."""
 
 
+class Status(IntEnum):
+    """Where one resource stands. CSDS shows each as :data:`CSDS_STATUS` says."""
+
+    REQUESTED = S.REQUESTED
+    """Wanted, nothing known about it, no timer running (implicit: not cached, not stored)."""
+    TIMING = S.TIMING
+    """Requested on a connected stream; its does-not-exist timer runs."""
+    DOES_NOT_EXIST = S.DOES_NOT_EXIST
+    """The timer fired, or the server said it has no such resource."""
+    TIMEOUT = S.TIMEOUT
+    """The timer fired and the server's ``resource_timer_is_transient_error`` (A88) says: late."""
+    TIMEOUT_TIMING = S.TIMEOUT_TIMING
+    """``TIMEOUT``, requested again on a new stream: its timer runs again."""
+    NACKED = S.NACKED
+    """The last update of it was rejected and nothing is cached."""
+    NACKED_TIMING = S.NACKED_TIMING
+    """``NACKED``, requested again on a new stream: its timer runs (nothing cached)."""
+    RECEIVED_ERROR = S.RECEIVED_ERROR
+    """The server reported an error for it (TP3) and nothing is cached."""
+    RECEIVED_ERROR_TIMING = S.RECEIVED_ERROR_TIMING
+    """``RECEIVED_ERROR``, requested again on a new stream: its timer runs."""
+    ACKED = S.ACKED
+    """Cached, and the last update of it accepted (implicit: cached, not stored)."""
+    CACHED_NACKED = S.CACHED_NACKED
+    """Cached, but the last update of it was rejected; the cached value stays in use."""
+    CACHED_ERROR = S.CACHED_ERROR
+    """Cached, but the server reported an error for it (TP3); the cached value stays in use."""
+    DELETION_IGNORED = S.DELETION_IGNORED
+    """Cached; the server deleted it, but ``ignore_resource_deletion`` (A53) keeps it."""
+
+
+class Input(IntEnum):
+    """What can happen to one resource."""
+
+    SUBSCRIBED = I.SUBSCRIBED
+    """Subscribed by name (it may have been held through the wildcard)."""
+    REQUEST_SENT = I.REQUEST_SENT
+    """The first request naming it on this stream went out on a connected stream, timer on."""
+    VALID_UPDATE = I.VALID_UPDATE
+    """New bytes arrived and were accepted (also for a subscribed alias of the resource)."""
+    SAME_BYTES = I.SAME_BYTES
+    """The cached bytes again, or a heartbeat: accepted, nothing changed."""
+    INVALID_UPDATE = I.INVALID_UPDATE
+    """An update of it was rejected (NACK); any cached value is kept."""
+    DATA_ERROR_DROP = I.DATA_ERROR_DROP
+    """An update of a cached one was rejected and ``fail_on_data_errors`` (A88) drops the value."""
+    REMOVED = I.REMOVED
+    """The server says it has no such resource (delta removal, left out of full-state SotW,
+    TP3 ``NOT_FOUND``, a delta body-less resource we do not hold) and it is wanted by name."""
+    REMOVED_UNNAMED = I.REMOVED_UNNAMED
+    """Same, for a resource wanted only through the wildcard (or a glob): it is forgotten."""
+    REMOVAL_IGNORED = I.REMOVAL_IGNORED
+    """The server deleted a cached one and ``ignore_resource_deletion`` (A53) keeps it."""
+    ERROR_REPORTED = I.ERROR_REPORTED
+    """The server reported a transient error for it (TP3: UNAVAILABLE, INTERNAL, ...)."""
+    TIMER_FIRED = I.TIMER_FIRED
+    """Its does-not-exist timer fired."""
+    TIMER_FIRED_TRANSIENT = I.TIMER_FIRED_TRANSIENT
+    """Its timer fired and the server has ``resource_timer_is_transient_error`` (A88)."""
+    TTL_EXPIRED = I.TTL_EXPIRED
+    """The cached value's TTL ran out: it is forgotten."""
+    STREAM_FAILED = I.STREAM_FAILED
+    """The stream ended while its timer ran."""
+    SERVER_CHANGED = I.SERVER_CHANGED
+    """The next stream goes to another server (A71 keeps the cache: nothing moves)."""
+    UNNAMED = I.UNNAMED
+    """Unsubscribed by name, but still wanted (the wildcard or a glob covers it)."""
+    UNWANTED = I.UNWANTED
+    """No longer wanted at all: any cached value is forgotten."""
+    RESTORED = I.RESTORED
+    """A value persisted earlier was put in the cache (``restore``)."""
+
+
+TIMING: Final = frozenset(map(Status, _TIMING))
+"""Statuses in which the does-not-exist timer runs (and only these)."""
+CACHED: Final = frozenset(map(Status, _CACHED))
+"""Statuses of a resource the cache holds (and only these)."""
+IMPLICIT: Final = frozenset(map(Status, _IMPLICIT))
+"""Statuses never stored: absent means ACKED when cached, REQUESTED otherwise."""
+
+CSDS_STATUS: Final[dict[Status, ResourceStatus]] = {
+    Status(status): shown for status, shown in CSDS_SHOWN.items()
+}
+"""What CSDS (``ClientResourceStatus``) shows for each status."""
+
+EVENT_TRIGGERED: Final[dict[Status, dict[Input, Status]]] = {
+    Status(status): {Input(given): Status(target) for given, target in row.items()}
+    for status, row in _ROWS.items()
+}
+"""The table by status, as written in ``_state.py``; pairs left out cannot happen."""
+
+TRANSITIONS: Final[dict[tuple[Status, Input], Status]] = {
+    (Status(status), Input(given)): Status(target) for (status, given), target in _MOVES.items()
+}
+"""``(status, input) -> status``: the only thing that moves a resource's status."""
+
+
 def broken_invariants(moves: dict[tuple[int, int], int]) -> list[str]:
     """What in ``moves`` breaks the invariants the rest of the core relies on: only an
     arrival fills the cache, and no input moves a timing status to a timing status.
 
-    ``tests/protocol/test_state_table.py`` holds :data:`_MOVES` to it (the table is
-    constant: checking it in every process that imports the client cost 0.4 M
-    instructions, 1% of the client line).
+    ``tests/protocol/test_state_table.py`` holds :data:`_MOVES` to it: the table is
+    constant, so it is checked by the tests, not at import.
     """
-    from ._status import Input, Status
-
     broken = []
     for (old, given), new in moves.items():
         pair = f"{Status(old).name} + {Input(given).name}"
@@ -293,28 +371,13 @@ def broken_invariants(moves: dict[tuple[int, int], int]) -> list[str]:
     return broken
 
 
+@dataclass(slots=True)
 class Detail:
-    """Why a resource is in an exceptional status (CSDS ``error_state`` and timestamps).
+    """Why a resource is in an exceptional status (CSDS ``error_state`` and timestamps)."""
 
-    A plain class: a slotted dataclass costs about 1 ms of import, for three fields.
-    """
-
-    __slots__ = ("at", "reason", "version")
-
-    def __init__(self, reason: str, version: str, at: float) -> None:
-        self.reason = reason
-        self.version = version
-        self.at = at
-
-    def __repr__(self) -> str:
-        return f"Detail(reason={self.reason!r}, version={self.version!r}, at={self.at!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Detail):
-            return NotImplemented
-        return (self.reason, self.version, self.at) == (other.reason, other.version, other.at)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+    reason: str
+    version: str
+    at: float
 
 
 class ResourceStates:
@@ -357,8 +420,6 @@ class ResourceStates:
 
     def get(self, name: str) -> Status:
         """The status of ``name`` (implicit ones included), by name."""
-        from ._status import Status
-
         return Status(self.code(name))
 
     def fire(
@@ -373,8 +434,6 @@ class ResourceStates:
         old = self.code(name)
         new = _MOVES.get((old, given))
         if new is None:
-            from ._status import Input, Status
-
             raise InternalStateError(
                 f"{self.type_url} {name!r}: no transition for {Input(given).name}"
                 f" in status {Status(old).name}"
@@ -409,8 +468,6 @@ class ResourceStates:
 
 def transitions_markdown() -> str:
     """The table as Markdown, one row per status (``docs/protocol.md`` embeds it)."""
-    from ._status import CSDS_STATUS, TRANSITIONS, Input, Status
-
     inputs = list(Input)
     head = "| status (CSDS) | " + " | ".join(i.name for i in inputs) + " |"
     rule = "|---|" + "---|" * len(inputs)
@@ -423,29 +480,3 @@ def transitions_markdown() -> str:
         label = f"{status.name} ({CSDS_STATUS[status]})"
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
-
-
-_BY_NAME: Final = frozenset(
-    [
-        "CACHED",
-        "CSDS_STATUS",
-        "EVENT_TRIGGERED",
-        "IMPLICIT",
-        "TIMING",
-        "TRANSITIONS",
-        "Input",
-        "Status",
-    ]
-)
-
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        """The enums and the table by name, made on first use (see :class:`S`)."""
-        if name not in _BY_NAME:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from . import _status
-
-        value = getattr(_status, name)
-        globals()[name] = value
-        return value

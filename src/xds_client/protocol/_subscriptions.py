@@ -11,12 +11,13 @@ from collections.abc import Iterable
 from xds_client.errors import ProtocolUsageError
 from xds_client.federation import glob_collection_of, is_glob_collection
 
-__all__ = ["WILDCARD", "Subscription", "normalize_names"]
+__all__ = ["WILDCARD", "Subscription", "split_wildcard"]
 
 WILDCARD = "*"
+"""The name that subscribes every resource of a type (legacy wildcard, xDS and A47)."""
 
 
-def normalize_names(names: Iterable[str] | None, what: str) -> tuple[list[str], bool]:
+def split_wildcard(names: Iterable[str] | None, what: str) -> tuple[list[str], bool]:
     """Split a caller's names into explicit names and a wildcard flag.
 
     None (or ``"*"`` among the names) means the wildcard. A bare string is

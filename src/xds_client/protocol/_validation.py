@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from xds_client.errors import ResourceError, ResourceValidationError
+from xds_client.errors import ResourceError, ResourceValidationError, UnknownResourceTypeError
+from xds_client.resources import resource_type
 
 from ._config import ProtocolConfig, Validator
 
@@ -107,8 +108,6 @@ def twin_type_url(type_url: str) -> str | None:
         return _twins[type_url]
     except KeyError:
         pass
-    from xds_client.errors import UnknownResourceTypeError
-    from xds_client.resources import resource_type
 
     twin: str | None = None
     try:

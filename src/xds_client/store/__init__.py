@@ -32,6 +32,7 @@ from xds_client.store._auth import (
     TokenExchangeError,
 )
 from xds_client.store._bulk import BulkItem, BulkRejected, BulkResult, BulkSummary
+from xds_client.store._calls import ListPage
 from xds_client.store._client import ListIterator, ResourceStoreClient, StoreWatch
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import (
@@ -59,7 +60,6 @@ from xds_client.store._errors import (
 from xds_client.store._informer import Informer
 from xds_client.store._informer_cache import label_index
 from xds_client.store._keys import ResourceKey, StoredObject, Value
-from xds_client.store._list import ListPage
 from xds_client.store._quota import QuotaUsage
 from xds_client.store._reflector import ReflectorBackoff
 from xds_client.store._retry import DEFAULT_RETRY, RetryPolicy

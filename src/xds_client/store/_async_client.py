@@ -29,15 +29,13 @@ from xds_client._backends.asyncio import (
     task_cancelling,  # async-only
     unary_call,
 )
+from xds_client._tables import objects_table
 from xds_client.errors import ClientClosedError, UsageError
-from xds_client.store import _auth as auth
-from xds_client.store import _bulk as bulk_core
-from xds_client.store import _list as core
-from xds_client.store import _quota as quota_core
-from xds_client.store import _search as search_core
+from xds_client.store import _auth, _bulk, _calls, _quota, _search
 from xds_client.store._async_informer import AsyncInformer
 from xds_client.store._auth import IdToken, TokenExchange
 from xds_client.store._bulk import BulkItem, BulkResult
+from xds_client.store._calls import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import (
     ConflictError,
@@ -47,7 +45,6 @@ from xds_client.store._errors import (
 )
 from xds_client.store._informer_cache import IndexFunc
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
-from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
 from xds_client.store._proto import search_pb2_grpc as search_grpc
 from xds_client.store._quota import QuotaUsage
@@ -65,6 +62,7 @@ from xds_client.store._search import KindStats, SearchResult
 from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, StoreWatchEvent, WatchState
 from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
+from xds_client.transport._channel import channel_arguments
 
 __all__ = ["AsyncResourceStoreClient", "AsyncListIterator", "AsyncStoreWatch"]
 
@@ -101,19 +99,19 @@ class AsyncResourceStoreClient:
         retry: RetryPolicy = DEFAULT_RETRY,
         metadata: Sequence[tuple[str, str]] = (),
         dialect: Dialect | str = Dialect.GRAFANA,
-        max_message_size: int = core.DEFAULT_MAX_MESSAGE_SIZE,
+        max_message_size: int = _calls.DEFAULT_MAX_MESSAGE_SIZE,
         access_token: TokenExchange | None = None,
         id_token: IdToken = None,
     ) -> None:
         call_metadata: tuple[tuple[str, str], ...] = ()
         if isinstance(target, str | ServerTarget):
-            server = core.store_target(target, credentials, options, max_message_size)
+            server = _calls.store_target(target, credentials, options, max_message_size)
             ready = credentials if isinstance(credentials, grpc.ChannelCredentials) else None
-            self._channel = open_channel(server, ready)
+            self._channel = open_channel(*channel_arguments(server, ready))
             self._owns_channel = True
             call_metadata = server.call_metadata
         else:
-            core.channel_options(options, max_message_size)  # the same checks
+            _calls.channel_options(options, max_message_size)  # the same checks
             self._channel = target
             self._owns_channel = False
         self._stub = pb_grpc.ResourceStoreStub(self._channel)
@@ -170,7 +168,7 @@ class AsyncResourceStoreClient:
                 # sync-only: token = access.token()
         if token is None and self._id_token is None:
             return self._metadata
-        return auth.call_metadata(self._metadata, token, auth.id_token_of(self._id_token))
+        return _auth.call_metadata(self._metadata, token, _auth.id_token_of(self._id_token))
 
     def _refused(self, error: ResourceStoreError) -> None:
         # The server refused the kept token (expired early, keys rotated): the next
@@ -188,7 +186,7 @@ class AsyncResourceStoreClient:
     ) -> _T:
         self._check_open()
         if write:
-            core.check_request_size(request, self.max_message_size)
+            _calls.check_request_size(request, self.max_message_size)
         started = time.monotonic()
         retries = RetryRun(self.retry, surely_not_sent if write else retryable_read, started)
         while True:
@@ -231,7 +229,7 @@ class AsyncResourceStoreClient:
         """
         require_name(key)
         return await self._call(
-            self._stub.Create, core.create_request(key, value), core.create_result, write=True
+            self._stub.Create, _calls.create_request(key, value), _calls.create_result, write=True
         )
 
     async def read(self, key: ResourceKey, *, resource_version: int = 0) -> StoredObject:
@@ -239,8 +237,8 @@ class AsyncResourceStoreClient:
         require_name(key)
         return await self._call(
             self._stub.Read,
-            core.read_request(key, resource_version, self.dialect),
-            lambda resp, md: core.read_result(key, resp, md),
+            _calls.read_request(key, resource_version, self.dialect),
+            lambda resp, md: _calls.read_result(key, resp, md),
         )
 
     async def update(self, key: ResourceKey, value: Value, *, resource_version: int) -> int:
@@ -251,8 +249,8 @@ class AsyncResourceStoreClient:
         require_name(key)
         return await self._call(
             self._stub.Update,
-            core.update_request(key, value, resource_version),
-            core.update_result,
+            _calls.update_request(key, value, resource_version),
+            _calls.update_result,
             write=True,
         )
 
@@ -264,8 +262,8 @@ class AsyncResourceStoreClient:
         require_name(key)
         return await self._call(
             self._stub.Delete,
-            core.delete_request(key, resource_version, uid),
-            core.delete_result,
+            _calls.delete_request(key, resource_version, uid),
+            _calls.delete_result,
             write=True,
         )
 
@@ -287,7 +285,7 @@ class AsyncResourceStoreClient:
             try:
                 current = await self.read(key)
                 return await self.update(
-                    key, core.modify(current, fn), resource_version=current.resource_version
+                    key, _calls.modify(current, fn), resource_version=current.resource_version
                 )
             except ConflictError:
                 if attempt >= max_attempts:
@@ -314,8 +312,8 @@ class AsyncResourceStoreClient:
         """
         return await self._call(
             self._diag.IsHealthy,
-            core.health_request(),
-            lambda resp, _md: core.health_status(resp),
+            _calls.health_request(),
+            lambda resp, _md: _calls.health_status(resp),
         )
 
     async def bulk(
@@ -338,13 +336,13 @@ class AsyncResourceStoreClient:
         ``grafana`` dialect; never retried.
         """
         self._check_open()
-        bulk_core.check_dialect(self.dialect)
-        bulk_core.check_rebuild(collection, rebuild)
+        _bulk.check_dialect(self.dialect)
+        _bulk.check_rebuild(collection, rebuild)
         metadata = (
             *await self._call_metadata(),
-            *bulk_core.settings_metadata(collection, rebuild=rebuild),
+            *_bulk.settings_metadata(collection, rebuild=rebuild),
         )
-        feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
+        feed = _bulk.RequestFeed(_bulk.requests(collection, items))
         try:
             resp, trailing = await unary_call(
                 self._bulk.BulkProcess, iter(feed), timeout=timeout, metadata=metadata
@@ -358,7 +356,7 @@ class AsyncResourceStoreClient:
             if feed.error is None or task_cancelling():  # async-only
                 raise  # async-only
             raise feed.error from None  # async-only
-        return bulk_core.result(resp, trailing)
+        return _bulk.result(resp, trailing)
 
     async def search(
         self,
@@ -382,8 +380,8 @@ class AsyncResourceStoreClient:
         ``has_more`` says when to stop. The index may lag the store. Needs the
         ``grafana`` dialect.
         """
-        bulk_core.check_dialect(self.dialect, "search")
-        request = search_core.search_request(
+        _bulk.check_dialect(self.dialect, "search")
+        request = _search.search_request(
             prefix,
             query,
             labels=to_requirements(labels),
@@ -396,18 +394,18 @@ class AsyncResourceStoreClient:
         return await self._call(
             self._index.Search,
             request,
-            lambda resp, md: search_core.search_result(resp, md, offset),
+            lambda resp, md: _search.search_result(resp, md, offset),
         )
 
     async def stats(
         self, namespace: str, *, kinds: Sequence[str] = (), folders: Sequence[str] = ()
     ) -> list[KindStats]:
         """How many objects each kind (``"group/resource"``) has in ``namespace``."""
-        bulk_core.check_dialect(self.dialect, "stats")
+        _bulk.check_dialect(self.dialect, "stats")
         return await self._call(
             self._index.GetStats,
-            search_core.stats_request(namespace, kinds, folders),
-            search_core.stats_result,
+            _search.stats_request(namespace, kinds, folders),
+            _search.stats_result,
         )
 
     async def list_stored_resources(
@@ -419,11 +417,11 @@ class AsyncResourceStoreClient:
         :meth:`stats` (nothing is counted). Needs the ``grafana`` dialect and a
         server that has the call (newer Grafana; older ones answer 501).
         """
-        bulk_core.check_dialect(self.dialect, "list_stored_resources")
+        _bulk.check_dialect(self.dialect, "list_stored_resources")
         return await self._call(
             self._stub.ListStoredResources,
-            quota_core.stored_request(namespace, group, resource),
-            quota_core.stored_result,
+            _quota.stored_request(namespace, group, resource),
+            _quota.stored_result,
         )
 
     async def quota_usage(self, collection: ResourceKey) -> QuotaUsage:
@@ -433,11 +431,11 @@ class AsyncResourceStoreClient:
         :class:`~xds_client.store.QuotaExceededError`. Needs the ``grafana``
         dialect; a server without quotas answers 501.
         """
-        bulk_core.check_dialect(self.dialect, "quota_usage")
+        _bulk.check_dialect(self.dialect, "quota_usage")
         return await self._call(
             self._quotas.GetQuotaUsage,
-            quota_core.quota_request(collection),
-            lambda resp, md: quota_core.quota_result(collection, resp, md),
+            _quota.quota_request(collection),
+            lambda resp, md: _quota.quota_result(collection, resp, md),
         )
 
     # ------------------------------------------------------------ list
@@ -619,16 +617,12 @@ class AsyncListIterator(AsyncIterator[StoredObject]):
 
     # sync-only: def _repr_html_(self) -> str:
     # sync-only:     # A notebook shows the list as a table: that reads (uses up) the iterator.
-    # sync-only:     from xds_client._tables import objects_table  # loads with the first view
-    # sync-only:
     # sync-only:     return objects_table(list(self))
 
     # begin async-only
     def _repr_html_(self) -> str:
         # A notebook shows the list as a table, read (used up) on the client's loop. Inside
         # that loop (a Jupyter cell) waiting for it would never end: say how to read it.
-        from xds_client._tables import objects_table  # loads with the first view
-
         loop = self._loop
         if loop is None or loop is _running_loop() or loop.is_closed():
             return objects_table(

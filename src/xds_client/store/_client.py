@@ -26,14 +26,12 @@ from xds_client._backends.threads import (
     start_call,
     unary_call,
 )
+from xds_client._tables import objects_table
 from xds_client.errors import ClientClosedError, UsageError
-from xds_client.store import _auth as auth
-from xds_client.store import _bulk as bulk_core
-from xds_client.store import _list as core
-from xds_client.store import _quota as quota_core
-from xds_client.store import _search as search_core
+from xds_client.store import _auth, _bulk, _calls, _quota, _search
 from xds_client.store._auth import IdToken, TokenExchange
 from xds_client.store._bulk import BulkItem, BulkResult
+from xds_client.store._calls import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._dialect import Dialect, ListSource
 from xds_client.store._errors import (
     ConflictError,
@@ -44,7 +42,6 @@ from xds_client.store._errors import (
 from xds_client.store._informer import Informer
 from xds_client.store._informer_cache import IndexFunc
 from xds_client.store._keys import ResourceKey, StoredObject, Value, require_name
-from xds_client.store._list import DEFAULT_PAGE_SIZE, ListPage, ListPager
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
 from xds_client.store._proto import search_pb2_grpc as search_grpc
 from xds_client.store._quota import QuotaUsage
@@ -62,6 +59,7 @@ from xds_client.store._search import KindStats, SearchResult
 from xds_client.store._selector import Requirement, to_field_requirements, to_requirements
 from xds_client.store._watch import Step, StoreWatchEvent, WatchState
 from xds_client.transport._base import ChannelCredentialsConfig, ServerTarget
+from xds_client.transport._channel import channel_arguments
 
 __all__ = ["ResourceStoreClient", "ListIterator", "StoreWatch"]
 
@@ -97,19 +95,19 @@ class ResourceStoreClient:
         retry: RetryPolicy = DEFAULT_RETRY,
         metadata: Sequence[tuple[str, str]] = (),
         dialect: Dialect | str = Dialect.GRAFANA,
-        max_message_size: int = core.DEFAULT_MAX_MESSAGE_SIZE,
+        max_message_size: int = _calls.DEFAULT_MAX_MESSAGE_SIZE,
         access_token: TokenExchange | None = None,
         id_token: IdToken = None,
     ) -> None:
         call_metadata: tuple[tuple[str, str], ...] = ()
         if isinstance(target, str | ServerTarget):
-            server = core.store_target(target, credentials, options, max_message_size)
+            server = _calls.store_target(target, credentials, options, max_message_size)
             ready = credentials if isinstance(credentials, grpc.ChannelCredentials) else None
-            self._channel = open_channel(server, ready)
+            self._channel = open_channel(*channel_arguments(server, ready))
             self._owns_channel = True
             call_metadata = server.call_metadata
         else:
-            core.channel_options(options, max_message_size)  # the same checks
+            _calls.channel_options(options, max_message_size)  # the same checks
             self._channel = target
             self._owns_channel = False
         self._stub = pb_grpc.ResourceStoreStub(self._channel)
@@ -165,7 +163,7 @@ class ResourceStoreClient:
                 token = access.token()
         if token is None and self._id_token is None:
             return self._metadata
-        return auth.call_metadata(self._metadata, token, auth.id_token_of(self._id_token))
+        return _auth.call_metadata(self._metadata, token, _auth.id_token_of(self._id_token))
 
     def _refused(self, error: ResourceStoreError) -> None:
         # The server refused the kept token (expired early, keys rotated): the next
@@ -183,7 +181,7 @@ class ResourceStoreClient:
     ) -> _T:
         self._check_open()
         if write:
-            core.check_request_size(request, self.max_message_size)
+            _calls.check_request_size(request, self.max_message_size)
         started = time.monotonic()
         retries = RetryRun(self.retry, surely_not_sent if write else retryable_read, started)
         while True:
@@ -224,7 +222,7 @@ class ResourceStoreClient:
         """
         require_name(key)
         return self._call(
-            self._stub.Create, core.create_request(key, value), core.create_result, write=True
+            self._stub.Create, _calls.create_request(key, value), _calls.create_result, write=True
         )
 
     def read(self, key: ResourceKey, *, resource_version: int = 0) -> StoredObject:
@@ -232,8 +230,8 @@ class ResourceStoreClient:
         require_name(key)
         return self._call(
             self._stub.Read,
-            core.read_request(key, resource_version, self.dialect),
-            lambda resp, md: core.read_result(key, resp, md),
+            _calls.read_request(key, resource_version, self.dialect),
+            lambda resp, md: _calls.read_result(key, resp, md),
         )
 
     def update(self, key: ResourceKey, value: Value, *, resource_version: int) -> int:
@@ -244,8 +242,8 @@ class ResourceStoreClient:
         require_name(key)
         return self._call(
             self._stub.Update,
-            core.update_request(key, value, resource_version),
-            core.update_result,
+            _calls.update_request(key, value, resource_version),
+            _calls.update_result,
             write=True,
         )
 
@@ -257,8 +255,8 @@ class ResourceStoreClient:
         require_name(key)
         return self._call(
             self._stub.Delete,
-            core.delete_request(key, resource_version, uid),
-            core.delete_result,
+            _calls.delete_request(key, resource_version, uid),
+            _calls.delete_result,
             write=True,
         )
 
@@ -280,7 +278,7 @@ class ResourceStoreClient:
             try:
                 current = self.read(key)
                 return self.update(
-                    key, core.modify(current, fn), resource_version=current.resource_version
+                    key, _calls.modify(current, fn), resource_version=current.resource_version
                 )
             except ConflictError:
                 if attempt >= max_attempts:
@@ -307,8 +305,8 @@ class ResourceStoreClient:
         """
         return self._call(
             self._diag.IsHealthy,
-            core.health_request(),
-            lambda resp, _md: core.health_status(resp),
+            _calls.health_request(),
+            lambda resp, _md: _calls.health_status(resp),
         )
 
     def bulk(
@@ -331,13 +329,13 @@ class ResourceStoreClient:
         ``grafana`` dialect; never retried.
         """
         self._check_open()
-        bulk_core.check_dialect(self.dialect)
-        bulk_core.check_rebuild(collection, rebuild)
+        _bulk.check_dialect(self.dialect)
+        _bulk.check_rebuild(collection, rebuild)
         metadata = (
             *self._call_metadata(),
-            *bulk_core.settings_metadata(collection, rebuild=rebuild),
+            *_bulk.settings_metadata(collection, rebuild=rebuild),
         )
-        feed = bulk_core.RequestFeed(bulk_core.requests(collection, items))
+        feed = _bulk.RequestFeed(_bulk.requests(collection, items))
         try:
             resp, trailing = unary_call(
                 self._bulk.BulkProcess, iter(feed), timeout=timeout, metadata=metadata
@@ -346,7 +344,7 @@ class ResourceStoreClient:
             if feed.error is not None:
                 raise feed.error from None
             raise from_rpc_error(exc, exc.trailing_metadata()) from exc
-        return bulk_core.result(resp, trailing)
+        return _bulk.result(resp, trailing)
 
     def search(
         self,
@@ -370,8 +368,8 @@ class ResourceStoreClient:
         ``has_more`` says when to stop. The index may lag the store. Needs the
         ``grafana`` dialect.
         """
-        bulk_core.check_dialect(self.dialect, "search")
-        request = search_core.search_request(
+        _bulk.check_dialect(self.dialect, "search")
+        request = _search.search_request(
             prefix,
             query,
             labels=to_requirements(labels),
@@ -384,18 +382,18 @@ class ResourceStoreClient:
         return self._call(
             self._index.Search,
             request,
-            lambda resp, md: search_core.search_result(resp, md, offset),
+            lambda resp, md: _search.search_result(resp, md, offset),
         )
 
     def stats(
         self, namespace: str, *, kinds: Sequence[str] = (), folders: Sequence[str] = ()
     ) -> list[KindStats]:
         """How many objects each kind (``"group/resource"``) has in ``namespace``."""
-        bulk_core.check_dialect(self.dialect, "stats")
+        _bulk.check_dialect(self.dialect, "stats")
         return self._call(
             self._index.GetStats,
-            search_core.stats_request(namespace, kinds, folders),
-            search_core.stats_result,
+            _search.stats_request(namespace, kinds, folders),
+            _search.stats_result,
         )
 
     def list_stored_resources(
@@ -407,11 +405,11 @@ class ResourceStoreClient:
         :meth:`stats` (nothing is counted). Needs the ``grafana`` dialect and a
         server that has the call (newer Grafana; older ones answer 501).
         """
-        bulk_core.check_dialect(self.dialect, "list_stored_resources")
+        _bulk.check_dialect(self.dialect, "list_stored_resources")
         return self._call(
             self._stub.ListStoredResources,
-            quota_core.stored_request(namespace, group, resource),
-            quota_core.stored_result,
+            _quota.stored_request(namespace, group, resource),
+            _quota.stored_result,
         )
 
     def quota_usage(self, collection: ResourceKey) -> QuotaUsage:
@@ -421,11 +419,11 @@ class ResourceStoreClient:
         :class:`~xds_client.store.QuotaExceededError`. Needs the ``grafana``
         dialect; a server without quotas answers 501.
         """
-        bulk_core.check_dialect(self.dialect, "quota_usage")
+        _bulk.check_dialect(self.dialect, "quota_usage")
         return self._call(
             self._quotas.GetQuotaUsage,
-            quota_core.quota_request(collection),
-            lambda resp, md: quota_core.quota_result(collection, resp, md),
+            _quota.quota_request(collection),
+            lambda resp, md: _quota.quota_result(collection, resp, md),
         )
 
     # ------------------------------------------------------------ list
@@ -594,8 +592,6 @@ class ListIterator(Iterator[StoredObject]):
 
     def _repr_html_(self) -> str:
         # A notebook shows the list as a table: that reads (uses up) the iterator.
-        from xds_client._tables import objects_table  # loads with the first view
-
         return objects_table(list(self))
 
     @property

@@ -1,26 +1,10 @@
 """Typed errors of the ResourceStore client, and the one boundary that maps to them.
 
-::
-
-    XdsClientError
-    └── ResourceStoreError              a failed ResourceStore call (code, reason, message, ...)
-        ├── BadRequestError             400, gRPC INVALID_ARGUMENT
-        ├── UnauthorizedError           401, gRPC UNAUTHENTICATED
-        │   └── TokenExchangeError      the access token could not be exchanged (store._auth)
-        ├── ForbiddenError              403, gRPC PERMISSION_DENIED
-        │   └── QuotaExceededError      403 that says it is a quota (Grafana's Create over quota)
-        ├── NotFoundError               404, gRPC NOT_FOUND
-        ├── ConflictError               409, gRPC ABORTED, "optimistic locking failed"
-        │   └── AlreadyExistsError      409 AlreadyExists (or "already exists"), ALREADY_EXISTS
-        ├── ExpiredError (GoneError)    410: a resource version or page token is too old
-        ├── MessageTooLargeError        413: a request or response over ``max_message_size``
-        ├── InvalidError                422
-        ├── TooManyRequestsError        429, and gRPC RESOURCE_EXHAUSTED that is not a size limit
-        ├── NotImplementedError         501, gRPC UNIMPLEMENTED (``StoreNotImplementedError``)
-        ├── UnavailableError            503, gRPC UNAVAILABLE
-        ├── ServerTimeoutError          504, gRPC DEADLINE_EXCEEDED
-        ├── InternalError               500 and any other status
-        └── InvalidResponseError        the server answered something impossible
+They are drawn with every other error in the one tree of :mod:`xds_client.errors`:
+:class:`ResourceStoreError` and one subclass per HTTP-style status (with
+:class:`QuotaExceededError` under :class:`ForbiddenError`, and ``store._auth``'s
+``TokenExchangeError`` under :class:`UnauthorizedError`), plus
+:class:`InvalidResponseError` and :class:`SelectorError`.
 
 An ``ErrorResult`` travels in a response's ``error`` field or packed into the
 ``google.rpc.Status`` details of the gRPC status (trailer
@@ -34,12 +18,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
+from google.rpc import status_pb2
 
 from xds_client.errors import ServerProtocolError, UsageError, XdsClientError
 from xds_client.store._proto import resource_pb2 as pb
+from xds_client.transport._channel import RpcStatus
 
 __all__ = [
     "ErrorCause",
@@ -352,11 +338,6 @@ def from_error_result(
     )
 
 
-class _RpcErrorLike(Protocol):
-    def code(self) -> grpc.StatusCode: ...
-    def details(self) -> str | None: ...
-
-
 def error_result_from_metadata(metadata: Any) -> pb.ErrorResult | None:
     """The ``ErrorResult`` packed into a ``grpc-status-details-bin`` trailer, if any."""
     if not metadata:
@@ -365,7 +346,6 @@ def error_result_from_metadata(metadata: Any) -> pb.ErrorResult | None:
         key, value = item[0], item[1]
         if key != STATUS_DETAILS_KEY:
             continue
-        from google.rpc import status_pb2
 
         status = status_pb2.Status()
         try:
@@ -385,7 +365,7 @@ def error_result_from_metadata(metadata: Any) -> pb.ErrorResult | None:
     return None
 
 
-def from_rpc_error(exc: _RpcErrorLike, trailing_metadata: Any) -> ResourceStoreError:
+def from_rpc_error(exc: RpcStatus, trailing_metadata: Any) -> ResourceStoreError:
     """Map a failed gRPC call (sync or aio) to a typed exception.
 
     The caller raises the result ``from`` the original exception.
@@ -470,7 +450,6 @@ def from_status_json(value: bytes) -> ResourceStoreError:
 
 def pack_status_details(result: pb.ErrorResult, grpc_code: grpc.StatusCode) -> bytes:
     """Serialize a ``google.rpc.Status`` carrying ``result`` (used by the test server)."""
-    from google.rpc import status_pb2
 
     status = status_pb2.Status(code=grpc_code.value[0], message=result.message)
     detail = status.details.add()

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ._fault_proxy import FaultProxy
     from ._mock_transport import AsyncMockTransport, MockStream, MockTransport
     from ._resource_file import LoadedResources, ResourceFileError, load_resources
-    from ._store_auth import AccessTokenCheck, mint_access_token
+    from ._store._auth import AccessTokenCheck, mint_access_token
     from ._store_server import ResourceStoreServer
     from ._xds._log import RecordedRequest, RecordedResponse, StreamInfo, Subscription
     from ._xds._lrs import RecordedLoadReport
@@ -44,8 +44,8 @@ _EXPORTS: dict[str, str] = {
     "LoadedResources": "xds_client.testing._resource_file",
     "ResourceFileError": "xds_client.testing._resource_file",
     "ResourceStoreServer": "xds_client.testing._store_server",
-    "AccessTokenCheck": "xds_client.testing._store_auth",
-    "mint_access_token": "xds_client.testing._store_auth",
+    "AccessTokenCheck": "xds_client.testing._store._auth",
+    "mint_access_token": "xds_client.testing._store._auth",
     "ControlPlaneFactory": "xds_client.testing.pytest_plugin",
     "AsyncXdsClientFactory": "xds_client.testing.pytest_plugin",
     "ConformanceRunner": "xds_client.testing.pytest_plugin",

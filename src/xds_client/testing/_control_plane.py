@@ -35,11 +35,12 @@ from xds_client.errors import TransportError, UnknownResourceTypeError, UsageErr
 from xds_client.protocol import validate
 from xds_client.resources import TYPE_URL_PREFIX, resource_type, resource_types
 
+from ._resource_file import load_resources
 from ._xds._log import RecordedRequest, RecordedResponse, RequestLog, StreamInfo, Subscription
 from ._xds._lrs import LoadReportService, RecordedLoadReport
 from ._xds._rest import RestServer
 from ._xds._store import Entry, ResourcesInput, SnapshotInput, Store, TypeSpec, entries_from
-from ._xds._streams import Engine, _Heartbeat
+from ._xds._streams import Engine, _Abort, _Heartbeat
 
 __all__ = ["ControlPlane"]
 
@@ -508,7 +509,6 @@ class ControlPlane:
         self, path: str | Path, *, version: str | None = None, node_id: str | None = None
     ) -> str:
         """Serve the resources of a YAML or JSON file (see :func:`load_resources`)."""
-        from ._resource_file import load_resources
 
         loaded = load_resources(path)
         snapshot: dict[TypeSpec, ResourcesInput] = dict(loaded.resources.items())
@@ -822,7 +822,6 @@ class ControlPlane:
         stream_id: int | None = None,
     ) -> list[int]:
         """End open streams (all, or one) with a gRPC status; returns their ids."""
-        from ._xds._streams import _Abort
 
         return self._engine.broadcast(_Abort(code, details), stream_id)
 

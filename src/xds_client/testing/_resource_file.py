@@ -24,12 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from xds_client.errors import UnknownResourceTypeError, UsageError
 from xds_client.resources import RESOURCE_WRAPPER_TYPE_URL, resource_type
 from xds_client.testing._xds._descriptors import message_class_for
+from xds_client.testing._xds._store import resource_name
 
 __all__ = ["LoadedResources", "ResourceFileError", "load_resources", "parse_resources"]
 
@@ -100,12 +102,6 @@ def parse_resources(text: str, *, fmt: str = "yaml", source: str = "<string>") -
             raise ResourceFileError(f"{source}: invalid JSON: {exc}") from exc
     else:
         try:
-            import yaml
-        except ImportError as exc:  # pragma: no cover - PyYAML ships with the dev extra
-            raise ResourceFileError(
-                f"{source}: reading YAML needs PyYAML (pip install pyyaml); or give a .json file"
-            ) from exc
-        try:
             document = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ResourceFileError(f"{source}: invalid YAML: {exc}") from exc
@@ -143,7 +139,6 @@ def _parse_one(item: Any, where: str) -> tuple[str, str, Message]:
         message = json_format.ParseDict(body, rtype.message_class())
     except json_format.ParseError as exc:
         raise ResourceFileError(f"{where}: {_shorter(str(exc))}") from exc
-    from xds_client.testing._xds._store import resource_name
 
     try:
         name = resource_name(message)

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from xds_client.client import AsyncXdsClient, XdsClient
     from xds_client.conformance import Report
     from xds_client.store import ResourceStoreClient
-    from xds_client.testing import ControlPlane, ResourceStoreServer
+    from xds_client.testing._control_plane import ControlPlane
+    from xds_client.testing._store_server import ResourceStoreServer
 
 __all__ = [
     "AsyncXdsClientFactory",
@@ -80,7 +81,7 @@ def xds_control_plane() -> Iterator[ControlPlane]:
 
     Works in sync and asyncio tests alike (it runs on its own threads).
     """
-    from xds_client.testing import ControlPlane
+    from xds_client.testing._control_plane import ControlPlane
 
     with ControlPlane() as control_plane:
         yield control_plane
@@ -92,7 +93,7 @@ def xds_control_plane_factory() -> Iterator[ControlPlaneFactory]:
 
     For tests with several servers, such as primary and fallback.
     """
-    from xds_client.testing import ControlPlane
+    from xds_client.testing._control_plane import ControlPlane
 
     started: list[ControlPlane] = []
 
@@ -118,7 +119,8 @@ def xds_client_connected(
     (``request.param`` / the test id says which). Its stream opens with the first watch;
     closed after the test.
     """
-    from xds_client import Node, XdsClient
+    from xds_client.client import XdsClient
+    from xds_client.node import Node
 
     with XdsClient(
         xds_control_plane.address, node=Node(id=TEST_NODE_ID), protocol=request.param
@@ -133,7 +135,8 @@ def xds_async_client(xds_control_plane: ControlPlane) -> AsyncXdsClientFactory:
     Call it inside the test's coroutine: ``async with xds_async_client() as client``
     (keyword options as for AsyncXdsClient; node id ``pytest`` unless given).
     """
-    from xds_client import AsyncXdsClient, Node
+    from xds_client.client import AsyncXdsClient
+    from xds_client.node import Node
 
     def make(**options: Any) -> AsyncXdsClient:
         options.setdefault("node", Node(id=TEST_NODE_ID))
@@ -148,7 +151,7 @@ def resource_store_server() -> Iterator[ResourceStoreServer]:
 
     ``.address`` is ``"127.0.0.1:PORT"``; stopped after the test.
     """
-    from xds_client.testing import ResourceStoreServer
+    from xds_client.testing._store_server import ResourceStoreServer
 
     with ResourceStoreServer() as server:
         yield server
@@ -178,7 +181,7 @@ def xds_conformance() -> ConformanceRunner:
     returned either way. From an asyncio test, ``await xds_client.conformance.arun(...)``.
     """
     from xds_client.conformance import ControlPlaneDriver, run
-    from xds_client.testing import ControlPlane
+    from xds_client.testing._control_plane import ControlPlane
 
     def check(server: Any, *, strict: bool = True, **options: Any) -> Report:
         if isinstance(server, ControlPlane):

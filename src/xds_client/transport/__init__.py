@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from xds_client.errors import UsageError
@@ -21,6 +22,7 @@ from ._base import (
     AsyncTransport,
     ChannelCredentialsConfig,
     Keepalive,
+    ReportsWrites,
     Request,
     Response,
     ServerTarget,
@@ -57,6 +59,7 @@ __all__ = [
     "AsyncTransport",
     "ChannelCredentialsConfig",
     "Keepalive",
+    "ReportsWrites",
     "Request",
     "Response",
     "ServerTarget",
@@ -106,7 +109,6 @@ def given_transport(
 
     Raises :class:`~xds_client.errors.UsageError` naming ``owner`` when it does not.
     """
-    import inspect
 
     wanted: type[Any] = AsyncTransport if asynchronous else Transport
     methods = ("open", "probe", "close")

@@ -24,6 +24,7 @@ from xds_client._backends.asyncio import CALL_CANCELLED, call_result, open_chann
 from xds_client.transport._async_grpc import health_probe
 from xds_client.transport._async_polling_stream import AsyncPollingStream
 from xds_client.transport._base import ServerTarget, StreamSpec
+from xds_client.transport._channel import channel_arguments
 from xds_client.transport._fetch_common import (
     check_spec,
     fetch_method_for,
@@ -100,12 +101,12 @@ class AsyncFetchTransport:
         self._streams: set[AsyncPollingStream] = set()
         self._closed = False
         # A thread channel needs no loop: built at once.
-        # sync-only: self._channel = open_channel(target)
+        # sync-only: self._channel = open_channel(*channel_arguments(target))
 
     def _get_channel(self) -> grpc.aio.Channel:
         # asyncio: created on first use, so that it binds to the running loop. Under _lock.
         if self._channel is None:
-            self._channel = open_channel(self.target)
+            self._channel = open_channel(*channel_arguments(self.target))
         return self._channel
 
     async def open(self, spec: StreamSpec) -> AsyncPollingStream:

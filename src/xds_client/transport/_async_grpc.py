@@ -33,6 +33,7 @@ from xds_client._backends.asyncio import (
 from xds_client.errors import TransportError
 
 from ._base import Request, Response, ServerTarget, StreamSpec
+from ._channel import channel_arguments, channel_credentials, channel_options, credential_files
 from ._grpc_common import (
     _END,
     _HEALTH_CHECK,
@@ -42,9 +43,6 @@ from ._grpc_common import (
     _raw,
     _rpc_error,
     _serialize,
-    channel_credentials,
-    channel_options,
-    credential_files,
 )
 
 __all__ = [
@@ -243,7 +241,7 @@ class AsyncGrpcTransport:
             if self._channel is None:
                 self._files = credential_files(self.target)
                 log.debug("channel to %s", self.target.describe())
-                self._channel = open_channel(self.target)
+                self._channel = open_channel(*channel_arguments(self.target))
             return self._channel
 
     async def open(self, spec: StreamSpec) -> AsyncGrpcStream:

@@ -13,6 +13,8 @@ their wire format, so v2 streams send them on the v2 method paths.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from envoy.service.discovery.v3.discovery_pb2 import (
@@ -22,7 +24,6 @@ from envoy.service.discovery.v3.discovery_pb2 import (
     DiscoveryResponse,
 )
 
-from xds_client._records import field, record
 from xds_client.errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ __all__ = [
     "AsyncStream",
     "Transport",
     "AsyncTransport",
+    "ReportsWrites",
     "read_pem",
     "REDACTED",
 ]
@@ -63,6 +65,7 @@ V2_ADS_DELTA_METHOD = (
 )
 
 REDACTED = "[redacted]"
+"""What stands for a secret in reprs, dumps and messages (tokens, keys, call credentials)."""
 
 PemSource: TypeAlias = "bytes | str | os.PathLike[str]"
 """PEM data: ``bytes`` are the PEM content itself, ``str`` or a path names a file."""
@@ -81,7 +84,7 @@ def read_pem(source: PemSource | None, *, what: str) -> bytes | None:
         raise UsageError(f"cannot read {what} from {os.fspath(source)!r}: {exc}") from exc
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChannelCredentialsConfig:
     """TLS for a channel: a CA to trust, and for mTLS a client certificate and key.
 
@@ -103,7 +106,7 @@ class ChannelCredentialsConfig:
             raise UsageError("mTLS needs both certificate_chain and private_key, or neither")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Keepalive:
     """HTTP/2 keepalive pings; the server must permit the interval."""
 
@@ -115,7 +118,7 @@ class Keepalive:
     """Ping even when no stream is open."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServerTarget:
     """One xDS server, from client arguments or a bootstrap file."""
 
@@ -147,7 +150,7 @@ class ServerTarget:
         return f"{self.uri} ({security}{extras})"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamSpec:
     """What one stream carries."""
 
@@ -192,6 +195,18 @@ class AsyncStream(Protocol):
 
     async def close(self) -> None:
         """Cancel the stream; idempotent."""
+
+
+@runtime_checkable
+class ReportsWrites(Protocol):
+    """A stream (sync or async) that tells when each request was written (gRFC A57).
+
+    The gRPC streams do: the client then starts a request's does-not-exist timers only
+    once it is on the wire. A stream without it is taken as written at once.
+    """
+
+    def notify_written(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` (from the stream's own thread or task) after each write."""
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DiscoveryResponse
 
 from xds_client._backends.threads import CALL_CANCELLED, call_result, open_channel, start_call
 from xds_client.transport._base import ServerTarget, StreamSpec
+from xds_client.transport._channel import channel_arguments
 from xds_client.transport._fetch_common import (
     check_spec,
     fetch_method_for,
@@ -93,12 +94,12 @@ class FetchTransport:
         self._streams: set[PollingStream] = set()
         self._closed = False
         # A thread channel needs no loop: built at once.
-        self._channel = open_channel(target)
+        self._channel = open_channel(*channel_arguments(target))
 
     def _get_channel(self) -> grpc.Channel:
         # asyncio: created on first use, so that it binds to the running loop. Under _lock.
         if self._channel is None:
-            self._channel = open_channel(self.target)
+            self._channel = open_channel(*channel_arguments(self.target))
         return self._channel
 
     def open(self, spec: StreamSpec) -> PollingStream:

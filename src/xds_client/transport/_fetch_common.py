@@ -14,6 +14,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 from xds_client.errors import TransportError, UsageError
 from xds_client.resources import resource_type
 from xds_client.transport._base import ServerTarget, StreamSpec
+from xds_client.transport._channel import RpcStatus
 from xds_client.transport._polling import PollError
 
 __all__ = ["fetch_method_for"]
@@ -48,13 +49,13 @@ def serialize(request: DiscoveryRequest) -> bytes:
 
 def poll_error(method: str, target: ServerTarget, exc: grpc.RpcError) -> PollError | None:
     """A PollError for a failed call, or None when the server said "up to date"."""
-    # Sync errors are grpc.Call objects, grpc.aio's AioRpcError is not: ask both alike.
-    code_of = getattr(exc, "code", None)
-    details_of = getattr(exc, "details", None)
-    code = code_of() if callable(code_of) else None
+    # Sync errors are grpc.Call objects, grpc.aio's AioRpcError is not: both are RpcStatus.
+    code, details_given = (
+        (exc.code(), exc.details()) if isinstance(exc, RpcStatus) else (None, None)
+    )
     if not isinstance(code, grpc.StatusCode):
         code = grpc.StatusCode.UNKNOWN
-    details = str((details_of() if callable(details_of) else None) or "")
+    details = str(details_given or "")
     if _UP_TO_DATE_MARKER in details:
         return None
     where = f"{method} on {target.uri}"

@@ -41,6 +41,7 @@ from envoy.service.discovery.v3.discovery_pb2 import (
 
 from xds_client._backoff import Backoff
 from xds_client.errors import TransportError, UsageError
+from xds_client.protocol._subscriptions import WILDCARD
 from xds_client.transport._base import Request
 
 if TYPE_CHECKING:
@@ -60,8 +61,6 @@ _log = logging.getLogger("xds_client.transport.polling")
 
 DEFAULT_POLL_INTERVAL = 30.0
 """Seconds between polls of one type, like Envoy's default ``refresh_delay``."""
-
-WILDCARD = "*"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest, DiscoveryResponse
 from google.protobuf import json_format
 
-from xds_client import __version__
+from xds_client._version import __version__
 from xds_client.errors import UsageError
 from xds_client.node import USER_AGENT_NAME
 from xds_client.resources import message_descriptor, resource_type

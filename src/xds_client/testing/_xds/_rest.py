@@ -11,6 +11,7 @@ from typing import Any
 
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest
 from google.protobuf import json_format
+from google.rpc.status_pb2 import Status
 
 from xds_client.resources import resource_types
 
@@ -88,8 +89,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _status(message: str) -> Any:
-    from google.rpc.status_pb2 import Status
-
     return Status(code=3, message=message)
 
 

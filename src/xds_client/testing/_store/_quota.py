@@ -1,4 +1,4 @@
-"""Quotas and stored collections for the test ResourceStoreServer (newer Grafana's calls).
+"""Quotas and stored collections of the test ResourceStore (newer Grafana's calls).
 
 As Grafana: a create into a collection (namespace, group, resource) that holds
 its quota already is refused with 403 and a message that says it is the quota
@@ -12,15 +12,14 @@ the namespaces not listed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
 from xds_client.store._proto import resource_pb2 as pb
 from xds_client.store._proto import resource_pb2_grpc as pb_grpc
 
-if TYPE_CHECKING:
-    from xds_client.testing._store_server import ResourceStoreServer
+from ._engine import StoreEngine
 
 __all__ = ["QuotasServicer", "quota_limit", "quota_refusal", "stored_resources"]
 
@@ -40,7 +39,7 @@ def quota_refusal(resource: str, namespace: str, used: int, limit: int) -> str:
     )
 
 
-def stored_resources(store: ResourceStoreServer, req: Any) -> pb.ListStoredResourcesResponse:
+def stored_resources(store: StoreEngine, req: Any) -> pb.ListStoredResourcesResponse:
     """The collections that hold objects, filtered by the request's non-empty fields."""
     clauses, args = [], []
     for column, value in (("ns", req.namespace), ("grp", req.group), ("res", req.resource)):
@@ -61,7 +60,7 @@ def stored_resources(store: ResourceStoreServer, req: Any) -> pb.ListStoredResou
 class QuotasServicer(pb_grpc.QuotasServicer):
     """``Quotas/GetQuotaUsage`` over the store's objects."""
 
-    def __init__(self, store: ResourceStoreServer) -> None:
+    def __init__(self, store: StoreEngine) -> None:
         self.s = store
 
     def GetQuotaUsage(  # noqa: N802 - gRPC method name

@@ -100,26 +100,18 @@ def modify(current: StoredObject, fn: Any) -> Value:
 # ------------------------------------------------------------------ list
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class ListPage:
     """One page of a list: items, the token of the next page, the list's version."""
 
-    __slots__ = ("items", "next_page_token", "remaining_item_count", "resource_version")
-
-    def __init__(
-        self,
-        items: list[StoredObject],
-        next_page_token: str,
-        resource_version: int,
-        remaining_item_count: int,
-    ) -> None:
-        self.items: list[StoredObject] = items
-        """The objects on this page (already filtered by the label selector)."""
-        self.next_page_token: str = next_page_token
-        """Opaque token of the next page; empty on the last page."""
-        self.resource_version: int = resource_version
-        """The resource version the whole list is pinned to."""
-        self.remaining_item_count: int = remaining_item_count
-        """The server's estimate of items after this page (0 when unknown)."""
+    items: list[StoredObject]
+    """The objects on this page (already filtered by the label selector)."""
+    next_page_token: str
+    """Opaque token of the next page; empty on the last page."""
+    resource_version: int
+    """The resource version the whole list is pinned to."""
+    remaining_item_count: int
+    """The server's estimate of items after this page (0 when unknown)."""
 
     def __repr__(self) -> str:
         return (

@@ -10,8 +10,8 @@ A47 requires). It is pure: the session uses it to pick a stream for each name.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from xds_client._records import record
 from xds_client.federation import ResourceNameError, is_xdstp, parse_xdstp
 from xds_client.transport import ServerTarget
 
@@ -20,7 +20,7 @@ __all__ = ["Authority", "AuthorityRouter"]
 _MEMO_LIMIT = 100_000
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Authority:
     """One entry of the bootstrap's ``authorities`` map (gRFC A47)."""
 

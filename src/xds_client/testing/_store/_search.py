@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
+import threading
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 
@@ -25,9 +28,6 @@ from xds_client.store._proto import search_pb2 as spb
 from xds_client.store._proto import search_pb2_grpc as spb_grpc
 from xds_client.store._search import encode_cell
 from xds_client.store._selector import Requirement, matches
-
-if TYPE_CHECKING:
-    from xds_client.testing._store_server import ResourceStoreServer
 
 SEARCH_SCHEMA = """
 CREATE TABLE IF NOT EXISTS search_ids (
@@ -126,16 +126,27 @@ def _failure(code: int, message: str) -> spb.ResourceSearchResponse:
 
 
 class ResourceIndexServicer(spb_grpc.ResourceIndexServicer):
-    """Search and GetStats over the store's SQLite database."""
+    """Search and GetStats over the store's SQLite database.
 
-    def __init__(self, store: ResourceStoreServer) -> None:
-        self.s = store
+    ``read`` returns the database and the store's revision; it is called, and the
+    rows read, under ``lock``. ``calls`` counts the calls by method name.
+    """
+
+    def __init__(
+        self,
+        *,
+        lock: threading.RLock,
+        read: Callable[[], tuple[sqlite3.Connection, int]],
+        calls: Counter[str],
+    ) -> None:
+        self._lock = lock
+        self._read = read
+        self._calls = calls
 
     def Search(  # noqa: N802 - gRPC method name
         self, request: spb.ResourceSearchRequest, context: grpc.ServicerContext
     ) -> spb.ResourceSearchResponse:
-        s = self.s
-        s.calls["Search"] += 1
+        self._calls["Search"] += 1
         key = request.options.key
         if not key.group or not key.resource:
             return _failure(400, "a search needs the group and resource of its key")
@@ -145,8 +156,8 @@ class ResourceIndexServicer(spb_grpc.ResourceIndexServicer):
         if unknown:
             return _failure(400, f"unknown search fields {unknown}; known: {sorted(_COLUMNS)}")
         query = _fts_query(request.query)
-        with s._lock:
-            db = s._db
+        with self._lock:
+            db, rv = self._read()
             ns_clause, ns_args = ("AND o.ns = ?", [key.namespace]) if key.namespace else ("", [])
             if query:
                 rows = db.execute(
@@ -163,7 +174,6 @@ class ResourceIndexServicer(spb_grpc.ResourceIndexServicer):
                     f"WHERE o.grp = ? AND o.res = ? {ns_clause}",
                     (key.group, key.resource, *ns_args),
                 ).fetchall()
-            rv = s._rv
         reqs = tuple(Requirement.from_proto(r) for r in request.options.labels)
         hits = []
         for grp, res, ns, name, obj_rv, value, score in rows:
@@ -231,10 +241,10 @@ class ResourceIndexServicer(spb_grpc.ResourceIndexServicer):
     def GetStats(  # noqa: N802 - gRPC method name
         self, request: spb.ResourceStatsRequest, context: grpc.ServicerContext
     ) -> spb.ResourceStatsResponse:
-        s = self.s
-        s.calls["GetStats"] += 1
-        with s._lock:
-            rows = s._db.execute(
+        self._calls["GetStats"] += 1
+        with self._lock:
+            db, _ = self._read()
+            rows = db.execute(
                 "SELECT grp, res, value FROM objects WHERE ns = ?", (request.namespace,)
             ).fetchall()
         kinds = set(request.kinds)
