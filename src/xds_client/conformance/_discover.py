@@ -110,6 +110,25 @@ async def _ask_once(
         await stream.close()
 
 
+def _status_lost(end: Ended) -> bool:
+    """grpc.aio reports this when a write races the end of the call (a server refusing the
+    stream at once, for a bad token say): the server's own status is lost."""
+    return end.code == grpc.StatusCode.INTERNAL and end.details == "Internal error from Core"
+
+
+async def _status_without_writing(ctx: Context) -> Ended:
+    """The status of a stream the checker writes nothing to: a server that refuses every
+    stream says why here, with no write to race its answer."""
+    stream = ctx.open(CDS)
+    try:
+        end = await stream.recv(ctx.options.response_timeout)
+    finally:
+        await stream.close()
+    if isinstance(end, Ended):
+        return end
+    return Ended(grpc.StatusCode.INTERNAL, "Internal error from Core (a write raced the end)")
+
+
 async def _ask(ctx: Context, type_url: str, names: list[str], ends: list[Ended]) -> Response | None:
     """An answer to a first request for ``names`` (none: the legacy wildcard, and ``*``)."""
     attempts = [names] if names else [[], ["*"]]
@@ -152,7 +171,9 @@ async def discover(ctx: Context) -> Inventory:
         if ends and all(e.code == grpc.StatusCode.UNIMPLEMENTED for e in ends):
             raise ServiceNotOfferedError(f"the server does not offer {method}: {ends[0]}")
         if ends:
-            raise TransportError(f"{method}: the server ended every stream: {ends[0]}")
+            told = [e for e in ends if not _status_lost(e)]
+            end = told[0] if told else await _status_without_writing(ctx)
+            raise TransportError(f"{method}: the server ended every stream: {end}")
         raise ServerProtocolError(
             f"{method}: the server answered no CDS, LDS, EDS or RDS request of node "
             f"{ctx.options.node_id!r} within {ctx.options.response_timeout:g} s "
