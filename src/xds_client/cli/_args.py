@@ -103,14 +103,22 @@ def check_address(text: str, *, rest: bool = False) -> str:
     return text
 
 
-def _positive(text: str) -> float:
+def _number(text: str, *, positive: bool = True) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    if value < 0 or (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"must be {'positive' if positive else '>= 0'}: {text!r}")
     return value
+
+
+def _positive(text: str) -> float:
+    return _number(text)
+
+
+def _non_negative(text: str) -> float:
+    return _number(text, positive=False)
 
 
 def _count(text: str) -> int:
@@ -266,16 +274,6 @@ def _store_kind(parser: argparse.ArgumentParser, *, name: bool) -> None:
 _CONFORM_FORMATS = ("table", "json", "junit")
 
 
-def _conform_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
-
-
 def _conform_server(text: str) -> str:
     try:
         return check_address(text, rest=True)
@@ -339,14 +337,14 @@ def _add_conform(sub: Any) -> None:
     )
     conform.add_argument(
         "--timeout",
-        type=_conform_seconds,
+        type=_positive,
         default=2.0,
         metavar="S",
         help="seconds to wait for a response the server owes (default 2)",
     )
     conform.add_argument(
         "--quiet-period",
-        type=_conform_seconds,
+        type=_positive,
         default=0.3,
         metavar="S",
         help="seconds of silence that mean 'nothing more is coming' (default 0.3)",
@@ -378,30 +376,6 @@ def _share(text: str) -> float:
     return value
 
 
-def _number(text: str, *, positive: bool = True) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0 or (positive and value == 0):
-        raise argparse.ArgumentTypeError(f"must be {'positive' if positive else '>= 0'}: {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    return _number(text, positive=False)
-
-
-def _nodes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
 def _pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -419,13 +393,13 @@ def _add_load(sub: Any) -> None:
     target.add_argument(
         "--sample",
         metavar="CLUSTERS",
-        type=_nodes,
+        type=_count,
         help="instead of --server, serve the sample config with CLUSTERS clusters from an "
         "in-process ControlPlane (and push to it with --push-interval)",
     )
     fleet = load.add_argument_group("fleet")
-    fleet.add_argument("--nodes", "-n", type=_nodes, default=10, help="clients (default 10)")
-    fleet.add_argument("--rate", "-r", type=_number, default=100.0, help="clients started/s")
+    fleet.add_argument("--nodes", "-n", type=_count, default=10, help="clients (default 10)")
+    fleet.add_argument("--rate", "-r", type=_positive, default=100.0, help="clients started/s")
     fleet.add_argument(
         "--duration", "-d", type=_non_negative, default=10.0, help="seconds held after the ramp"
     )
@@ -450,7 +424,7 @@ def _add_load(sub: Any) -> None:
         "--keep-messages", action="store_true", help="cache decoded messages, not bytes"
     )
     fleet.add_argument(
-        "--connect-timeout", type=_number, default=10.0, help="give up when nothing answers"
+        "--connect-timeout", type=_positive, default=10.0, help="give up when nothing answers"
     )
     scenario = load.add_argument_group("scenario")
     scenario.add_argument(
@@ -460,7 +434,7 @@ def _add_load(sub: Any) -> None:
         "--churn", type=_share, default=0.0, metavar="SHARE", help="share replaced per minute"
     )
     scenario.add_argument(
-        "--push-interval", type=_number, metavar="S", help="change the config every S seconds"
+        "--push-interval", type=_positive, metavar="S", help="change the config every S seconds"
     )
     scenario.add_argument(
         "--push-command",
