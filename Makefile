@@ -85,10 +85,13 @@ pytest: $(STAMP) peers
 
 test: lint typecheck check-generated pytest
 
-# The thread twins are generated from the asyncio drivers (tools/gen_sync.py).
+# The thread twins are generated from the asyncio drivers (tools/gen_sync.py), the
+# validation checkers from the protos, the import line's dataclass methods from their
+# declarations.
 check-generated: $(STAMP)
 	$(BIN)/python tools/gen_sync.py --check
 	$(BIN)/python tools/gen_rules.py --check
+	$(BIN)/python tools/gen_dataclasses.py --check
 
 protos: $(STAMP)
 	$(BIN)/python tools/gen_protos.py
@@ -106,6 +109,7 @@ dist: $(STAMP)
 
 sync: $(STAMP)
 	$(BIN)/python tools/gen_sync.py
+	$(BIN)/python tools/gen_dataclasses.py
 
 demo: $(STAMP)
 	$(BIN)/xds-client demo

@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "_clock": 0,
     "_gc": 0,
     "_tables": 0,
+    "_prebuilt_dataclasses": 0,  # the import line's dataclasses, methods written at build time
     # plain values and the I/O primitives of the two drivers
     "resources": 1,
     "federation": 1,

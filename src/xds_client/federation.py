@@ -17,8 +17,8 @@ This module is pure (no I/O), so the protocol core may use it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.errors import ResourceNameError
 
 __all__ = [

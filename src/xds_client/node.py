@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from envoy.config.core.v3.base_pb2 import Node as NodeProto
 
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client._version import __version__
 from xds_client.errors import UsageError
 

@@ -16,12 +16,14 @@ import logging
 import pkgutil
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from envoy.service.discovery.v3.discovery_pb2 import Resource
 from google.protobuf import descriptor_pool
 from google.protobuf.message import DecodeError, Message
+
+from xds_client._prebuilt_dataclasses import dataclass
 
 from .errors import (
     DuplicateResourceTypeError,

@@ -15,7 +15,6 @@ import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -35,6 +34,7 @@ from xds_client._backends.asyncio import (
     spawn,
 )
 from xds_client._clock import monotonic_to_wall
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType

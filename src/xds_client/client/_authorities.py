@@ -10,8 +10,8 @@ A47 requires). It is pure: the session uses it to pick a stream for each name.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.federation import ResourceNameError, is_xdstp, parse_xdstp
 from xds_client.transport import ServerTarget
 

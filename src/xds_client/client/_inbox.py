@@ -8,8 +8,9 @@ fewer, and then wakes the I/O worker to send the ACK.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
+
+from xds_client._prebuilt_dataclasses import dataclass
 
 __all__ = ["InboxItem", "ProbeResult", "StreamFailed"]
 

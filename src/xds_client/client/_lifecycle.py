@@ -18,10 +18,11 @@ lock. The :class:`~xds_client.client._session.Session` holds the lock and feeds 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Final
 
 from xds_client._backoff import BackoffState
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.protocol import DeltaProtocol, SotwProtocol
 from xds_client.transport import Request
 

@@ -20,9 +20,10 @@ import contextlib
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.protocol import CachedResource, DeltaProtocol, Event, ResourceUpdated, SotwProtocol
 
 if TYPE_CHECKING:
@@ -76,8 +77,7 @@ class PersistedType:
     version_info: str
     resources: tuple[tuple[str, str, str, bytes], ...]
     """``(name, version, resource_version, serialized message)`` per resource."""
-    _: KW_ONLY
-    entries: Mapping[str, CachedResource[Any]] | None = None
+    entries: Mapping[str, CachedResource[Any]] | None = field(default=None, kw_only=True)
     """For a record to save: the cache entries as accepted (immutable values), turned
     into ``resources`` only when written, so taking a snapshot is one dict copy."""
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from xds_client._clock import monotonic_to_wall
 from xds_client._gc import LARGE_RESPONSE, collector_paused
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.errors import ClientClosedError, ResourceNameError, UsageError
 from xds_client.federation import is_xdstp, normalize_name, parse_xdstp
 from xds_client.protocol import (
@@ -54,7 +55,6 @@ from xds_client.transport import (
 
 from ._authorities import AuthorityRouter
 from ._delivery import hook, observe, route
-from ._html import ResourceCache
 from ._lifecycle import Input, Phase, Role, Stream, after_failure
 from ._options import ClientOptions
 from ._persist import ConfigCache, LastGoodConfig, SaveConfig
@@ -441,7 +441,9 @@ class Session:
             merged: dict[str, CachedResource[Any]] = {}
             for slot in self._slots_of(type_url):
                 merged.update(slot.protocol.resources(type_url))
-            return ResourceCache(type_url, merged)  # a dict that notebooks show as a table
+            from ._html import ResourceCache  # a dict that notebooks show as a table (~0.4 ms)
+
+            return ResourceCache(type_url, merged)
 
     def client_config(self, to_wall: Callable[[float], float]) -> ClientConfig:
         """CSDS ``ClientConfig`` of everything subscribed or cached, secrets redacted."""

@@ -14,7 +14,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -33,6 +32,7 @@ from xds_client._backends.threads import (
     spawn,
 )
 from xds_client._clock import monotonic_to_wall
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.errors import ClientClosedError, TransportError, UsageError, WaitTimeoutError
 from xds_client.protocol import CachedResource
 from xds_client.resources import ResourceType

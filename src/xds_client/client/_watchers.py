@@ -9,14 +9,13 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, Union
 
 from google.protobuf.message import Message
 
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.errors import ResourceNotFoundError, TransportError, UsageError, XdsClientError
 from xds_client.federation import glob_collection_of, is_glob_collection
 from xds_client.protocol._events import (
@@ -224,7 +223,9 @@ class EventBuffer:
             position = old.batch.positions()[name]
             index = old.index
             at = position
-            if index is not None:  # folding an indexed segment: rare, so loaded here
+            if index is not None:
+                from bisect import bisect_left  # folding an indexed segment: rare (~0.4 ms)
+
                 at = bisect_left(index, position)
             if at < old.pos:
                 return  # handed to the reader already (the index keeps a segment's names)

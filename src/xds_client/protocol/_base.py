@@ -7,12 +7,12 @@ is wanted, held, expired or missing lives here once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from google.rpc.status_pb2 import Status
 
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.errors import ProtocolUsageError, ResourceError, UnknownResourceTypeError
 from xds_client.federation import is_glob_collection
 from xds_client.resources import ResourceType, resource_type

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
 from google.protobuf.message import Message
+
+from xds_client._prebuilt_dataclasses import dataclass
 
 from ._mutable_twins import mutable_twin
 

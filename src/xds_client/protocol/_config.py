@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
+from xds_client._prebuilt_dataclasses import dataclass
 from xds_client.errors import ProtocolUsageError
 
 if TYPE_CHECKING:

@@ -7,10 +7,11 @@ watchers; none of them refers back to the protocol object.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
+
+from xds_client._prebuilt_dataclasses import dataclass
 
 from ._mutable_twins import mutable_twin
 

@@ -28,9 +28,10 @@ value), and which names this stream has already requested (one
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
+
+from xds_client._prebuilt_dataclasses import dataclass
 
 from ._cache import ResourceStatus
 from ._timers import DeadlineQueue
