@@ -26,11 +26,11 @@ import argparse
 import ast
 import dataclasses
 import importlib
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from _ruff import tidy
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -296,29 +296,11 @@ def generate() -> str:
     text = "\n\n".join([HEADER, *functions])
     text += "\n\nENTRIES: dict[str, tuple[tuple[Any, ...], Callable[..., Methods]]] = {\n"
     text += "\n".join(entries) + "\n}\n"
-    return _format(text)
+    return tidy(text, TARGET)
 
 
 def _key(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _format(text: str) -> str:
-    local = Path(sys.executable).with_name("ruff")
-    ruff = str(local) if local.exists() else shutil.which("ruff")
-    if ruff is None:
-        raise SystemExit("ruff is needed to format the generated file (pip install ruff)")
-    result = subprocess.run(
-        [ruff, "format", "--stdin-filename", TARGET, "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-    )
-    if result.returncode != 0:
-        raise SystemExit(f"ruff format failed on {TARGET}:\n{result.stderr}")
-    return result.stdout
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 import ast
 import re
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from _ruff import tidy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -311,31 +311,6 @@ def _replace_docstring(text: str, doc: str) -> str:
     return f'"""{doc}\n"""\n' + "".join(lines[first.end_lineno :])
 
 
-def _ruff() -> str:
-    local = Path(sys.executable).with_name("ruff")
-    found = str(local) if local.exists() else shutil.which("ruff")
-    if found is None:
-        raise SystemExit("ruff is needed to format the generated files (pip install ruff)")
-    return found
-
-
-def _tidy(text: str, target: str) -> str:
-    ruff = _ruff()
-    for args in (["check", "--select", "I,F401", "--fix-only", "--exit-zero"], ["format"]):
-        result = subprocess.run(
-            [ruff, *args, "--stdin-filename", target, "-"],
-            input=text,
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=ROOT,
-        )
-        if result.returncode != 0:
-            raise SystemExit(f"ruff {args[0]} failed on {target}:\n{result.stderr}")
-        text = result.stdout
-    return text
-
-
 def generate(twin: Twin, used: dict[Rule, int]) -> str:
     """The thread twin of ``twin.source``; counts each rule's matches in ``used``."""
     text = (ROOT / twin.source).read_text()
@@ -343,7 +318,7 @@ def generate(twin: Twin, used: dict[Rule, int]) -> str:
     for rule in (*twin.rules, *COMMON):
         text, count = re.subn(rule[0], rule[1], text)
         used[rule] = used.get(rule, 0) + count
-    return HEADER.format(source=twin.source.removeprefix("src/")) + _tidy(text, twin.target)
+    return HEADER.format(source=twin.source.removeprefix("src/")) + tidy(text, twin.target)
 
 
 def main(argv: list[str] | None = None) -> int:
